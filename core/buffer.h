@@ -1,0 +1,80 @@
+// Buffers own bytes; Memory objects (allocators) create them and count what is in use.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace edgelm {
+
+// Every allocation is aligned to this, so any row start a kernel sees at a 64-byte multiple offset
+// is cache-line aligned and suits every SIMD width up to AVX-512.
+inline constexpr size_t kBufferAlignment = 64;
+
+// A block of memory. host_ptr() is where the CPU reads and writes it; for shared (zero-copy)
+// buffers of a GPU backend it is the persistent mapping of the same bytes the device uses, and
+// handle() is the backend's object for it (e.g. a cl_mem). Device-only memory has no host_ptr.
+class Buffer {
+ public:
+  using Release = std::function<void()>;
+
+  // `release` runs once when the buffer is destroyed (frees memory, unmaps, updates counters).
+  Buffer(void* host_ptr, size_t size, void* handle, Release release);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  // Wraps memory owned elsewhere (e.g. an mmapped file); `keep_alive` is held until destruction.
+  static std::shared_ptr<Buffer> wrap(void* host_ptr, size_t size,
+                                      std::shared_ptr<const void> keep_alive = nullptr);
+
+  void* host_ptr() const { return host_ptr_; }
+  size_t size() const { return size_; }
+  void* handle() const { return handle_; }
+
+ private:
+  void* host_ptr_;
+  size_t size_;
+  void* handle_;
+  Release release_;
+};
+
+// An allocator. Each backend exposes the Memory its ops can read and write.
+class Memory {
+ public:
+  virtual ~Memory() = default;
+
+  // Short name for logs: "host", "opencl-shared".
+  virtual std::string name() const = 0;
+
+  // Allocates `size` bytes aligned to kBufferAlignment. Contents are uninitialised. Throws
+  // edgelm::Error when the allocation fails.
+  virtual std::shared_ptr<Buffer> allocate(size_t size) = 0;
+
+  // Bytes currently held by live buffers of this allocator, and the most ever held at once.
+  size_t bytes_in_use() const { return counters_->in_use.load(std::memory_order_relaxed); }
+  size_t peak_bytes() const { return counters_->peak.load(std::memory_order_relaxed); }
+
+ protected:
+  // Counts `size` bytes as in use and returns the action that un-counts them; allocators chain it
+  // into the buffer's release. The counters outlive the allocator if buffers do.
+  std::function<void()> track(size_t size);
+
+ private:
+  struct Counters {
+    std::atomic<size_t> in_use{0};
+    std::atomic<size_t> peak{0};
+  };
+  std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
+};
+
+// Plain host memory: 64-byte aligned allocations from the C heap.
+class HostMemory final : public Memory {
+ public:
+  std::string name() const override { return "host"; }
+  std::shared_ptr<Buffer> allocate(size_t size) override;
+};
+
+}  // namespace edgelm

@@ -1,0 +1,44 @@
+// Element types of tensors, and their storage geometry.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace edgelm {
+
+// Storage types. Activations are F32; weights F32/F16/BF16/Q8_0/Q4_0; KV cache F32/F16; token ids
+// and positions I32. Q8_0 and Q4_0 are the GGML/GGUF block formats (see core/quant.h).
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, Count };
+inline constexpr int kDTypeCount = static_cast<int>(DType::Count);
+
+struct DTypeInfo {
+  const char* name;    // lower case, as used on the command line: "f32", "q4_0"
+  int64_t block_size;  // elements per block (1 for plain types)
+  size_t block_bytes;  // bytes per block
+  bool is_quantized;
+  bool is_float;  // F32, F16, BF16
+};
+
+const DTypeInfo& dtype_info(DType dtype);
+inline const char* dtype_name(DType dtype) {
+  return dtype_info(dtype).name;
+}
+inline int64_t dtype_block_size(DType dtype) {
+  return dtype_info(dtype).block_size;
+}
+inline size_t dtype_block_bytes(DType dtype) {
+  return dtype_info(dtype).block_bytes;
+}
+inline bool dtype_is_quantized(DType dtype) {
+  return dtype_info(dtype).is_quantized;
+}
+
+// Bytes of a row of n elements. Throws edgelm::Error when n is not a multiple of the block size.
+size_t dtype_row_bytes(DType dtype, int64_t n);
+
+// Parses a name as printed by dtype_name (case-insensitive); nullopt when unknown.
+std::optional<DType> dtype_from_name(std::string_view name);
+
+}  // namespace edgelm

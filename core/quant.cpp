@@ -1,0 +1,72 @@
+#include "core/quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/half.h"
+
+namespace edgelm {
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  EDGELM_CHECK(n % kQ8_0BlockSize == 0, "[quant] q8_0 row length ", n, " is not a multiple of 32");
+  for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
+    const float* block = x + b * kQ8_0BlockSize;
+    float max_abs = 0.0f;
+    for (int i = 0; i < kQ8_0BlockSize; ++i) max_abs = std::max(max_abs, std::fabs(block[i]));
+    const float d = max_abs / 127.0f;
+    const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = f32_to_f16(d);
+    for (int i = 0; i < kQ8_0BlockSize; ++i) {
+      y[b].qs[i] = static_cast<int8_t>(std::round(block[i] * inverse));
+    }
+  }
+}
+
+void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
+  EDGELM_CHECK(n % kQ4_0BlockSize == 0, "[quant] q4_0 row length ", n, " is not a multiple of 32");
+  constexpr int kHalf = kQ4_0BlockSize / 2;
+  for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
+    const float* block = x + b * kQ4_0BlockSize;
+    float max_abs = 0.0f;
+    float extreme = 0.0f;  // the signed value with the largest magnitude (first one on ties)
+    for (int i = 0; i < kQ4_0BlockSize; ++i) {
+      if (std::fabs(block[i]) > max_abs) {
+        max_abs = std::fabs(block[i]);
+        extreme = block[i];
+      }
+    }
+    const float d = extreme / -8.0f;
+    const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = f32_to_f16(d);
+    for (int i = 0; i < kHalf; ++i) {
+      // x * inverse lies in [-8, 8]; adding 8.5 and truncating rounds half up into [0, 16].
+      const int low = std::min(15, static_cast<int>(block[i] * inverse + 8.5f));
+      const int high = std::min(15, static_cast<int>(block[i + kHalf] * inverse + 8.5f));
+      y[b].qs[i] = static_cast<uint8_t>(low | (high << 4));
+    }
+  }
+}
+
+void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n) {
+  EDGELM_CHECK(n % kQ8_0BlockSize == 0, "[quant] q8_0 row length ", n, " is not a multiple of 32");
+  for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
+    const float d = f16_to_f32(x[b].d);
+    for (int i = 0; i < kQ8_0BlockSize; ++i) y[b * kQ8_0BlockSize + i] = x[b].qs[i] * d;
+  }
+}
+
+void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n) {
+  EDGELM_CHECK(n % kQ4_0BlockSize == 0, "[quant] q4_0 row length ", n, " is not a multiple of 32");
+  constexpr int kHalf = kQ4_0BlockSize / 2;
+  for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
+    const float d = f16_to_f32(x[b].d);
+    float* out = y + b * kQ4_0BlockSize;
+    for (int i = 0; i < kHalf; ++i) {
+      out[i] = static_cast<float>((x[b].qs[i] & 0x0f) - 8) * d;
+      out[i + kHalf] = static_cast<float>((x[b].qs[i] >> 4) - 8) * d;
+    }
+  }
+}
+
+}  // namespace edgelm

@@ -1,0 +1,107 @@
+#include "core/thread_pool.h"
+
+#include "core/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace edgelm {
+namespace {
+
+// Spin this many polls before sleeping in the kernel: long enough to cover the gap between two
+// ops of a decode step (microseconds), short enough not to burn a core between tokens.
+constexpr int kSpinPolls = 1 << 14;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+thread_local const ThreadPool* tls_current_pool = nullptr;
+
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
+  EDGELM_CHECK(n_threads >= 1, "[thread_pool] thread count must be at least 1, got ", n_threads);
+  workers_.reserve(static_cast<size_t>(n_threads - 1));
+  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+void ThreadPool::execute(int index) {
+  try {
+    function_(context_, index);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
+void ThreadPool::worker_loop(int index) {
+  tls_current_pool = this;
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t now = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; now == seen && spin < kSpinPolls; ++spin) {
+      cpu_relax();
+      now = generation_.load(std::memory_order_acquire);
+    }
+    while (now == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      now = generation_.load(std::memory_order_acquire);
+    }
+    seen = now;
+    if (stop_.load(std::memory_order_acquire)) return;
+    execute(index);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+  }
+}
+
+void ThreadPool::run_erased(void (*function)(void*, int), void* context) {
+  EDGELM_CHECK(tls_current_pool != this, "[thread_pool] run() called from inside one of its tasks");
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  const ThreadPool* previous_pool = tls_current_pool;  // the caller may be a task of another pool
+  tls_current_pool = this;
+  if (n_threads_ == 1) {
+    try {
+      function(context, 0);
+    } catch (...) {
+      tls_current_pool = previous_pool;
+      throw;
+    }
+    tls_current_pool = previous_pool;
+    return;
+  }
+  function_ = function;
+  context_ = context;
+  error_ = nullptr;
+  pending_.store(static_cast<uint32_t>(n_threads_ - 1), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+
+  execute(0);
+  tls_current_pool = previous_pool;
+
+  uint32_t left = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; left != 0 && spin < kSpinPolls; ++spin) {
+    cpu_relax();
+    left = pending_.load(std::memory_order_acquire);
+  }
+  while (left != 0) {
+    pending_.wait(left, std::memory_order_acquire);
+    left = pending_.load(std::memory_order_acquire);
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace edgelm

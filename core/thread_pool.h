@@ -1,0 +1,73 @@
+// A persistent pool of worker threads with a cheap fork/join barrier. Dispatching work allocates
+// nothing, so it can run every op of every decoded token.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace edgelm {
+
+class ThreadPool {
+ public:
+  // `n_threads` counts the calling thread, which always takes part: ThreadPool(1) starts no worker.
+  // Throws edgelm::Error when n_threads < 1.
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Runs task(thread_index) once on every thread (the caller is index 0) and returns when all have
+  // finished. The first exception a task throws is rethrown here after the join. Calling run()
+  // from inside a task of the same pool throws edgelm::Error (it would deadlock).
+  template <class F>
+  void run(F&& task) {
+    using Fn = std::remove_reference_t<F>;
+    run_erased([](void* context, int index) { (*static_cast<Fn*>(context))(index); },
+               const_cast<void*>(static_cast<const void*>(&task)));
+  }
+
+  // Splits [0, n) into one contiguous range per thread, with range boundaries on multiples of
+  // `grain`, and calls fn(begin, end) for each non-empty range. Small n runs inline.
+  template <class F>
+  void parallel_for(int64_t n, F&& fn, int64_t grain = 1) {
+    if (n <= 0) return;
+    const int64_t units = (n + grain - 1) / grain;
+    if (n_threads_ == 1 || units == 1) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    run([&](int index) {
+      const int64_t begin_unit = units * index / n_threads_;
+      const int64_t end_unit = units * (index + 1) / n_threads_;
+      const int64_t begin = begin_unit * grain;
+      const int64_t end = end_unit * grain < n ? end_unit * grain : n;
+      if (begin < end) fn(begin, end);
+    });
+  }
+
+ private:
+  void run_erased(void (*function)(void*, int), void* context);
+  void worker_loop(int index);
+  void execute(int index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;  // one run() at a time from outside threads
+
+  void (*function_)(void*, int) = nullptr;
+  void* context_ = nullptr;
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<uint32_t> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace edgelm
