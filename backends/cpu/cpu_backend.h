@@ -1,0 +1,56 @@
+// The CPU backend: runs every op through a kernel table (portable reference or an ISA-specific
+// one) and splits the work over a persistent thread pool. It reads and writes any buffer that has
+// a host mapping, so tensors allocated by another backend's shared memory work too.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/cpu/kernels.h"
+#include "core/backend.h"
+#include "core/buffer.h"
+#include "core/thread_pool.h"
+
+namespace edgelm::cpu {
+
+struct CpuOptions {
+  int n_threads = 0;  // 0: one per hardware thread
+  std::string isa;    // empty: EDGELM_CPU_ISA or the best available (see select_kernels)
+  // Allocator for tensors made for this backend; null: a private HostMemory. Pass another
+  // backend's shared memory to make the CPU work on the same bytes.
+  std::shared_ptr<Memory> memory;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(CpuOptions options = {});
+
+  std::string name() const override { return "cpu"; }
+  std::string device() const override;
+  Memory& memory() override { return *memory_; }
+  bool supports(OpKind op, std::initializer_list<DType> dtypes) const override;
+
+  void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;
+  void matmul(const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
+  void rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
+            const Tensor& out) override;
+  void attention(const AttentionArgs& args) override;
+  void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void softmax(const Tensor& x, const Tensor& y) override;
+  void cast(const Tensor& src, const Tensor& dst) override;
+  void kv_append(const Tensor& src, const Tensor& slots, const Tensor& cache) override;
+  void kv_compact(const Tensor& cache, const Tensor& keep) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+
+  ThreadPool& pool() { return pool_; }
+  const KernelTable& kernels() const { return *kernels_; }
+
+ private:
+  std::shared_ptr<Memory> memory_;
+  ThreadPool pool_;
+  const KernelTable* kernels_;
+};
+
+}  // namespace edgelm::cpu

@@ -1,0 +1,60 @@
+// The CPU kernel table: one function pointer per op (per dtype where the dtype changes the kernel).
+// It is filled once per instruction set; the CPU backend dispatches through it, and the parity
+// tests and micro-benchmarks enumerate the same table, so it is the only list to edit when a
+// kernel is added.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/dtype.h"
+
+namespace edgelm::cpu {
+
+// y[m, n] = sum_k x[m, k] * w[n, k] for m in [0, M) and n in [n_begin, n_end).
+// x: [M, K] F32; w: [N, K] rows of the table's dtype; y: [M, N] F32.
+using MatmulFn = void (*)(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end);
+// One row of n elements to or from F32 (dequantize / quantize / convert).
+using RowToF32Fn = void (*)(const void* src, float* dst, int64_t n);
+using RowFromF32Fn = void (*)(const float* src, void* dst, int64_t n);
+// One row of `dim` elements.
+using RmsNormFn = void (*)(const float* x, const float* weight, float* y, int64_t dim, float eps);
+// One token: x and out [n_heads, head_dim]; inv_freq [head_dim / 2].
+using RopeFn = void (*)(const float* x, float* out, int64_t n_heads, int64_t head_dim,
+                        int32_t position, const float* inv_freq);
+using SoftmaxFn = void (*)(const float* x, float* y, int64_t n);
+using SiluMulFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
+using AddFn = void (*)(const float* a, const float* b, float* out, int64_t n);
+// Attention for kv heads [group_begin, group_end) (all queries and all query heads of those
+// groups, and their rows of args.mass). Semantics as Backend::attention.
+using AttentionFn = void (*)(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+
+struct KernelTable {
+  const char* isa = "";
+  std::array<MatmulFn, kDTypeCount> matmul{};            // by weight dtype
+  std::array<RowToF32Fn, kDTypeCount> row_to_f32{};      // by source dtype
+  std::array<RowFromF32Fn, kDTypeCount> row_from_f32{};  // by destination dtype
+  std::array<AttentionFn, kDTypeCount> attention{};      // by K/V dtype
+  RmsNormFn rms_norm = nullptr;
+  RopeFn rope = nullptr;
+  SoftmaxFn softmax = nullptr;
+  SiluMulFn silu_mul = nullptr;
+  AddFn add = nullptr;
+};
+
+// The reference kernels (backends/cpu/portable/), always available.
+const KernelTable& portable_kernels();
+
+// Every table compiled into this binary whose instruction set this CPU has, portable first.
+std::vector<const KernelTable*> available_kernel_tables();
+
+// The table to use: the one named by `isa` if not empty, else by the environment variable
+// EDGELM_CPU_ISA (portable|avx2|avx512|neon), else the best available. Throws edgelm::Error when
+// the named ISA is unknown, not built, or not supported by this CPU.
+const KernelTable& select_kernels(const std::string& isa = "");
+
+}  // namespace edgelm::cpu

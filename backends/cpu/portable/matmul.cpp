@@ -1,0 +1,73 @@
+// Reference matmul: y = x · Wᵀ for every weight dtype. Weights are decoded element by element and
+// every dot product is accumulated in double, so the result is the exact product of x and the
+// dequantized weights up to one final rounding.
+#include "backends/cpu/portable/portable.h"
+#include "core/half.h"
+#include "core/quant.h"
+
+namespace edgelm::cpu {
+namespace {
+
+// Generic loop; decode(row, k) returns element k of weight row `row` as float.
+template <class Decode>
+void matmul_rows(const float* x, float* y, int64_t M, int64_t N, int64_t K, int64_t n_begin,
+                 int64_t n_end, Decode decode) {
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    for (int64_t m = 0; m < M; ++m) {
+      const float* x_row = x + m * K;  // [K]
+      double sum = 0.0;
+      for (int64_t k = 0; k < K; ++k) sum += static_cast<double>(x_row[k]) * decode(n, k);
+      y[m * N + n] = static_cast<float>(sum);
+    }
+  }
+}
+
+}  // namespace
+
+void f32_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end) {
+  const auto* weights = static_cast<const float*>(w);  // [N, K]
+  matmul_rows(x, y, M, N, K, n_begin, n_end,
+              [&](int64_t n, int64_t k) { return static_cast<double>(weights[n * K + k]); });
+}
+
+void f16_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end) {
+  const auto* weights = static_cast<const uint16_t*>(w);  // [N, K] half bits
+  matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
+    return static_cast<double>(f16_to_f32(weights[n * K + k]));
+  });
+}
+
+void bf16_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  const auto* weights = static_cast<const uint16_t*>(w);  // [N, K] bfloat16 bits
+  matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
+    return static_cast<double>(bf16_to_f32(weights[n * K + k]));
+  });
+}
+
+void q8_0_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(w);  // [N, K / 32]
+  const int64_t blocks_per_row = K / kQ8_0BlockSize;
+  matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
+    const BlockQ8_0& block = blocks[n * blocks_per_row + k / kQ8_0BlockSize];
+    return static_cast<double>(f16_to_f32(block.d)) * block.qs[k % kQ8_0BlockSize];
+  });
+}
+
+void q4_0_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  const auto* blocks = static_cast<const BlockQ4_0*>(w);  // [N, K / 32]
+  const int64_t blocks_per_row = K / kQ4_0BlockSize;
+  constexpr int kHalf = kQ4_0BlockSize / 2;
+  matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
+    const BlockQ4_0& block = blocks[n * blocks_per_row + k / kQ4_0BlockSize];
+    const int i = static_cast<int>(k % kQ4_0BlockSize);
+    const int nibble = i < kHalf ? (block.qs[i] & 0x0f) : (block.qs[i - kHalf] >> 4);
+    return static_cast<double>(f16_to_f32(block.d)) * (nibble - 8);
+  });
+}
+
+}  // namespace edgelm::cpu
