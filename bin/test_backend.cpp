@@ -1,0 +1,125 @@
+// test_backend: runs the op parity matrix on one or more backends and prints, per op × dtype ×
+// shape, the normalised squared error against the oracle (double-precision reference math, or
+// another backend) and pass/fail. Exits non-zero when any case fails.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "backends/registry.h"
+#include "core/error.h"
+#include "tests/parity/parity.h"
+
+namespace {
+
+using edgelm::parity::CaseResult;
+
+int run(int argc, char** argv) {
+  CLI::App app{"Runs the op parity matrix (ops x dtypes x shapes) on edgelm backends."};
+  std::vector<std::string> backends;
+  std::string oracle_name = "reference";
+  std::string filter;
+  int threads = 0;
+  bool json = false;
+  bool list = false;
+  bool show_skipped = false;
+  uint64_t seed = 1234;
+  app.add_option("-b,--backend", backends,
+                 "Backend to test (repeatable); default: every backend on this machine");
+  app.add_option("--oracle", oracle_name,
+                 "What to compare with: 'reference' (double-precision math) or a backend name");
+  app.add_option("-f,--filter", filter, "Only cases whose name contains this, e.g. matmul/q4_0");
+  app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)");
+  app.add_option("--seed", seed, "Seed of the random inputs");
+  app.add_flag("--json", json, "Print one JSON object with every result instead of the table");
+  app.add_flag("--show-skipped", show_skipped, "Also list skipped combinations in the table");
+  app.add_flag("--list", list, "List the backends and cases, run nothing");
+  CLI11_PARSE(app, argc, argv);
+
+  if (list) {
+    std::cout << "backends:";
+    for (const std::string& name : edgelm::backend_names()) std::cout << " " << name;
+    std::cout << "\ncases:\n";
+    for (const auto& op_case : edgelm::parity::all_cases())
+      std::cout << "  " << op_case.name() << "\n";
+    return 0;
+  }
+  if (backends.empty()) {
+    for (const std::string& name : edgelm::backend_names()) {
+      if (name != "cpu" && name != oracle_name) backends.push_back(name);
+    }
+  }
+
+  const edgelm::BackendOptions options{.n_threads = threads};
+  std::unique_ptr<edgelm::Backend> oracle;
+  if (oracle_name != "reference") oracle = edgelm::create_backend(oracle_name, options);
+
+  nlohmann::json rows = nlohmann::json::array();
+  int passed = 0, failed = 0, skipped = 0;
+  const auto start = std::chrono::steady_clock::now();
+  if (!json) {
+    std::printf("oracle: %s\n", oracle ? oracle->device().c_str() : "double-precision reference");
+    std::printf("%-58s %-14s %12s %10s  %s\n", "case", "backend", "nmse", "tolerance", "result");
+  }
+  for (const std::string& name : backends) {
+    const std::unique_ptr<edgelm::Backend> backend = edgelm::create_backend(name, options);
+    if (!json) std::printf("# %s: %s\n", name.c_str(), backend->device().c_str());
+    for (const auto& op_case : edgelm::parity::all_cases()) {
+      if (!filter.empty() && op_case.name().find(filter) == std::string::npos) continue;
+      const CaseResult result = edgelm::parity::run_case(op_case, *backend, oracle.get(), seed);
+      switch (result.status) {
+        case CaseResult::Status::Passed:
+          ++passed;
+          break;
+        case CaseResult::Status::Failed:
+          ++failed;
+          break;
+        case CaseResult::Status::Skipped:
+          ++skipped;
+          break;
+      }
+      const char* status = edgelm::parity::status_name(result.status);
+      rows.push_back({{"case", op_case.name()},
+                      {"op", edgelm::op_name(op_case.op)},
+                      {"backend", name},
+                      {"oracle", oracle_name},
+                      {"nmse", result.nmse},
+                      {"tolerance", op_case.tolerance},
+                      {"result", status},
+                      {"detail", result.detail}});
+      if (json || (result.status == CaseResult::Status::Skipped && !show_skipped)) continue;
+      std::printf("%-58s %-14s %12.3e %10.1e  %s%s%s\n", op_case.name().c_str(), name.c_str(),
+                  result.nmse, op_case.tolerance, status, result.detail.empty() ? "" : "  ",
+                  result.detail.c_str());
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (json) {
+    std::cout << nlohmann::json{{"results", rows},
+                                {"passed", passed},
+                                {"failed", failed},
+                                {"skipped", skipped},
+                                {"seconds", seconds}}
+                     .dump()
+              << "\n";
+  } else {
+    std::printf("parity: %d passed, %d failed, %d skipped (unsupported) in %.2f s\n", passed,
+                failed, skipped, seconds);
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "test_backend: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,596 @@
+// The parity matrix. Each op lists its dtype combinations (including some no backend supports, to
+// show skips) and at least three shapes: odd sizes and SIMD tile boundaries (15/16/17, 33, 65,
+// multi-block K). Tolerances are max NMSE against the double-precision reference; each is
+// justified where it is set. Exact ops (data movement, decoding, rounding casts) use 0.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/rope.h"
+#include "tests/parity/parity.h"
+
+namespace edgelm::parity {
+namespace {
+
+using Expected = std::vector<std::vector<double>>;
+
+// A float32 result of one rounding: relative error ≤ 2^-24, NMSE ≤ 2^-48 ≈ 3.6e-15.
+constexpr double kOneRounding = 1e-12;
+// A float32 computation with a few roundings or a float32 accumulation over up to ~2k terms
+// (fast kernels): relative error ~ sqrt(n)·2^-24 → NMSE ≲ 1e-11; 1e-10 leaves headroom while any
+// real bug (a wrong index, a dropped term) gives NMSE far above 1e-6.
+constexpr double kFloatMath = 1e-10;
+// Quantized matmul may quantize activations to 8 bits per 32-block (as GGML's dot products do):
+// step max|x|/127, error variance step²/12 → NMSE ≈ 3e-5 on Gaussian rows; bound 1e-4.
+constexpr double kQuantizedActivations = 1e-4;
+// Quantizing casts are compared with their input, so the tolerance is the format's own error on
+// Gaussian data: Q8_0 ≈ 2e-5 (step max/127), Q4_0 ≈ 6e-3 (step max/8); bounds with 3-5x headroom.
+constexpr double kQ8_0Format = 1e-4;
+constexpr double kQ4_0Format = 2e-2;
+
+const std::vector<DType> kWeightTypes = {DType::F32,  DType::F16,  DType::BF16,
+                                         DType::Q8_0, DType::Q4_0, DType::I32};
+
+int64_t uniform_int(std::mt19937_64& rng, int64_t low, int64_t high) {  // [low, high]
+  return std::uniform_int_distribution<int64_t>(low, high)(rng);
+}
+
+// `count` distinct sorted values from [0, range).
+std::vector<double> sorted_subset(std::mt19937_64& rng, int64_t range, int64_t count) {
+  std::vector<int64_t> all(static_cast<size_t>(range));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(static_cast<size_t>(count));
+  std::sort(all.begin(), all.end());
+  return {all.begin(), all.end()};
+}
+
+std::string dims(std::initializer_list<std::pair<const char*, int64_t>> named) {
+  std::string text;
+  for (const auto& [key, value] : named) {
+    if (!text.empty()) text += "_";
+    text += key + std::to_string(value);
+  }
+  return text;
+}
+
+void embed_cases(std::vector<OpCase>& cases) {
+  struct S {
+    int64_t vocab, dim, n;
+  };
+  for (DType dtype : kWeightTypes) {
+    for (S s : {S{7, 32, 1}, S{50, 96, 5}, S{33, 256, 17}}) {
+      cases.push_back({OpKind::Embed,
+                       {dtype},
+                       dims({{"vocab", s.vocab}, {"dim", s.dim}, {"n", s.n}}),
+                       0.0,  // decoding is exact in float32
+                       [=](Context& ctx) {
+                         Tensor table = ctx.random(dtype, {s.vocab, s.dim});
+                         std::vector<double> ids(static_cast<size_t>(s.n));
+                         for (double& id : ids) id = uniform_int(ctx.rng(), 0, s.vocab - 1);
+                         Tensor id_tensor = ctx.values(DType::I32, {s.n}, ids);
+                         Tensor out = ctx.output(DType::F32, {s.n, s.dim});
+                         ctx.backend().embed(table, id_tensor, out);
+                         ctx.compare(out);
+                       },
+                       [=](const Context& ctx) {
+                         const auto table = ctx.input(0);
+                         const auto ids = ctx.input(1);
+                         std::vector<double> out;
+                         for (double id : ids) {
+                           for (int64_t d = 0; d < s.dim; ++d) {
+                             out.push_back(table[static_cast<size_t>(id) * s.dim + d]);
+                           }
+                         }
+                         return Expected{out};
+                       }});
+    }
+  }
+}
+
+void matmul_cases(std::vector<OpCase>& cases) {
+  struct S {
+    int64_t M, N, K;
+  };
+  for (DType dtype : kWeightTypes) {
+    const double tolerance = dtype_is_quantized(dtype) ? kQuantizedActivations : kFloatMath;
+    for (S s : {S{1, 1, 32}, S{1, 17, 96}, S{5, 7, 64}, S{4, 33, 288}, S{17, 16, 160},
+                S{33, 65, 256}, S{1, 15, 1024}}) {
+      cases.push_back({OpKind::Matmul,
+                       {dtype},
+                       dims({{"M", s.M}, {"N", s.N}, {"K", s.K}}),
+                       tolerance,
+                       [=](Context& ctx) {
+                         Tensor x = ctx.random(DType::F32, {s.M, s.K});
+                         Tensor w = ctx.random(dtype, {s.N, s.K}, 0.5f);
+                         Tensor y = ctx.output(DType::F32, {s.M, s.N});
+                         ctx.backend().matmul(x, w, y);
+                         ctx.compare(y);
+                       },
+                       [=](const Context& ctx) {
+                         const auto x = ctx.input(0);
+                         const auto w = ctx.input(1);
+                         std::vector<double> y(static_cast<size_t>(s.M * s.N));
+                         for (int64_t m = 0; m < s.M; ++m) {
+                           for (int64_t n = 0; n < s.N; ++n) {
+                             double sum = 0.0;
+                             for (int64_t k = 0; k < s.K; ++k)
+                               sum += x[m * s.K + k] * w[n * s.K + k];
+                             y[m * s.N + n] = sum;
+                           }
+                         }
+                         return Expected{y};
+                       }});
+    }
+  }
+}
+
+std::vector<double> rms_norm_reference(const std::vector<double>& x, const std::vector<double>& w,
+                                       int64_t dim, double eps) {
+  std::vector<double> y(x.size());
+  for (size_t r = 0; r < x.size() / dim; ++r) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < dim; ++i) sum += x[r * dim + i] * x[r * dim + i];
+    const double inverse = 1.0 / std::sqrt(sum / dim + eps);
+    for (int64_t i = 0; i < dim; ++i) y[r * dim + i] = x[r * dim + i] * inverse * w[i];
+  }
+  return y;
+}
+
+void rms_norm_cases(std::vector<OpCase>& cases) {
+  struct S {
+    int64_t rows, dim;
+    bool in_place;
+  };
+  constexpr float kEps = 1e-5f;
+  for (DType dtype : {DType::F32, DType::F16}) {
+    for (S s :
+         {S{1, 7, false}, S{3, 64, false}, S{5, 255, false}, S{2, 2048, false}, S{3, 64, true}}) {
+      std::string shape = dims({{"rows", s.rows}, {"dim", s.dim}}) + (s.in_place ? "_inplace" : "");
+      cases.push_back({OpKind::RmsNorm,
+                       {dtype},
+                       shape,
+                       kFloatMath,
+                       [=](Context& ctx) {
+                         Tensor x = s.in_place ? ctx.inout(dtype, {s.rows, s.dim})
+                                               : ctx.random(dtype, {s.rows, s.dim});
+                         Tensor w = ctx.random(DType::F32, {s.dim});
+                         Tensor y = s.in_place ? x : ctx.output(dtype, {s.rows, s.dim});
+                         ctx.backend().rms_norm(x, w, kEps, y);
+                         ctx.compare(y);
+                       },
+                       [=](const Context& ctx) {
+                         return Expected{
+                             rms_norm_reference(ctx.input(0), ctx.input(1), s.dim, kEps)};
+                       }});
+    }
+  }
+}
+
+void rope_cases(std::vector<OpCase>& cases) {
+  struct S {
+    int64_t tokens, heads, head_dim;
+    bool llama3;
+    bool in_place;
+  };
+  for (S s : {S{1, 1, 2, false, false}, S{3, 4, 64, true, false}, S{5, 3, 128, false, false},
+              S{7, 2, 34, true, false}, S{4, 2, 64, true, true}}) {
+    RopeParams params;
+    params.head_dim = s.head_dim;
+    params.theta = s.llama3 ? 500000.0f : 10000.0f;
+    if (s.llama3) {
+      params.scaling = {RopeScaling::Type::Llama3, 32.0f, 1.0f, 4.0f, 8192};
+    }
+    const std::vector<float> inv_freq = rope_inv_freq(params);
+    std::string shape = dims({{"tokens", s.tokens}, {"heads", s.heads}, {"dim", s.head_dim}}) +
+                        (s.llama3 ? "_llama3" : "") + (s.in_place ? "_inplace" : "");
+    cases.push_back({OpKind::Rope,
+                     {DType::F32},
+                     shape,
+                     kFloatMath,
+                     [=](Context& ctx) {
+                       Shape x_shape{s.tokens, s.heads, s.head_dim};
+                       Tensor x = s.in_place ? ctx.inout(DType::F32, x_shape)
+                                             : ctx.random(DType::F32, x_shape);
+                       std::vector<double> positions(static_cast<size_t>(s.tokens));
+                       for (double& p : positions) p = uniform_int(ctx.rng(), 0, 9000);
+                       Tensor pos = ctx.values(DType::I32, {s.tokens}, positions);
+                       Tensor freq = ctx.values(DType::F32, {s.head_dim / 2},
+                                                {inv_freq.begin(), inv_freq.end()});
+                       Tensor out = s.in_place ? x : ctx.output(DType::F32, x_shape);
+                       ctx.backend().rope(x, pos, freq, out);
+                       ctx.compare(out);
+                     },
+                     [=](const Context& ctx) {
+                       const auto x = ctx.input(0);
+                       const auto positions = ctx.input(1);
+                       const auto freq = ctx.input(2);
+                       const int64_t half = s.head_dim / 2;
+                       std::vector<double> out(x.size());
+                       for (int64_t t = 0; t < s.tokens; ++t) {
+                         for (int64_t h = 0; h < s.heads; ++h) {
+                           const size_t base = (t * s.heads + h) * s.head_dim;
+                           for (int64_t i = 0; i < half; ++i) {
+                             // The angle is defined as a float32 product (as in HF).
+                             const double angle =
+                                 static_cast<float>(positions[t]) * static_cast<float>(freq[i]);
+                             const double a = x[base + i];
+                             const double b = x[base + i + half];
+                             out[base + i] = a * std::cos(angle) - b * std::sin(angle);
+                             out[base + i + half] = b * std::cos(angle) + a * std::sin(angle);
+                           }
+                         }
+                       }
+                       return Expected{out};
+                     }});
+  }
+}
+
+struct AttentionShape {
+  int64_t n_queries, n_heads, n_kv_heads, n_slots, head_dim;
+  bool mass;
+  int64_t mass_first_query;
+  const char* kind;  // how positions are laid out
+};
+
+// Positions for each attention layout; see the cases below.
+void attention_positions(const AttentionShape& s, std::mt19937_64& rng, std::vector<double>& q_pos,
+                         std::vector<double>& kv_pos) {
+  q_pos.assign(static_cast<size_t>(s.n_queries), 0);
+  kv_pos.assign(static_cast<size_t>(s.n_slots * s.n_kv_heads), 0);
+  const std::string kind = s.kind;
+  if (kind == "decode") {  // one query after every cached slot; slots hold increasing positions
+    const auto positions = sorted_subset(rng, 4 * s.n_slots, s.n_slots);
+    q_pos[0] = 4 * static_cast<double>(s.n_slots);
+    for (int64_t slot = 0; slot < s.n_slots; ++slot) {
+      for (int64_t g = 0; g < s.n_kv_heads; ++g) kv_pos[slot * s.n_kv_heads + g] = positions[slot];
+    }
+  } else if (kind == "prefill") {  // a prompt attending to itself: the causal mask
+    for (int64_t i = 0; i < s.n_queries; ++i) q_pos[i] = static_cast<double>(i);
+    for (int64_t slot = 0; slot < s.n_slots; ++slot) {
+      for (int64_t g = 0; g < s.n_kv_heads; ++g) kv_pos[slot * s.n_kv_heads + g] = slot;
+    }
+  } else {  // "evicted": each kv head kept different old slots, then a new chunk was appended
+    const int64_t n_old = s.n_slots - s.n_queries;
+    const int64_t first_new = 3 * n_old + 10;
+    for (int64_t g = 0; g < s.n_kv_heads; ++g) {
+      const auto kept = sorted_subset(rng, 3 * n_old, n_old);
+      for (int64_t slot = 0; slot < n_old; ++slot) kv_pos[slot * s.n_kv_heads + g] = kept[slot];
+      for (int64_t j = 0; j < s.n_queries; ++j) {
+        kv_pos[(n_old + j) * s.n_kv_heads + g] = static_cast<double>(first_new + j);
+      }
+    }
+    // The first two queries sit before every cached position: they see nothing (zeros).
+    for (int64_t i = 0; i < s.n_queries; ++i) q_pos[i] = i < 2 ? -2 + i : first_new + i;
+  }
+}
+
+Expected attention_reference(const AttentionShape& s, const Context& ctx) {
+  const auto q = ctx.input(0), k = ctx.input(1), v = ctx.input(2);
+  const auto q_pos = ctx.input(3), kv_pos = ctx.input(4);
+  const int64_t group = s.n_heads / s.n_kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+  std::vector<double> out(static_cast<size_t>(s.n_queries * s.n_heads * s.head_dim), 0.0);
+  std::vector<double> mass(static_cast<size_t>(s.n_kv_heads * s.n_slots), 0.0);
+  for (int64_t i = 0; i < s.n_queries; ++i) {
+    for (int64_t h = 0; h < s.n_heads; ++h) {
+      const int64_t g = h / group;
+      std::vector<double> p(static_cast<size_t>(s.n_slots), 0.0);
+      double max_score = -INFINITY;
+      for (int64_t slot = 0; slot < s.n_slots; ++slot) {
+        if (kv_pos[slot * s.n_kv_heads + g] > q_pos[i]) continue;
+        double dot = 0.0;
+        for (int64_t d = 0; d < s.head_dim; ++d) {
+          dot += q[(i * s.n_heads + h) * s.head_dim + d] *
+                 k[(slot * s.n_kv_heads + g) * s.head_dim + d];
+        }
+        p[slot] = dot * static_cast<float>(scale);  // the op receives scale as a float
+        max_score = std::max(max_score, p[slot]);
+      }
+      if (max_score == -INFINITY) continue;
+      double total = 0.0;
+      for (int64_t slot = 0; slot < s.n_slots; ++slot) {
+        const bool visible = kv_pos[slot * s.n_kv_heads + g] <= q_pos[i];
+        p[slot] = visible ? std::exp(p[slot] - max_score) : 0.0;
+        total += p[slot];
+      }
+      for (int64_t slot = 0; slot < s.n_slots; ++slot) {
+        p[slot] /= total;
+        for (int64_t d = 0; d < s.head_dim; ++d) {
+          out[(i * s.n_heads + h) * s.head_dim + d] +=
+              p[slot] * v[(slot * s.n_kv_heads + g) * s.head_dim + d];
+        }
+        if (i >= s.mass_first_query) mass[g * s.n_slots + slot] += p[slot];
+      }
+    }
+  }
+  return s.mass ? Expected{out, mass} : Expected{out};
+}
+
+void attention_cases(std::vector<OpCase>& cases) {
+  const AttentionShape shapes[] = {
+      {1, 4, 2, 37, 64, true, 0, "decode"},   {7, 6, 3, 7, 32, true, 3, "prefill"},
+      {5, 8, 8, 21, 16, false, 0, "evicted"}, {1, 32, 8, 129, 64, true, 0, "decode"},
+      {33, 2, 1, 40, 8, true, 0, "evicted"},
+  };
+  for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
+    for (const AttentionShape& s : shapes) {
+      std::string shape = std::string(s.kind) + "_" +
+                          dims({{"q", s.n_queries},
+                                {"heads", s.n_heads},
+                                {"kv", s.n_kv_heads},
+                                {"slots", s.n_slots},
+                                {"dim", s.head_dim}}) +
+                          (s.mass ? "_mass" : "");
+      cases.push_back({OpKind::Attention,
+                       {dtype},
+                       shape,
+                       kFloatMath,
+                       [=](Context& ctx) {
+                         AttentionArgs args;
+                         args.q = ctx.random(DType::F32, {s.n_queries, s.n_heads, s.head_dim});
+                         args.k = ctx.random(dtype, {s.n_slots, s.n_kv_heads, s.head_dim});
+                         args.v = ctx.random(dtype, {s.n_slots, s.n_kv_heads, s.head_dim});
+                         std::vector<double> q_pos, kv_pos;
+                         attention_positions(s, ctx.rng(), q_pos, kv_pos);
+                         args.q_pos = ctx.values(DType::I32, {s.n_queries}, q_pos);
+                         args.kv_pos = ctx.values(DType::I32, {s.n_slots, s.n_kv_heads}, kv_pos);
+                         args.out = ctx.output(DType::F32, {s.n_queries, s.n_heads, s.head_dim});
+                         if (s.mass) args.mass = ctx.output(DType::F32, {s.n_kv_heads, s.n_slots});
+                         args.mass_first_query = s.mass_first_query;
+                         args.scale =
+                             static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+                         ctx.backend().attention(args);
+                         ctx.compare(args.out);
+                         if (s.mass) ctx.compare(args.mass);
+                       },
+                       [=](const Context& ctx) { return attention_reference(s, ctx); }});
+    }
+  }
+}
+
+void elementwise_cases(std::vector<OpCase>& cases) {
+  struct S {
+    int64_t rows, n;
+    bool in_place;
+  };
+  const S shapes[] = {{1, 7, false}, {3, 64, false}, {2, 1000, false}, {4, 33, true}};
+  for (DType dtype : {DType::F32, DType::F16}) {
+    for (S s : shapes) {
+      std::string shape = dims({{"rows", s.rows}, {"n", s.n}}) + (s.in_place ? "_inplace" : "");
+      cases.push_back({OpKind::SiluMul,
+                       {dtype},
+                       shape,
+                       kFloatMath,
+                       [=](Context& ctx) {
+                         Tensor gate = s.in_place ? ctx.inout(dtype, {s.rows, s.n}, 3.0f)
+                                                  : ctx.random(dtype, {s.rows, s.n}, 3.0f);
+                         Tensor up = ctx.random(dtype, {s.rows, s.n});
+                         Tensor out = s.in_place ? gate : ctx.output(dtype, {s.rows, s.n});
+                         ctx.backend().silu_mul(gate, up, out);
+                         ctx.compare(out);
+                       },
+                       [](const Context& ctx) {
+                         const auto gate = ctx.input(0), up = ctx.input(1);
+                         std::vector<double> out(gate.size());
+                         for (size_t i = 0; i < out.size(); ++i) {
+                           out[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+                         }
+                         return Expected{out};
+                       }});
+      cases.push_back({OpKind::Add,
+                       {dtype},
+                       shape,
+                       kOneRounding,
+                       [=](Context& ctx) {
+                         Tensor a = s.in_place ? ctx.inout(dtype, {s.rows, s.n})
+                                               : ctx.random(dtype, {s.rows, s.n});
+                         Tensor b = ctx.random(dtype, {s.rows, s.n});
+                         Tensor out = s.in_place ? a : ctx.output(dtype, {s.rows, s.n});
+                         ctx.backend().add(a, b, out);
+                         ctx.compare(out);
+                       },
+                       [](const Context& ctx) {
+                         const auto a = ctx.input(0), b = ctx.input(1);
+                         std::vector<double> out(a.size());
+                         for (size_t i = 0; i < out.size(); ++i) out[i] = a[i] + b[i];
+                         return Expected{out};
+                       }});
+      cases.push_back({OpKind::Softmax,
+                       {dtype},
+                       shape,
+                       kFloatMath,
+                       [=](Context& ctx) {
+                         // Scale 10 gives logits far apart, as attention scores and vocab logits
+                         // are.
+                         Tensor x = s.in_place ? ctx.inout(dtype, {s.rows, s.n}, 10.0f)
+                                               : ctx.random(dtype, {s.rows, s.n}, 10.0f);
+                         Tensor y = s.in_place ? x : ctx.output(dtype, {s.rows, s.n});
+                         ctx.backend().softmax(x, y);
+                         ctx.compare(y);
+                       },
+                       [=](const Context& ctx) {
+                         const auto x = ctx.input(0);
+                         std::vector<double> y(x.size());
+                         for (int64_t r = 0; r < s.rows; ++r) {
+                           const double* row = x.data() + r * s.n;
+                           const double max_value = *std::max_element(row, row + s.n);
+                           double total = 0.0;
+                           for (int64_t i = 0; i < s.n; ++i) total += std::exp(row[i] - max_value);
+                           for (int64_t i = 0; i < s.n; ++i)
+                             y[r * s.n + i] = std::exp(row[i] - max_value) / total;
+                         }
+                         return Expected{y};
+                       }});
+    }
+  }
+}
+
+void cast_cases(std::vector<OpCase>& cases) {
+  struct Pair {
+    DType src, dst;
+    double tolerance;
+  };
+  const Pair pairs[] = {
+      {DType::F32, DType::F32, 0.0},          {DType::F32, DType::F16, 0.0},
+      {DType::F16, DType::F32, 0.0},          {DType::F32, DType::BF16, 0.0},
+      {DType::BF16, DType::F32, 0.0},         {DType::F16, DType::BF16, 0.0},
+      {DType::F32, DType::Q8_0, kQ8_0Format}, {DType::Q8_0, DType::F32, 0.0},
+      {DType::F32, DType::Q4_0, kQ4_0Format}, {DType::Q4_0, DType::F32, 0.0},
+      {DType::I32, DType::F32, 0.0},
+  };
+  struct S {
+    int64_t rows, n;
+  };
+  for (const Pair& pair : pairs) {
+    for (S s : {S{1, 32}, S{3, 64}, S{7, 160}}) {
+      cases.push_back({OpKind::Cast,
+                       {pair.src, pair.dst},
+                       dims({{"rows", s.rows}, {"n", s.n}}),
+                       pair.tolerance,
+                       [=](Context& ctx) {
+                         // Scale 300 spans many binades of every format.
+                         Tensor src = ctx.random(pair.src, {s.rows, s.n}, 300.0f);
+                         Tensor dst = ctx.output(pair.dst, {s.rows, s.n});
+                         ctx.backend().cast(src, dst);
+                         ctx.compare(dst);
+                       },
+                       [=](const Context& ctx) {
+                         std::vector<double> values = ctx.input(0);
+                         for (double& v : values) {
+                           // Rounding casts are exact against independent rounding; quantizing
+                           // casts compare with the input (see the tolerances).
+                           if (pair.dst == DType::F16) v = round_to_f16(v);
+                           if (pair.dst == DType::BF16) v = round_to_bf16(v);
+                         }
+                         return Expected{values};
+                       }});
+    }
+  }
+}
+
+void kv_append_cases(std::vector<OpCase>& cases) {
+  struct S {
+    int64_t capacity, kv_heads, head_dim, tokens;
+  };
+  for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
+    for (S s : {S{8, 1, 32, 1}, S{33, 2, 64, 5}, S{70, 3, 16, 17}}) {
+      cases.push_back(
+          {OpKind::KvAppend,
+           {dtype},
+           dims({{"cap", s.capacity}, {"kv", s.kv_heads}, {"dim", s.head_dim}, {"n", s.tokens}}),
+           0.0,  // a store, rounded to the cache dtype: exact against the rounding
+           [=](Context& ctx) {
+             Tensor cache = ctx.inout(dtype, {s.capacity, s.kv_heads, s.head_dim});
+             Tensor src = ctx.random(DType::F32, {s.tokens, s.kv_heads, s.head_dim});
+             auto slots = sorted_subset(ctx.rng(), s.capacity, s.tokens);
+             std::shuffle(slots.begin(), slots.end(), ctx.rng());
+             Tensor slot_tensor = ctx.values(DType::I32, {s.tokens}, slots);
+             ctx.backend().kv_append(src, slot_tensor, cache);
+             ctx.compare(cache);
+           },
+           [=](const Context& ctx) {
+             auto cache = ctx.input(0);
+             const auto src = ctx.input(1), slots = ctx.input(2);
+             const int64_t row = s.kv_heads * s.head_dim;
+             for (int64_t t = 0; t < s.tokens; ++t) {
+               for (int64_t i = 0; i < row; ++i) {
+                 const double v = src[t * row + i];
+                 cache[static_cast<size_t>(slots[t]) * row + i] =
+                     dtype == DType::F16 ? round_to_f16(v) : v;
+               }
+             }
+             return Expected{cache};
+           }});
+    }
+  }
+}
+
+void kv_compact_cases(std::vector<OpCase>& cases) {
+  struct S {
+    int64_t capacity, kv_heads, row, keep;
+  };
+  for (DType dtype : {DType::F32, DType::F16, DType::I32, DType::Q4_0}) {
+    for (S s : {S{8, 1, 32, 3}, S{40, 4, 64, 17}, S{70, 3, 32, 70}, S{50, 8, 1, 20}}) {
+      if (dtype_is_quantized(dtype) && s.row % 32 != 0) continue;
+      cases.push_back(
+          {OpKind::KvCompact,
+           {dtype},
+           dims({{"cap", s.capacity}, {"kv", s.kv_heads}, {"row", s.row}, {"keep", s.keep}}),
+           0.0,  // pure data movement
+           [=](Context& ctx) {
+             Tensor cache = ctx.inout(dtype, {s.capacity, s.kv_heads, s.row});
+             std::vector<double> keep;
+             for (int64_t g = 0; g < s.kv_heads; ++g) {
+               const auto kept = sorted_subset(ctx.rng(), s.capacity, s.keep);
+               keep.insert(keep.end(), kept.begin(), kept.end());
+             }
+             Tensor keep_tensor = ctx.values(DType::I32, {s.kv_heads, s.keep}, keep);
+             ctx.backend().kv_compact(cache, keep_tensor);
+             ctx.compare(cache.slice(0, s.keep));  // rows past n_keep are undefined
+           },
+           [=](const Context& ctx) {
+             const auto cache = ctx.input(0), keep = ctx.input(1);
+             std::vector<double> out(static_cast<size_t>(s.keep * s.kv_heads * s.row));
+             for (int64_t g = 0; g < s.kv_heads; ++g) {
+               for (int64_t j = 0; j < s.keep; ++j) {
+                 const auto source = static_cast<int64_t>(keep[g * s.keep + j]);
+                 for (int64_t i = 0; i < s.row; ++i) {
+                   out[(j * s.kv_heads + g) * s.row + i] =
+                       cache[(source * s.kv_heads + g) * s.row + i];
+                 }
+               }
+             }
+             return Expected{out};
+           }});
+    }
+  }
+}
+
+void copy_cases(std::vector<OpCase>& cases) {
+  struct S {
+    int64_t rows, n;
+  };
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::I32}) {
+    const bool quantized = dtype_is_quantized(dtype);
+    for (S s : quantized ? std::vector<S>{{1, 32}, {3, 96}, {7, 160}}
+                         : std::vector<S>{{1, 7}, {3, 33}, {7, 160}}) {
+      cases.push_back({OpKind::Copy,
+                       {dtype},
+                       dims({{"rows", s.rows}, {"n", s.n}}),
+                       0.0,
+                       [=](Context& ctx) {
+                         Tensor src = ctx.random(dtype, {s.rows, s.n});
+                         Tensor dst = ctx.output(dtype, {s.rows, s.n});
+                         ctx.backend().copy(src, dst);
+                         ctx.compare(dst);
+                       },
+                       [](const Context& ctx) { return Expected{ctx.input(0)}; }});
+    }
+  }
+}
+
+std::vector<OpCase> build_cases() {
+  std::vector<OpCase> cases;
+  embed_cases(cases);
+  matmul_cases(cases);
+  rms_norm_cases(cases);
+  rope_cases(cases);
+  attention_cases(cases);
+  elementwise_cases(cases);
+  cast_cases(cases);
+  kv_append_cases(cases);
+  kv_compact_cases(cases);
+  copy_cases(cases);
+  return cases;
+}
+
+}  // namespace
+
+const std::vector<OpCase>& all_cases() {
+  static const std::vector<OpCase> cases = build_cases();
+  return cases;
+}
+
+}  // namespace edgelm::parity

@@ -1,0 +1,120 @@
+// Decoding and rounding written independently of core/half.h and core/quant.h, so the harness
+// checks the library's conversions instead of repeating them.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+#include "tests/parity/parity.h"
+
+namespace edgelm::parity {
+namespace {
+
+double half_bits_to_double(uint16_t bits) {
+  const int sign = bits >> 15;
+  const int exponent = (bits >> 10) & 0x1f;
+  const int mantissa = bits & 0x3ff;
+  double magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(mantissa, -24);
+  } else if (exponent == 31) {
+    magnitude = mantissa != 0 ? std::numeric_limits<double>::quiet_NaN()
+                              : std::numeric_limits<double>::infinity();
+  } else {
+    magnitude = std::ldexp(1024 + mantissa, exponent - 25);
+  }
+  return sign ? -magnitude : magnitude;
+}
+
+double bf16_bits_to_double(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
+}
+
+uint16_t load_u16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+
+// Rounds |x| to a multiple of `quantum` (a power of two), ties to even.
+double round_to_quantum(double x, double quantum) {
+  return std::copysign(std::nearbyint(std::fabs(x) / quantum) * quantum, x);
+}
+
+}  // namespace
+
+std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, int64_t numel) {
+  std::vector<double> out(static_cast<size_t>(numel));
+  switch (dtype) {
+    case DType::F32:
+      for (int64_t i = 0; i < numel; ++i) {
+        float value;
+        std::memcpy(&value, bytes + 4 * i, 4);
+        out[i] = value;
+      }
+      break;
+    case DType::I32:
+      for (int64_t i = 0; i < numel; ++i) {
+        int32_t value;
+        std::memcpy(&value, bytes + 4 * i, 4);
+        out[i] = value;
+      }
+      break;
+    case DType::F16:
+      for (int64_t i = 0; i < numel; ++i) out[i] = half_bits_to_double(load_u16(bytes + 2 * i));
+      break;
+    case DType::BF16:
+      for (int64_t i = 0; i < numel; ++i) out[i] = bf16_bits_to_double(load_u16(bytes + 2 * i));
+      break;
+    case DType::Q8_0:  // blocks of 34 bytes: half scale, 32 int8
+      for (int64_t i = 0; i < numel; ++i) {
+        const uint8_t* block = bytes + 34 * (i / 32);
+        out[i] = half_bits_to_double(load_u16(block)) * static_cast<int8_t>(block[2 + i % 32]);
+      }
+      break;
+    case DType::Q4_0:  // blocks of 18 bytes: half scale, 16 bytes; element j<16 low nibble of j
+      for (int64_t i = 0; i < numel; ++i) {
+        const uint8_t* block = bytes + 18 * (i / 32);
+        const int j = static_cast<int>(i % 32);
+        const int nibble = j < 16 ? (block[2 + j] & 0x0f) : (block[2 + j - 16] >> 4);
+        out[i] = half_bits_to_double(load_u16(block)) * (nibble - 8);
+      }
+      break;
+    case DType::Count:
+      EDGELM_FAIL("[parity] cannot decode dtype Count");
+  }
+  return out;
+}
+
+std::vector<double> decode(const Tensor& tensor) {
+  EDGELM_CHECK(tensor.raw() != nullptr, "[parity] ", tensor.describe(), " has no host mapping");
+  return decode_bytes(tensor.dtype(), static_cast<const uint8_t*>(tensor.raw()), tensor.numel());
+}
+
+double round_to_f16(double x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0.0) return x;
+  int exponent;
+  std::frexp(std::fabs(x), &exponent);  // |x| = m · 2^exponent, m in [0.5, 1)
+  const double quantum =
+      std::fabs(x) < std::ldexp(1.0, -14) ? std::ldexp(1.0, -24) : std::ldexp(1.0, exponent - 11);
+  const double rounded = round_to_quantum(x, quantum);
+  if (std::fabs(rounded) > 65504.0)
+    return std::copysign(std::numeric_limits<double>::infinity(), x);
+  return rounded;
+}
+
+double round_to_bf16(double x) {
+  if (std::isnan(x) || std::isinf(x) || x == 0.0) return x;
+  int exponent;
+  std::frexp(std::fabs(x), &exponent);
+  const double quantum =
+      std::fabs(x) < std::ldexp(1.0, -126) ? std::ldexp(1.0, -133) : std::ldexp(1.0, exponent - 8);
+  const double rounded = round_to_quantum(x, quantum);
+  const double largest = std::ldexp(255.0, 120);  // (2 - 2^-7) · 2^127
+  if (std::fabs(rounded) > largest)
+    return std::copysign(std::numeric_limits<double>::infinity(), x);
+  return rounded;
+}
+
+}  // namespace edgelm::parity

@@ -1,0 +1,106 @@
+// The op parity matrix as GoogleTest cases: every case of tests/parity/cases.cpp on every backend
+// registered on this machine. Until a second backend exists, each is compared with the
+// double-precision reference math of the harness; afterwards backends other than cpu:portable are
+// also compared with cpu:portable, the oracle.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <ostream>
+#include <set>
+
+#include "backends/registry.h"
+#include "tests/parity/parity.h"
+
+namespace edgelm::parity {
+namespace {
+
+struct Param {
+  const OpCase* op_case;
+  std::string backend;
+};
+
+// How gtest and ctest show a parameter.
+void PrintTo(const Param& param, std::ostream* out) {
+  *out << param.op_case->name() << " on " << param.backend;
+}
+
+// Every case on every backend; `except` leaves one backend out.
+std::vector<Param> all_params(const std::string& except = "") {
+  std::vector<Param> params;
+  for (const std::string& backend : backend_names()) {
+    if (backend == "cpu" || backend == except) continue;  // "cpu" aliases the best cpu:<isa>
+    for (const OpCase& op_case : all_cases()) params.push_back({&op_case, backend});
+  }
+  return params;
+}
+
+Backend& backend_named(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Backend>> backends;
+  auto& slot = backends[name];
+  if (!slot) slot = create_backend(name, {.n_threads = 2});
+  return *slot;
+}
+
+class OpParity : public ::testing::TestWithParam<Param> {};
+
+TEST_P(OpParity, MatchesReference) {
+  const Param& param = GetParam();
+  Backend& subject = backend_named(param.backend);
+  const CaseResult result = run_case(*param.op_case, subject);
+  if (result.status == CaseResult::Status::Skipped) GTEST_SKIP() << result.detail;
+  EXPECT_EQ(result.status, CaseResult::Status::Passed)
+      << param.op_case->name() << " on " << param.backend << ": " << result.detail;
+  RecordProperty("nmse", std::to_string(result.nmse));
+}
+
+// Backends other than the oracle also match it (tighter than the reference for shared rounding).
+class OpParityVsOracle : public ::testing::TestWithParam<Param> {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OpParityVsOracle);
+
+TEST_P(OpParityVsOracle, MatchesPortableOracle) {
+  const Param& param = GetParam();
+  Backend& subject = backend_named(param.backend);
+  const CaseResult result = run_case(*param.op_case, subject, &backend_named("cpu:portable"));
+  if (result.status == CaseResult::Status::Skipped) GTEST_SKIP() << result.detail;
+  EXPECT_EQ(result.status, CaseResult::Status::Passed)
+      << param.op_case->name() << " on " << param.backend << " vs cpu:portable: " << result.detail;
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  std::string name = info.param.op_case->name() + "__" + info.param.backend;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, OpParity, ::testing::ValuesIn(all_params()), param_name);
+INSTANTIATE_TEST_SUITE_P(Matrix, OpParityVsOracle, ::testing::ValuesIn(all_params("cpu:portable")),
+                         param_name);
+
+// The matrix must cover the whole op set, each op with at least three shapes that some backend
+// here really runs (not only skipped dtype combinations).
+TEST(OpParityCoverage, EveryOpHasThreeRunnableShapes) {
+  Backend& cpu = backend_named("cpu:portable");
+  std::map<OpKind, std::set<std::string>> runnable_shapes;
+  for (const OpCase& op_case : all_cases()) {
+    const auto& d = op_case.dtypes;
+    const bool supported =
+        d.size() == 1 ? cpu.supports(op_case.op, {d[0]}) : cpu.supports(op_case.op, {d[0], d[1]});
+    if (supported) runnable_shapes[op_case.op].insert(op_case.shape);
+  }
+  for (OpKind op : all_ops()) {
+    EXPECT_GE(runnable_shapes[op].size(), 3u) << op_name(op) << " has too few parity shapes";
+  }
+}
+
+TEST(OpParityCoverage, CaseNamesAreUnique) {
+  std::set<std::string> names;
+  for (const OpCase& op_case : all_cases()) {
+    EXPECT_TRUE(names.insert(op_case.name()).second) << "duplicate case " << op_case.name();
+  }
+}
+
+}  // namespace
+}  // namespace edgelm::parity
