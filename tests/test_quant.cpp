@@ -1,0 +1,300 @@
+// The GGML block quantizers: exact bytes for blocks worked out by hand, dequantization of known
+// bytes, and error bounds on random rows.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "core/quant.h"
+
+namespace edgelm {
+namespace {
+
+TEST(QuantTest, BlockLayoutIsGgml) {
+  EXPECT_EQ(sizeof(BlockQ8_0), 34u);
+  EXPECT_EQ(sizeof(BlockQ4_0), 18u);
+  EXPECT_EQ(offsetof(BlockQ8_0, qs), 2u);
+  EXPECT_EQ(offsetof(BlockQ4_0, qs), 2u);
+  // Rows are arrays of blocks with no padding between them.
+  EXPECT_EQ(alignof(BlockQ8_0), 2u);
+  EXPECT_EQ(alignof(BlockQ4_0), 2u);
+}
+
+TEST(QuantTest, Q8_0KnownBlocks) {
+  std::array<float, 96> x{};
+  std::array<int8_t, 96> expected{};
+  // Block 0: max |x| = 127, so d = 1 and q = round(x) with halves going away from zero.
+  const float block0[14] = {127,   -127,  0.5f,   -0.5f,  1.5f,   -1.5f, 2.5f,
+                            -2.5f, 2.49f, -2.51f, 100.4f, -64.5f, 0.49f, -0.49f};
+  const int8_t q0[14] = {127, -127, 1, -1, 2, -2, 3, -3, 2, -3, 100, -65, 0, 0};
+  for (int i = 0; i < 14; ++i) {
+    x[i] = block0[i];
+    expected[i] = q0[i];
+  }
+  for (int i = 14; i < 32; ++i) {
+    x[i] = static_cast<float>(i - 20);
+    expected[i] = static_cast<int8_t>(i - 20);
+  }
+  // Block 1: max |x| = 63.5, so d = 0.5 and q = round(2x).
+  const float block1[8] = {0.25f, -0.25f, 63.5f, -63.5f, 0.2f, 10.0f, -0.75f, 31.74f};
+  const int8_t q1[8] = {1, -1, 127, -127, 0, 20, -2, 63};
+  for (int i = 0; i < 8; ++i) {
+    x[32 + i] = block1[i];
+    expected[32 + i] = q1[i];
+  }
+  // Block 2: max |x| = 1, so d = 1/127, which fp16 stores as 0x2008 (0.0078735...). The quants
+  // come from the unrounded float d: 1/(1/127.f) is exactly 127 in float, q = round(127 x).
+  const float block2[5] = {1.0f, 0.25f, -0.1f, -1.0f, 0.3f};
+  const int8_t q2[5] = {127, 32, -13, -127, 38};
+  for (int i = 0; i < 5; ++i) {
+    x[64 + i] = block2[i];
+    expected[64 + i] = q2[i];
+  }
+
+  BlockQ8_0 blocks[3];
+  std::memset(blocks, 0xcd, sizeof(blocks));
+  quantize_row_q8_0(x.data(), blocks, 96);
+  EXPECT_EQ(blocks[0].d, 0x3c00u);
+  EXPECT_EQ(blocks[1].d, 0x3800u);
+  EXPECT_EQ(blocks[2].d, 0x2008u);
+  for (int b = 0; b < 3; ++b) {
+    for (int i = 0; i < 32; ++i) {
+      EXPECT_EQ(blocks[b].qs[i], expected[b * 32 + i])
+          << "block " << b << " element " << i << " x = " << x[b * 32 + i];
+    }
+  }
+}
+
+TEST(QuantTest, Q4_0KnownBlocks) {
+  std::array<float, 64> x{};
+  // Block 0: x[i] = i - 16. The largest magnitude is x[0] = -16, so d = -16 / -8 = 2 (0x4000) and
+  // nibble = min(15, trunc((i - 16) / 2 + 8.5)) = min(15, trunc((i + 1) / 2)).
+  for (int i = 0; i < 32; ++i) x[i] = static_cast<float>(i - 16);
+  const uint8_t expected0[16] = {0x80, 0x91, 0x91, 0xa2, 0xa2, 0xb3, 0xb3, 0xc4,
+                                 0xc4, 0xd5, 0xd5, 0xe6, 0xe6, 0xf7, 0xf7, 0xf8};
+  // Block 1: the largest magnitude is +8 (first of the tie with -8: GGML keeps the first), so
+  // d = 8 / -8 = -1 (0xbc00) and nibble = min(15, trunc(8.5 - x)).
+  //   x:      8  -7  -7.4  0  0.5  -0.5  3  -3  1.25  -8   (elements 0..9, the rest 0)
+  //   nibble: 0  15  15    8  8    9     5  11  7     15   (-8 -> 16.5 is clamped to 15)
+  //   x:      -3  3  7.9  -6.6  2.5  -2.5                  (elements 16..21, the rest 0)
+  //   nibble: 11  5  0    15    6    11
+  const float low1[10] = {8, -7, -7.4f, 0, 0.5f, -0.5f, 3, -3, 1.25f, -8};
+  const float high1[6] = {-3, 3, 7.9f, -6.6f, 2.5f, -2.5f};
+  for (int i = 0; i < 10; ++i) x[32 + i] = low1[i];
+  for (int i = 0; i < 6; ++i) x[32 + 16 + i] = high1[i];
+  const uint8_t expected1[16] = {0xb0, 0x5f, 0x0f, 0xf8, 0x68, 0xb9, 0x85, 0x8b,
+                                 0x87, 0x8f, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88};
+
+  BlockQ4_0 blocks[2];
+  std::memset(blocks, 0xcd, sizeof(blocks));
+  quantize_row_q4_0(x.data(), blocks, 64);
+  EXPECT_EQ(blocks[0].d, 0x4000u);
+  EXPECT_EQ(blocks[1].d, 0xbc00u);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(blocks[0].qs[i], expected0[i]) << "block 0 byte " << i;
+    EXPECT_EQ(blocks[1].qs[i], expected1[i]) << "block 1 byte " << i;
+  }
+}
+
+TEST(QuantTest, ZeroBlocks) {
+  const std::array<float, 32> x{};
+  BlockQ8_0 q8;
+  std::memset(&q8, 0xcd, sizeof(q8));
+  quantize_row_q8_0(x.data(), &q8, 32);
+  EXPECT_EQ(q8.d, 0u);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(q8.qs[i], 0) << i;
+
+  BlockQ4_0 q4;
+  std::memset(&q4, 0xcd, sizeof(q4));
+  quantize_row_q4_0(x.data(), &q4, 32);
+  // d = 0 / -8 is -0 (0x8000), the bytes GGML's reference quantizer writes for a zero block.
+  EXPECT_EQ(q4.d, 0x8000u);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(q4.qs[i], 0x88u) << i;
+
+  std::array<float, 32> y;
+  y.fill(1.0f);
+  dequantize_row_q8_0(&q8, y.data(), 32);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+  y.fill(1.0f);
+  dequantize_row_q4_0(&q4, y.data(), 32);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(QuantTest, Q8_0DequantizesKnownBytes) {
+  BlockQ8_0 blocks[2];
+  blocks[0].d = 0xc000;  // -2
+  const int8_t head[6] = {1, -1, 127, -128, 0, 5};
+  const float head_values[6] = {-2, 2, -254, 256, 0, -10};
+  for (int i = 0; i < 6; ++i) blocks[0].qs[i] = head[i];
+  for (int i = 6; i < 32; ++i) blocks[0].qs[i] = static_cast<int8_t>((i - 16) * 7);
+  blocks[1].d = 0x0001;  // 2^-24, the smallest subnormal half
+  for (int i = 0; i < 32; ++i) blocks[1].qs[i] = static_cast<int8_t>(i * 8 - 128);
+
+  std::array<float, 64> y{};
+  dequantize_row_q8_0(blocks, y.data(), 64);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[i], head_values[i]) << i;
+  for (int i = 6; i < 32; ++i) EXPECT_EQ(y[i], static_cast<float>((i - 16) * 7 * -2)) << i;
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ(y[32 + i], std::ldexp(static_cast<float>(i * 8 - 128), -24)) << 32 + i;
+  }
+}
+
+TEST(QuantTest, Q4_0DequantizesKnownBytes) {
+  BlockQ4_0 blocks[2];
+  blocks[0].d = 0x3800;  // 0.5
+  blocks[0].qs[0] = 0x0f;
+  blocks[0].qs[1] = 0xf0;
+  blocks[0].qs[2] = 0x88;
+  blocks[0].qs[3] = 0x19;
+  for (int i = 4; i < 16; ++i) blocks[0].qs[i] = 0x7a;
+  blocks[1].d = 0x0001;  // 2^-24
+  for (int i = 0; i < 16; ++i) blocks[1].qs[i] = 0xf0;
+
+  std::array<float, 64> y{};
+  dequantize_row_q4_0(blocks, y.data(), 64);
+  // Element i is the low nibble of byte i, element i + 16 its high nibble; value (nibble - 8) d.
+  EXPECT_EQ(y[0], 3.5f);
+  EXPECT_EQ(y[16], -4.0f);
+  EXPECT_EQ(y[1], -4.0f);
+  EXPECT_EQ(y[17], 3.5f);
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[18], 0.0f);
+  EXPECT_EQ(y[3], 0.5f);
+  EXPECT_EQ(y[19], -3.5f);
+  for (int i = 4; i < 16; ++i) {
+    EXPECT_EQ(y[i], 1.0f) << i;
+    EXPECT_EQ(y[i + 16], -0.5f) << i + 16;
+  }
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(y[32 + i], std::ldexp(-8.0f, -24)) << 32 + i;
+    EXPECT_EQ(y[48 + i], std::ldexp(7.0f, -24)) << 48 + i;
+  }
+}
+
+// Rows of several blocks with different characters: Gaussian, Gaussian with one large outlier,
+// all one sign, tiny values whose fp16 scale is subnormal, and a pair of near-opposite extremes
+// (the second lands past +7.5 steps, where Q4_0 clamps).
+std::vector<float> make_test_row(uint32_t seed, int n_blocks) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> position(0, 31);
+  std::vector<float> x(static_cast<size_t>(n_blocks) * 32);
+  for (int b = 0; b < n_blocks; ++b) {
+    float* block = x.data() + b * 32;
+    for (int i = 0; i < 32; ++i) block[i] = normal(rng);
+    switch (b % 5) {
+      case 1:
+        block[position(rng)] *= 60.0f;
+        break;
+      case 2:
+        for (int i = 0; i < 32; ++i) block[i] = std::fabs(block[i]) + 3.0f;
+        break;
+      case 3:
+        for (int i = 0; i < 32; ++i) block[i] *= 1e-5f;
+        break;
+      case 4:
+        block[3] = 5.0f;
+        block[20] = -4.9f;
+        break;
+      default:
+        break;
+    }
+  }
+  return x;
+}
+
+TEST(QuantTest, Q8_0RoundTripErrorIsHalfAStep) {
+  for (const uint32_t seed : {1u, 2u, 3u, 42u}) {
+    const int n_blocks = 20;
+    const std::vector<float> x = make_test_row(seed, n_blocks);
+    std::vector<BlockQ8_0> blocks(n_blocks);
+    quantize_row_q8_0(x.data(), blocks.data(), n_blocks * 32);
+    std::vector<float> y(x.size());
+    dequantize_row_q8_0(blocks.data(), y.data(), n_blocks * 32);
+    for (int b = 0; b < n_blocks; ++b) {
+      double max_abs = 0.0;
+      for (int i = 0; i < 32; ++i) max_abs = std::max(max_abs, std::fabs(double{x[b * 32 + i]}));
+      const double d = max_abs / 127.0;
+      const double stored_d = f16_to_f32(blocks[b].d);
+      for (int i = 0; i < 32; ++i) {
+        const int j = b * 32 + i;
+        const int q = blocks[b].qs[i];
+        // |x - q d'| <= |x - q d| + |q| |d - d'|: half a step from rounding x/d, plus what storing
+        // d in fp16 moves the grid point. The last term covers float evaluation of x * (1/d)
+        // (three roundings of ~2^-24 on a scaled value of at most 127, ~2.3e-5 steps) and of q d'.
+        const double bound = 0.5 * d + std::abs(q) * std::fabs(d - stored_d) + 1e-4 * d;
+        ASSERT_LE(std::fabs(double{x[j]} - y[j]), bound)
+            << "seed " << seed << " block " << b << " element " << i << " x = " << x[j];
+        ASSERT_EQ(y[j], static_cast<float>(q * stored_d));
+      }
+    }
+  }
+}
+
+TEST(QuantTest, Q4_0RoundTripErrorIsHalfAStepInsideTheRange) {
+  int clamped_seen = 0;
+  for (const uint32_t seed : {1u, 2u, 3u, 42u}) {
+    const int n_blocks = 20;
+    const std::vector<float> x = make_test_row(seed, n_blocks);
+    std::vector<BlockQ4_0> blocks(n_blocks);
+    quantize_row_q4_0(x.data(), blocks.data(), n_blocks * 32);
+    std::vector<float> y(x.size());
+    dequantize_row_q4_0(blocks.data(), y.data(), n_blocks * 32);
+    for (int b = 0; b < n_blocks; ++b) {
+      int extreme_index = 0;
+      for (int i = 1; i < 32; ++i) {
+        if (std::fabs(x[b * 32 + i]) > std::fabs(x[b * 32 + extreme_index])) extreme_index = i;
+      }
+      const double d = double{x[b * 32 + extreme_index]} / -8.0;
+      const double stored_d = f16_to_f32(blocks[b].d);
+      const double step = std::fabs(d);
+      for (int i = 0; i < 32; ++i) {
+        const int j = b * 32 + i;
+        const int nibble = i < 16 ? blocks[b].qs[i] & 0x0f : blocks[b].qs[i - 16] >> 4;
+        const int q = nibble - 8;
+        const double error = std::fabs(double{x[j]} - y[j]);
+        const double grid_shift = std::abs(q) * std::fabs(d - stored_d);
+        // Scaled values in (7.5, 8] would round to 8, which a nibble cannot hold: they are clamped
+        // to 7 and may be off by a whole step. The margin keeps float evaluation of x * (1/d)
+        // (a few 2^-24 roundings on a value below 8.5) from moving an element across the edge.
+        const double scaled = double{x[j]} / d;
+        if (i == extreme_index) {
+          ASSERT_EQ(nibble, 0) << "seed " << seed << " block " << b;
+          ASSERT_LE(error, grid_shift + 1e-6 * step) << "seed " << seed << " block " << b;
+        } else if (scaled < 7.5 - 1e-5) {
+          ASSERT_LE(error, 0.5 * step + grid_shift + 1e-5 * step)
+              << "seed " << seed << " block " << b << " element " << i << " x = " << x[j];
+        } else {
+          ++clamped_seen;
+          ASSERT_EQ(nibble, 15) << "seed " << seed << " block " << b << " element " << i;
+          ASSERT_LE(error, step + grid_shift + 1e-5 * step);
+        }
+        ASSERT_EQ(y[j], static_cast<float>(q * stored_d));
+      }
+    }
+  }
+  EXPECT_GT(clamped_seen, 0) << "no element exercised the clamp";
+}
+
+TEST(QuantTest, RowLengthMustBeAMultipleOf32) {
+  std::vector<float> x(64, 1.0f);
+  std::vector<BlockQ8_0> q8(2);
+  std::vector<BlockQ4_0> q4(2);
+  for (const int64_t n : {1, 31, 33, 48}) {
+    EXPECT_THROW(quantize_row_q8_0(x.data(), q8.data(), n), Error) << n;
+    EXPECT_THROW(quantize_row_q4_0(x.data(), q4.data(), n), Error) << n;
+    EXPECT_THROW(dequantize_row_q8_0(q8.data(), x.data(), n), Error) << n;
+    EXPECT_THROW(dequantize_row_q4_0(q4.data(), x.data(), n), Error) << n;
+  }
+}
+
+}  // namespace
+}  // namespace edgelm

@@ -1,0 +1,219 @@
+// The fork/join thread pool: every thread runs once per dispatch, ranges cover their domain exactly
+// once, errors come back to the caller, and the barrier survives many back-to-back dispatches.
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace edgelm {
+namespace {
+
+constexpr int kPoolSizes[] = {1, 2, 3, 4, 8};
+
+TEST(ThreadPoolTest, RejectsFewerThanOneThread) {
+  EXPECT_THROW(ThreadPool(0), Error);
+  EXPECT_THROW(ThreadPool(-3), Error);
+}
+
+TEST(ThreadPoolTest, RunExecutesOnEveryThreadOnceWithDistinctIndices) {
+  for (const int n_threads : kPoolSizes) {
+    ThreadPool pool(n_threads);
+    EXPECT_EQ(pool.size(), n_threads);
+    for (int repeat = 0; repeat < 20; ++repeat) {
+      std::vector<std::atomic<int>> calls(static_cast<size_t>(n_threads));
+      std::vector<std::thread::id> ids(static_cast<size_t>(n_threads));
+      pool.run([&](int index) {
+        ASSERT_GE(index, 0);
+        ASSERT_LT(index, n_threads);
+        calls[index].fetch_add(1);
+        ids[index] = std::this_thread::get_id();
+      });
+      for (int i = 0; i < n_threads; ++i) {
+        ASSERT_EQ(calls[i].load(), 1) << "pool of " << n_threads << ", index " << i;
+      }
+      // The caller takes index 0; each worker is a thread of its own.
+      EXPECT_EQ(ids[0], std::this_thread::get_id());
+      for (int i = 0; i < n_threads; ++i) {
+        for (int j = i + 1; j < n_threads; ++j) {
+          EXPECT_NE(ids[i], ids[j]) << "pool of " << n_threads << ", indices " << i << ", " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolTest, SingleThreadPoolRunsInline) {
+  ThreadPool pool(1);
+  const std::thread::id caller = std::this_thread::get_id();
+  int calls = 0;
+  pool.run([&](int index) {
+    EXPECT_EQ(index, 0);
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  pool.parallel_for(1000, [&](int64_t begin, int64_t end) {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    ranges.emplace_back(begin, end);
+  });
+  ASSERT_EQ(ranges.size(), 1u);
+  EXPECT_EQ(ranges[0], (std::pair<int64_t, int64_t>{0, 1000}));
+}
+
+TEST(ThreadPoolTest, ParallelForCoversTheRangeExactlyOnce) {
+  const int64_t sizes[] = {0, 1, 2, 3, 5, 7, 8, 13, 31, 97, 1000, 4099, 65537};
+  const int64_t grains[] = {1, 3, 16, 64, 1000};
+  for (const int n_threads : kPoolSizes) {
+    ThreadPool pool(n_threads);
+    for (const int64_t n : sizes) {
+      for (const int64_t grain : grains) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> calls{0};
+        std::atomic<bool> bad_range{false};
+        pool.parallel_for(
+            n,
+            [&](int64_t begin, int64_t end) {
+              calls.fetch_add(1);
+              // Ranges are non-empty, inside [0, n), and start on a multiple of the grain.
+              if (!(0 <= begin && begin < end && end <= n && begin % grain == 0)) bad_range = true;
+              for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+            },
+            grain);
+        ASSERT_FALSE(bad_range.load()) << "pool " << n_threads << " n " << n << " grain " << grain;
+        ASSERT_LE(calls.load(), n_threads);
+        if (n == 0) {
+          ASSERT_EQ(calls.load(), 0);
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(hits[i].load(), 1)
+              << "pool " << n_threads << " n " << n << " grain " << grain << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(ThreadPoolTest, ParallelForUsesEveryThreadWhenThereIsEnoughWork) {
+  ThreadPool pool(4);
+  std::mutex mutex;
+  std::vector<std::thread::id> seen;
+  pool.parallel_for(4000, [&](int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(std::this_thread::get_id());
+  });
+  ASSERT_EQ(seen.size(), 4u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    for (size_t j = i + 1; j < seen.size(); ++j) EXPECT_NE(seen[i], seen[j]);
+  }
+}
+
+// The barrier is crossed twice per dispatch; a lost wake-up or a worker running a stale generation
+// shows up as a hang or a wrong total here. Pools larger than the machine get far fewer rounds: a
+// dispatch then costs about a millisecond, as spinning workers wait to be scheduled.
+TEST(ThreadPoolTest, ManyBackToBackDispatches) {
+  struct Case {
+    int n_threads;
+    int rounds;
+  };
+  for (const Case c : {Case{2, 100000}, Case{3, 400}, Case{8, 200}}) {
+    ThreadPool pool(c.n_threads);
+    std::atomic<int64_t> run_total{0};
+    int64_t for_total = 0;
+    std::atomic<int64_t> for_sum{0};
+    for (int round = 0; round < c.rounds; ++round) {
+      if (round % 2 == 0) {
+        pool.run([&](int index) { run_total.fetch_add(index + 1, std::memory_order_relaxed); });
+      } else {
+        const int64_t n = 2 + round % 7;
+        for_total += n * (n - 1) / 2;
+        pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+          int64_t sum = 0;
+          for (int64_t i = begin; i < end; ++i) sum += i;
+          for_sum.fetch_add(sum, std::memory_order_relaxed);
+        });
+      }
+    }
+    const int64_t runs = (c.rounds + 1) / 2;
+    EXPECT_EQ(run_total.load(), runs * c.n_threads * (c.n_threads + 1) / 2)
+        << "pool of " << c.n_threads;
+    EXPECT_EQ(for_sum.load(), for_total) << "pool of " << c.n_threads;
+  }
+}
+
+// `thrower` is the index of the thread that throws; -1 for all of them.
+void expect_rethrown_and_pool_usable(ThreadPool& pool, int thrower) {
+  const auto task = [thrower](int index) {
+    if (thrower == -1 || index == thrower) throw std::runtime_error("task failed");
+  };
+  EXPECT_THROW(pool.run(task), std::runtime_error)
+      << "pool of " << pool.size() << ", thrower " << thrower;
+  std::atomic<int> calls{0};
+  pool.run([&](int) { calls.fetch_add(1); });
+  EXPECT_EQ(calls.load(), pool.size()) << "after a throw from " << thrower;
+}
+
+TEST(ThreadPoolTest, ExceptionsAreRethrownAndThePoolStaysUsable) {
+  for (const int n_threads : kPoolSizes) {
+    ThreadPool pool(n_threads);
+    expect_rethrown_and_pool_usable(pool, 0);  // the caller's own share
+    if (n_threads > 1) expect_rethrown_and_pool_usable(pool, n_threads - 1);  // a worker
+    expect_rethrown_and_pool_usable(pool, -1);
+    // An error of one dispatch is not reported again by the next.
+    EXPECT_NO_THROW(pool.run([](int) {}));
+  }
+}
+
+TEST(ThreadPoolTest, ErrorsKeepTheirType) {
+  ThreadPool pool(2);
+  const auto worker_fails = [](int index) {
+    if (index == 1) EDGELM_FAIL("[test] worker ", index);
+  };
+  EXPECT_THROW(pool.run(worker_fails), Error);
+  const auto second_half_fails = [](int64_t begin, int64_t) {
+    if (begin > 0) throw std::out_of_range("second half");
+  };
+  EXPECT_THROW(pool.parallel_for(100, second_half_fails), std::out_of_range);
+}
+
+TEST(ThreadPoolTest, RunFromInsideATaskThrows) {
+  for (const int n_threads : kPoolSizes) {
+    ThreadPool pool(n_threads);
+    std::atomic<int> nested_threw{0};
+    pool.run([&](int) {
+      try {
+        pool.run([](int) {});
+      } catch (const Error&) {
+        nested_threw.fetch_add(1);
+      }
+    });
+    EXPECT_EQ(nested_threw.load(), n_threads) << "pool of " << n_threads;
+    // Uncaught, it reaches the outer caller as an Error, and the pool still works afterwards.
+    EXPECT_THROW(pool.run([&](int) { pool.run([](int) {}); }), Error);
+    std::atomic<int> calls{0};
+    pool.run([&](int) { calls.fetch_add(1); });
+    EXPECT_EQ(calls.load(), n_threads);
+  }
+}
+
+TEST(ThreadPoolTest, TasksMayDispatchToAnotherPool) {
+  ThreadPool outer(2);
+  ThreadPool inner(3);
+  std::atomic<int> calls{0};
+  outer.run([&](int) { inner.run([&](int) { calls.fetch_add(1); }); });
+  EXPECT_EQ(calls.load(), 2 * 3);
+  // The caller is back outside both pools, so dispatching to either is allowed again.
+  EXPECT_NO_THROW(outer.run([](int) {}));
+  EXPECT_NO_THROW(inner.run([](int) {}));
+}
+
+}  // namespace
+}  // namespace edgelm
