@@ -17,6 +17,16 @@ std::vector<float> rope_inv_freq(const RopeParams& params) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(params.head_dim);
     inv_freq[i] = 1.0f / std::pow(params.theta, exponent);
   }
+  if (!params.freq_factors.empty()) {
+    EDGELM_CHECK(static_cast<int64_t>(params.freq_factors.size()) == n_pairs, "[rope] ",
+                 params.freq_factors.size(), " frequency factors for ", n_pairs, " pairs");
+    for (int64_t i = 0; i < n_pairs; ++i) {
+      EDGELM_CHECK(params.freq_factors[i] > 0.0f, "[rope] frequency factor ", i, " is ",
+                   params.freq_factors[i]);
+      inv_freq[i] /= params.freq_factors[i];
+    }
+    return inv_freq;
+  }
   if (params.scaling.type == RopeScaling::Type::None) return inv_freq;
 
   const RopeScaling& s = params.scaling;

@@ -21,11 +21,15 @@ struct RopeParams {
   int64_t head_dim = 0;  // rotary dimension (all of head_dim for Llama)
   float theta = 10000.0f;
   RopeScaling scaling;
+  // Per-pair divisors of the base frequencies, as GGUF files carry Llama 3 scaling
+  // (`rope_freqs.weight`). When non-empty they replace `scaling`.
+  std::vector<float> freq_factors;
 };
 
-// Inverse frequency of each rotated pair, head_dim / 2 values. Computed in float32 exactly the
-// way Hugging Face transformers does (inv_freq = 1 / theta^(2i/d), then llama3 scaling), because
-// matching its rounding keeps long-position logits within fixture tolerance.
+// Inverse frequency of each rotated pair, head_dim / 2 values. Computed in float32 with the same
+// formula and order of operations as Hugging Face transformers (inv_freq = 1 / theta^(2i/d), then
+// llama3 scaling): torch's float pow may differ from powf by an ulp or two, which moves logits
+// by far less than the 1e-4 the fixtures check, while evaluating in double would not match better.
 std::vector<float> rope_inv_freq(const RopeParams& params);
 
 }  // namespace edgelm

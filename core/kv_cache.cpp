@@ -1,0 +1,124 @@
+#include "core/kv_cache.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace edgelm {
+
+KvCache::KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n_kv_heads,
+                 int64_t head_dim, DType dtype)
+    : backend_(backend),
+      capacity_(capacity),
+      n_kv_heads_(n_kv_heads),
+      head_dim_(head_dim),
+      dtype_(dtype) {
+  EDGELM_CHECK(n_layers > 0 && capacity > 0 && n_kv_heads > 0 && head_dim > 0,
+               "[kv_cache] invalid geometry: ", n_layers, " layers, capacity ", capacity, ", ",
+               n_kv_heads, " kv heads, head_dim ", head_dim);
+  EDGELM_CHECK(dtype == DType::F32 || dtype == DType::F16, "[kv_cache] unsupported KV dtype ",
+               dtype_name(dtype), " (use f32 or f16)");
+  Memory& memory = backend.memory();
+  layers_.resize(static_cast<size_t>(n_layers));
+  for (Layer& layer : layers_) {
+    layer.k = Tensor::empty(memory, dtype, {capacity, n_kv_heads, head_dim});
+    layer.v = Tensor::empty(memory, dtype, {capacity, n_kv_heads, head_dim});
+    layer.positions = Tensor::empty(memory, DType::I32, {capacity, n_kv_heads, 1});
+  }
+  slots_ = Tensor::empty(memory, DType::I32, {capacity});
+  keep_ = Tensor::empty(memory, DType::I32, {n_kv_heads, capacity});
+}
+
+int64_t KvCache::free_slots() const {
+  int64_t fullest = 0;
+  for (const Layer& layer : layers_) fullest = std::max(fullest, layer.size);
+  return capacity_ - fullest;
+}
+
+void KvCache::append(int64_t layer_index, const Tensor& k, const Tensor& v,
+                     std::span<const int32_t> positions) {
+  Layer& layer = layers_.at(static_cast<size_t>(layer_index));
+  const int64_t n = k.dim(0);
+  EDGELM_CHECK(static_cast<int64_t>(positions.size()) == n, "[kv_cache] ", positions.size(),
+               " positions for ", n, " tokens");
+  EDGELM_CHECK(layer.size + n <= capacity_, "[kv_cache] layer ", layer_index,
+               " is full: ", layer.size, " + ", n, " tokens exceed the capacity of ", capacity_,
+               " (raise --max-seq-len or enable eviction)");
+  backend_.synchronize();  // the scratch slot list may still be read by a previous append
+  auto* slots = slots_.data<int32_t>();
+  auto* kv_pos = layer.positions.data<int32_t>();
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t slot = layer.size + t;
+    slots[t] = static_cast<int32_t>(slot);
+    for (int64_t g = 0; g < n_kv_heads_; ++g) kv_pos[slot * n_kv_heads_ + g] = positions[t];
+  }
+  const Tensor slot_list = slots_.slice(0, n);
+  backend_.kv_append(k, slot_list, layer.k);
+  backend_.kv_append(v, slot_list, layer.v);
+  layer.size += n;
+}
+
+KvCache::View KvCache::view(int64_t layer_index) const {
+  const Layer& layer = layers_.at(static_cast<size_t>(layer_index));
+  return {layer.k.slice(0, layer.size), layer.v.slice(0, layer.size),
+          layer.positions.slice(0, layer.size).reshape({layer.size, n_kv_heads_})};
+}
+
+void KvCache::compact(int64_t layer_index, const Tensor& keep) {
+  Layer& layer = layers_.at(static_cast<size_t>(layer_index));
+  EDGELM_CHECK(keep.rank() == 2 && keep.dim(0) == n_kv_heads_ && keep.dim(1) <= layer.size,
+               "[kv_cache] keep ", keep.describe(), " must be [", n_kv_heads_,
+               ", n <= ", layer.size, "]");
+  const Tensor filled_k = layer.k.slice(0, layer.size);
+  // Slots beyond `size` hold stale data; restrict the op to the filled slots so a keep index
+  // pointing past them is rejected by the op's own range check.
+  backend_.kv_compact(filled_k, keep);
+  backend_.kv_compact(layer.v.slice(0, layer.size), keep);
+  backend_.kv_compact(layer.positions.slice(0, layer.size), keep);
+  layer.size = keep.dim(1);
+}
+
+void KvCache::prune_prefix(int64_t n) {
+  if (n <= 0) return;
+  backend_.synchronize();
+  for (int64_t l = 0; l < n_layers(); ++l) {
+    const int64_t size = layers_[l].size;
+    const int64_t drop = std::min(n, size);
+    const int64_t n_keep = size - drop;
+    Tensor keep = keep_.view(DType::I32, {n_kv_heads_, n_keep});
+    auto* values = keep.data<int32_t>();
+    for (int64_t g = 0; g < n_kv_heads_; ++g) {
+      for (int64_t j = 0; j < n_keep; ++j) values[g * n_keep + j] = static_cast<int32_t>(drop + j);
+    }
+    compact(l, keep);
+    backend_.synchronize();  // the next layer rewrites the same scratch list
+  }
+}
+
+void KvCache::clear() {
+  for (Layer& layer : layers_) layer.size = 0;
+  next_position_ = 0;
+}
+
+size_t KvCache::memory_bytes() const {
+  size_t bytes = 0;
+  for (const Layer& layer : layers_) bytes += layer.k.nbytes() + layer.v.nbytes();
+  return bytes;
+}
+
+size_t KvCache::used_bytes() const {
+  size_t bytes = 0;
+  for (const Layer& layer : layers_)
+    bytes += 2 * static_cast<size_t>(layer.size) * layer.k.row_bytes() * n_kv_heads_;
+  return bytes;
+}
+
+int32_t KvCache::position(int64_t layer_index, int64_t slot, int64_t head) const {
+  const Layer& layer = layers_.at(static_cast<size_t>(layer_index));
+  EDGELM_CHECK(slot >= 0 && slot < layer.size && head >= 0 && head < n_kv_heads_,
+               "[kv_cache] slot ", slot, ", head ", head, " out of range");
+  backend_.synchronize();
+  return layer.positions.data<int32_t>()[slot * n_kv_heads_ + head];
+}
+
+}  // namespace edgelm

@@ -1,0 +1,85 @@
+// The per-layer KV cache. Each layer holds K and V as [capacity, n_kv_heads, head_dim] (K stored
+// after RoPE) and the logical position of every (slot, kv head). Logical positions (what RoPE and
+// the attention mask use) grow by one per token forever; physical slots are reused: eviction
+// compacts the kept slots to the front and the next token goes to the first free slot.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/tensor.h"
+
+namespace edgelm {
+
+class KvCache {
+ public:
+  // Allocates everything up front from backend.memory(); nothing is allocated afterwards.
+  // dtype: F32 or F16.
+  KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n_kv_heads,
+          int64_t head_dim, DType dtype);
+
+  int64_t n_layers() const { return static_cast<int64_t>(layers_.size()); }
+  int64_t capacity() const { return capacity_; }
+  int64_t n_kv_heads() const { return n_kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+  DType dtype() const { return dtype_; }
+
+  // Filled slots of `layer`.
+  int64_t size(int64_t layer) const { return layers_.at(layer).size; }
+  // Logical position the next token will get.
+  int64_t next_position() const { return next_position_; }
+  // Free slots left in the fullest layer.
+  int64_t free_slots() const;
+
+  // Stores n new tokens for `layer` in slots [size, size + n): k and v are F32
+  // [n, n_kv_heads, head_dim] (k after RoPE); positions are their logical positions. Throws
+  // edgelm::Error when the layer has fewer than n free slots.
+  void append(int64_t layer, const Tensor& k, const Tensor& v, std::span<const int32_t> positions);
+
+  // Declares that n tokens were appended to every layer: the next logical position moves on.
+  void advance(int64_t n) { next_position_ += n; }
+
+  struct View {
+    Tensor k;       // [size, n_kv_heads, head_dim]
+    Tensor v;       // [size, n_kv_heads, head_dim]
+    Tensor kv_pos;  // I32 [size, n_kv_heads]
+  };
+  // The filled part of `layer`, as the attention op takes it. Views only, no copy.
+  View view(int64_t layer) const;
+
+  // Keeps, for each kv head g of `layer`, the slots keep[g, :] (I32 [n_kv_heads, n_keep],
+  // strictly increasing), moved to the front in that order. Positions move with their slots.
+  void compact(int64_t layer, const Tensor& keep);
+  // Drops the first n slots of every layer (all kv heads alike), e.g. a context shift.
+  void prune_prefix(int64_t n);
+  // Empties the cache and restarts logical positions at 0.
+  void clear();
+
+  // Bytes of K and V storage allocated (all layers, full capacity), and of the filled slots.
+  size_t memory_bytes() const;
+  size_t used_bytes() const;
+  // Logical position of slot `slot`, kv head `head` of `layer` (host read; for tests and logs).
+  int32_t position(int64_t layer, int64_t slot, int64_t head) const;
+
+ private:
+  struct Layer {
+    Tensor k;          // [capacity, n_kv_heads, head_dim]
+    Tensor v;          // [capacity, n_kv_heads, head_dim]
+    Tensor positions;  // I32 [capacity, n_kv_heads, 1] (rank 3 so kv_compact treats it like K/V)
+    int64_t size = 0;
+  };
+
+  Backend& backend_;
+  int64_t capacity_;
+  int64_t n_kv_heads_;
+  int64_t head_dim_;
+  DType dtype_;
+  int64_t next_position_ = 0;
+  std::vector<Layer> layers_;
+  Tensor slots_;  // I32 [capacity]: scratch for kv_append's slot list
+  Tensor keep_;   // I32 [n_kv_heads, capacity]: scratch for prune_prefix
+};
+
+}  // namespace edgelm

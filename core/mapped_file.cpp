@@ -1,0 +1,47 @@
+#include "core/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace edgelm {
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) EDGELM_FAIL("[file] ", path, ": cannot open: ", std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    const int error = errno;
+    ::close(fd);
+    EDGELM_FAIL("[file] ", path, ": cannot stat: ", std::strerror(error));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    EDGELM_FAIL("[file] ", path, ": not a regular file");
+  }
+  const auto size = static_cast<size_t>(info.st_size);
+  const uint8_t* data = nullptr;
+  if (size > 0) {
+    void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mapping == MAP_FAILED) {
+      const int error = errno;
+      ::close(fd);
+      EDGELM_FAIL("[file] ", path, ": cannot map ", size, " bytes: ", std::strerror(error));
+    }
+    data = static_cast<const uint8_t*>(mapping);
+  }
+  ::close(fd);  // the mapping stays valid without the descriptor
+  return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace edgelm
