@@ -1,0 +1,885 @@
+// GGUF reader and writer, and the K-quant dequantizers.
+//  - Writer -> reader round trips of every metadata type and of F32/F16/BF16/I32/Q8_0/Q4_0/K-quant
+//    tensors, with the file bytes also parsed independently here (dims order, alignment).
+//  - K-quant known answers: blocks built by hand, expected floats worked out by hand from the
+//    documented formulas.
+//  - Malformed files, built byte by byte: each must throw one edgelm::Error naming the problem.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "core/mapped_file.h"
+#include "core/quant.h"
+#include "models/gguf.h"
+#include "models/kquants.h"
+
+namespace edgelm {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "edgelm_test_gguf_" + name + ".gguf";
+}
+
+void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Opens `path` expecting one edgelm::Error that starts "[gguf] <path>: " and contains every
+// fragment. Any other exception escapes and fails the test.
+void expect_open_error(const std::string& path, std::initializer_list<std::string> fragments) {
+  try {
+    GgufFile::open(path);
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_EQ(message.rfind("[gguf] " + path + ": ", 0), 0u) << message;
+    for (const std::string& fragment : fragments) {
+      EXPECT_NE(message.find(fragment), std::string::npos)
+          << "expected '" << fragment << "' in: " << message;
+    }
+    return;
+  }
+  ADD_FAILURE() << "no error opening " << path;
+}
+
+// Little-endian byte builder for hand-made files.
+class Bytes {
+ public:
+  Bytes& u8(uint8_t v) { return put(v); }
+  Bytes& u32(uint32_t v) { return put(v); }
+  Bytes& u64(uint64_t v) { return put(v); }
+  Bytes& f32(float v) { return put(v); }
+  Bytes& str(const std::string& s) {
+    u64(s.size());
+    data.insert(data.end(), s.begin(), s.end());
+    return *this;
+  }
+  Bytes& zeros(size_t n) {
+    data.resize(data.size() + n, 0);
+    return *this;
+  }
+  Bytes& pad_to(size_t alignment) {
+    data.resize((data.size() + alignment - 1) / alignment * alignment, 0);
+    return *this;
+  }
+  std::vector<uint8_t> data;
+
+ private:
+  template <class T>
+  Bytes& put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    data.insert(data.end(), p, p + sizeof(T));
+    return *this;
+  }
+};
+
+Bytes header(uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
+  Bytes b;
+  b.u8('G').u8('G').u8('U').u8('F').u32(version).u64(n_tensors).u64(n_kv);
+  return b;
+}
+
+// A file with no metadata and one tensor info followed by `data_bytes` bytes of data.
+std::vector<uint8_t> one_tensor_file(const std::string& name, std::vector<uint64_t> dims,
+                                     uint32_t type, uint64_t offset, size_t data_bytes) {
+  Bytes b = header(3, 1, 0);
+  b.str(name).u32(static_cast<uint32_t>(dims.size()));
+  for (uint64_t d : dims) b.u64(d);
+  b.u32(type).u64(offset).pad_to(32).zeros(data_bytes);
+  return b.data;
+}
+
+// ---- An independent parser of the file layout, sharing no code with the reader -------------
+
+struct FileTensorInfo {
+  std::string name;
+  std::vector<uint64_t> dims;  // as stored: innermost first
+  uint32_t type;
+  uint64_t offset;
+};
+
+struct FileLayout {
+  uint32_t version = 0;
+  std::vector<std::string> keys;
+  std::vector<uint32_t> value_types;
+  std::vector<FileTensorInfo> tensors;
+  size_t infos_end = 0;
+};
+
+class Walker {
+ public:
+  explicit Walker(const std::vector<uint8_t>& bytes) : bytes_(bytes) {}
+  template <class T>
+  T get() {
+    T v{};
+    EXPECT_LE(pos + sizeof(T), bytes_.size());
+    if (pos + sizeof(T) <= bytes_.size()) std::memcpy(&v, bytes_.data() + pos, sizeof(T));
+    pos += sizeof(T);
+    return v;
+  }
+  std::string string() {
+    const auto n = get<uint64_t>();
+    EXPECT_LE(pos + n, bytes_.size());
+    if (pos + n > bytes_.size()) return {};
+    std::string s(reinterpret_cast<const char*>(bytes_.data() + pos), n);
+    pos += n;
+    return s;
+  }
+  void skip_value(uint32_t type) {
+    static const size_t kSizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    if (type == 8) {
+      string();
+    } else if (type == 9) {
+      const auto element = get<uint32_t>();
+      const auto count = get<uint64_t>();
+      for (uint64_t i = 0; i < count; ++i) skip_value(element);
+    } else {
+      pos += kSizes[type];
+    }
+  }
+  size_t pos = 0;
+
+ private:
+  const std::vector<uint8_t>& bytes_;
+};
+
+FileLayout parse_layout(const std::vector<uint8_t>& bytes) {
+  FileLayout layout;
+  Walker w(bytes);
+  EXPECT_EQ(w.get<uint32_t>(), 0x46554747u);  // "GGUF"
+  layout.version = w.get<uint32_t>();
+  const auto n_tensors = w.get<uint64_t>();
+  const auto n_kv = w.get<uint64_t>();
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    layout.keys.push_back(w.string());
+    layout.value_types.push_back(w.get<uint32_t>());
+    w.skip_value(layout.value_types.back());
+  }
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    FileTensorInfo info;
+    info.name = w.string();
+    const auto n_dims = w.get<uint32_t>();
+    for (uint32_t d = 0; d < n_dims; ++d) info.dims.push_back(w.get<uint64_t>());
+    info.type = w.get<uint32_t>();
+    info.offset = w.get<uint64_t>();
+    layout.tensors.push_back(info);
+  }
+  layout.infos_end = w.pos;
+  return layout;
+}
+
+// ---- Types ---------------------------------------------------------------------------------
+
+TEST(GgufTypesTest, IdsNamesAndGeometry) {
+  EXPECT_EQ(static_cast<uint32_t>(GgmlType::Q4_K), 12u);
+  EXPECT_EQ(static_cast<uint32_t>(GgmlType::BF16), 30u);
+  EXPECT_STREQ(ggml_type_name(GgmlType::Q4_1), "q4_1");
+  EXPECT_STREQ(ggml_type_name(GgmlType::Q6_K), "q6_K");
+  EXPECT_STREQ(ggml_type_name(static_cast<GgmlType>(99)), "unknown");
+
+  struct Geometry {
+    GgmlType type;
+    int64_t block_size;
+    size_t block_bytes;
+  };
+  const Geometry supported[] = {
+      {GgmlType::F32, 1, 4},      {GgmlType::F16, 1, 2},      {GgmlType::BF16, 1, 2},
+      {GgmlType::Q8_0, 32, 34},   {GgmlType::Q4_0, 32, 18},   {GgmlType::Q4_K, 256, 144},
+      {GgmlType::Q5_K, 256, 176}, {GgmlType::Q6_K, 256, 210}, {GgmlType::I32, 1, 4},
+  };
+  for (const Geometry& g : supported) {
+    EXPECT_TRUE(ggml_type_supported(g.type)) << ggml_type_name(g.type);
+    EXPECT_EQ(ggml_block_size(g.type), g.block_size) << ggml_type_name(g.type);
+    EXPECT_EQ(ggml_block_bytes(g.type), g.block_bytes) << ggml_type_name(g.type);
+  }
+  EXPECT_EQ(ggml_row_bytes(GgmlType::Q6_K, 512), 420u);
+  EXPECT_THROW(ggml_row_bytes(GgmlType::Q4_K, 100), Error);
+  EXPECT_FALSE(ggml_type_supported(GgmlType::Q4_1));
+  EXPECT_THROW(ggml_block_size(GgmlType::Q4_1), Error);
+
+  for (int i = 0; i < kDTypeCount; ++i) {
+    const auto dtype = static_cast<DType>(i);
+    EXPECT_EQ(dtype_from_ggml(ggml_from_dtype(dtype)), dtype) << dtype_name(dtype);
+    EXPECT_EQ(ggml_block_bytes(ggml_from_dtype(dtype)), dtype_block_bytes(dtype));
+  }
+  EXPECT_FALSE(dtype_from_ggml(GgmlType::Q4_K).has_value());
+}
+
+// ---- Metadata ------------------------------------------------------------------------------
+
+TEST(GgufMetadataTest, EveryValueTypeRoundTrips) {
+  const std::string unicode =
+      "h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C \xF0\x9F\xA6\x99";  // héllo 世界 🦙
+  GgufWriter writer;
+  writer.set("t.u8", uint8_t{200});
+  writer.set("t.i8", int8_t{-100});
+  writer.set("t.u16", uint16_t{60000});
+  writer.set("t.i16", int16_t{-30000});
+  writer.set_u32("t.u32", 4000000000u);
+  writer.set_i32("t.i32", -2000000000);
+  writer.set_u64("t.u64", 18000000000000000000ull);
+  writer.set("t.i64", int64_t{-9000000000000000000});
+  writer.set_f32("t.f32", 0.15625f);
+  writer.set("t.f64", 1e-300);
+  writer.set_bool("t.true", true);
+  writer.set_bool("t.false", false);
+  writer.set_string("t.string", unicode);
+  writer.set_string("t.empty_string", "");
+  writer.set_string_array("t.strings", {"a", "", unicode, std::string("nul\0in", 6)});
+  writer.set_f32_array("t.floats", {1.5f, -2.25f, 1e30f});
+  writer.set_i32_array("t.ints", {-1, 0, 7});
+  writer.set_string_array("t.empty_strings", {});
+  writer.set_f32_array("t.empty_floats", {});
+  writer.set("t.bools", GgufArray{std::vector<bool>{true, false, true}});
+  writer.set("t.u64s", GgufArray{std::vector<uint64_t>{1, 1ull << 40}});
+  writer.set("t.f64s", GgufArray{std::vector<double>{0.5, -1e200}});
+  writer.set("t.nested",
+             GgufArray{std::vector<GgufArray>{GgufArray{std::vector<int8_t>{-1, 2}},
+                                              GgufArray{std::vector<std::string>{"x"}}}});
+  writer.set_u32("t.replaced", 1);
+  writer.set_u32("t.replaced", 2);  // replaces in place, keeps the position
+  const std::string path = temp_path("every_value_type");
+  writer.write(path);
+
+  const GgufFile file = GgufFile::open(path);
+  EXPECT_EQ(file.version(), 3u);
+  EXPECT_EQ(file.alignment(), 32u);
+  EXPECT_EQ(file.path(), path);
+
+  const std::vector<std::string> expected_keys = {"general.alignment",
+                                                  "t.u8",
+                                                  "t.i8",
+                                                  "t.u16",
+                                                  "t.i16",
+                                                  "t.u32",
+                                                  "t.i32",
+                                                  "t.u64",
+                                                  "t.i64",
+                                                  "t.f32",
+                                                  "t.f64",
+                                                  "t.true",
+                                                  "t.false",
+                                                  "t.string",
+                                                  "t.empty_string",
+                                                  "t.strings",
+                                                  "t.floats",
+                                                  "t.ints",
+                                                  "t.empty_strings",
+                                                  "t.empty_floats",
+                                                  "t.bools",
+                                                  "t.u64s",
+                                                  "t.f64s",
+                                                  "t.nested",
+                                                  "t.replaced"};
+  ASSERT_EQ(file.metadata().size(), expected_keys.size());
+  for (size_t i = 0; i < expected_keys.size(); ++i) {
+    EXPECT_EQ(file.metadata()[i].first, expected_keys[i]);
+  }
+
+  // Stored types are the GGUF ids of what was set.
+  EXPECT_EQ(file.find("general.alignment")->type(), GgufValueType::U32);
+  EXPECT_EQ(file.find("t.u8")->type(), GgufValueType::U8);
+  EXPECT_EQ(file.find("t.i8")->type(), GgufValueType::I8);
+  EXPECT_EQ(file.find("t.u16")->type(), GgufValueType::U16);
+  EXPECT_EQ(file.find("t.i16")->type(), GgufValueType::I16);
+  EXPECT_EQ(file.find("t.i32")->type(), GgufValueType::I32);
+  EXPECT_EQ(file.find("t.u64")->type(), GgufValueType::U64);
+  EXPECT_EQ(file.find("t.i64")->type(), GgufValueType::I64);
+  EXPECT_EQ(file.find("t.f32")->type(), GgufValueType::F32);
+  EXPECT_EQ(file.find("t.f64")->type(), GgufValueType::F64);
+  EXPECT_EQ(file.find("t.true")->type(), GgufValueType::Bool);
+  EXPECT_EQ(file.find("t.string")->type(), GgufValueType::String);
+  EXPECT_EQ(file.find("t.strings")->type(), GgufValueType::Array);
+  EXPECT_EQ(file.find("t.empty_floats")->get_if<GgufArray>()->element_type(), GgufValueType::F32);
+  EXPECT_EQ(file.find("t.empty_strings")->get_if<GgufArray>()->element_type(),
+            GgufValueType::String);
+  EXPECT_EQ(file.find("missing"), nullptr);
+
+  // Values: exact, via the typed accessors.
+  EXPECT_EQ(file.get_int("general.alignment"), 32);
+  EXPECT_EQ(file.get_int("t.u8"), 200);
+  EXPECT_EQ(file.get_int("t.i8"), -100);
+  EXPECT_EQ(file.get_int("t.u16"), 60000);
+  EXPECT_EQ(file.get_int("t.i16"), -30000);
+  EXPECT_EQ(file.get_int("t.u32"), 4000000000);
+  EXPECT_EQ(file.get_int("t.i32"), -2000000000);
+  EXPECT_EQ(*file.find("t.u64")->get_if<uint64_t>(), 18000000000000000000ull);
+  EXPECT_EQ(file.get_int("t.i64"), -9000000000000000000);
+  EXPECT_EQ(file.get_float("t.f32"), 0.15625);
+  EXPECT_EQ(file.get_float("t.f64"), 1e-300);
+  EXPECT_EQ(file.get_float("t.i8"), -100.0);  // integers convert to float
+  EXPECT_TRUE(file.get_bool("t.true"));
+  EXPECT_FALSE(file.get_bool("t.false"));
+  EXPECT_EQ(file.get_string("t.string"), unicode);
+  EXPECT_EQ(file.get_string("t.empty_string"), "");
+  EXPECT_EQ(file.get_string_array("t.strings"),
+            (std::vector<std::string>{"a", "", unicode, std::string("nul\0in", 6)}));
+  EXPECT_EQ(file.get_float_array("t.floats"), (std::vector<double>{1.5, -2.25, double{1e30f}}));
+  EXPECT_EQ(file.get_int_array("t.ints"), (std::vector<int64_t>{-1, 0, 7}));
+  EXPECT_EQ(file.get_float_array("t.ints"), (std::vector<double>{-1, 0, 7}));
+  EXPECT_TRUE(file.get_string_array("t.empty_strings").empty());
+  EXPECT_TRUE(file.get_float_array("t.empty_floats").empty());
+  EXPECT_EQ(*file.find("t.bools"), GgufValue(GgufArray{std::vector<bool>{true, false, true}}));
+  EXPECT_EQ(file.get_int_array("t.u64s"), (std::vector<int64_t>{1, int64_t{1} << 40}));
+  EXPECT_EQ(file.get_float_array("t.f64s"), (std::vector<double>{0.5, -1e200}));
+  const auto* nested = file.find("t.nested")->get_if<GgufArray>();
+  ASSERT_NE(nested, nullptr);
+  const auto& inner = std::get<std::vector<GgufArray>>(nested->values);
+  ASSERT_EQ(inner.size(), 2u);
+  EXPECT_EQ(std::get<std::vector<int8_t>>(inner[0].values), (std::vector<int8_t>{-1, 2}));
+  EXPECT_EQ(std::get<std::vector<std::string>>(inner[1].values), std::vector<std::string>{"x"});
+  EXPECT_EQ(file.get_int("t.replaced"), 2);
+
+  // The optional variants.
+  EXPECT_EQ(file.find_int("t.u16"), 60000);
+  EXPECT_EQ(file.find_int("missing"), std::nullopt);
+  EXPECT_EQ(file.find_float("t.f32"), 0.15625);
+  EXPECT_EQ(file.find_string("t.string"), unicode);
+  EXPECT_EQ(file.find_bool("t.true"), true);
+  EXPECT_EQ(file.find_bool("missing"), std::nullopt);
+}
+
+TEST(GgufMetadataTest, AccessorsNameTheKeyOnError) {
+  GgufWriter writer;
+  writer.set_string("name", "llama");
+  writer.set_u64("huge", 1ull << 63);
+  writer.set_f32("eps", 1e-5f);
+  writer.set_f32_array("floats", {1.0f});
+  writer.set_string_array("strings", {"a"});
+  writer.set("huge_elements", GgufArray{std::vector<uint64_t>{1ull << 63}});
+  const std::string path = temp_path("accessor_errors");
+  writer.write(path);
+  const GgufFile file = GgufFile::open(path);
+
+  const auto expect_error = [&](const std::function<void()>& call,
+                                std::initializer_list<std::string> fragments) {
+    try {
+      call();
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      EXPECT_EQ(message.rfind("[gguf] " + path + ": ", 0), 0u) << message;
+      for (const std::string& f : fragments) {
+        EXPECT_NE(message.find(f), std::string::npos) << "expected '" << f << "' in: " << message;
+      }
+      return;
+    }
+    ADD_FAILURE() << "no error";
+  };
+  expect_error([&] { file.get_string("nope"); }, {"missing key 'nope'"});
+  expect_error([&] { file.get_int("name"); }, {"key 'name'", "string", "integer"});
+  expect_error([&] { file.get_int("eps"); }, {"key 'eps'", "f32"});
+  expect_error([&] { file.get_int("huge"); }, {"key 'huge'", "9223372036854775808", "int64"});
+  expect_error([&] { file.get_float("name"); }, {"key 'name'"});
+  expect_error([&] { file.get_bool("eps"); }, {"key 'eps'", "bool"});
+  expect_error([&] { file.get_string("eps"); }, {"key 'eps'", "string"});
+  expect_error([&] { file.get_string_array("floats"); }, {"key 'floats'", "array<f32>"});
+  expect_error([&] { file.get_float_array("strings"); }, {"key 'strings'", "array<string>"});
+  expect_error([&] { file.get_int_array("floats"); }, {"key 'floats'"});
+  expect_error([&] { file.get_int_array("name"); }, {"key 'name'"});
+  expect_error([&] { file.get_int_array("huge_elements"); }, {"does not fit in int64"});
+  // A present key of the wrong type is an error even for the optional variants.
+  expect_error([&] { file.find_int("name"); }, {"key 'name'"});
+  EXPECT_EQ(file.get_float("huge"), 9223372036854775808.0);
+}
+
+// ---- Tensors -------------------------------------------------------------------------------
+
+TEST(GgufTensorTest, TensorsRoundTripWithReversedDimsAndAlignedData) {
+  // F32 1-D (odd size, so the next tensor needs padding), F16 2-D, Q8_0 2-D, Q4_0 1-D and 2-D,
+  // BF16 3-D, I32 1-D.
+  std::vector<float> f32_values(7);
+  for (size_t i = 0; i < f32_values.size(); ++i) f32_values[i] = 0.5f * static_cast<float>(i) - 1;
+  std::vector<uint16_t> f16_values(3 * 64);
+  for (size_t i = 0; i < f16_values.size(); ++i) {
+    f16_values[i] = f32_to_f16(static_cast<float>(i) / 8 - 10);
+  }
+  std::vector<float> q_source(2 * 64);
+  for (size_t i = 0; i < q_source.size(); ++i) {
+    q_source[i] = std::sin(static_cast<float>(i)) * 3;
+  }
+  std::vector<BlockQ8_0> q8_blocks(4);
+  quantize_row_q8_0(q_source.data(), q8_blocks.data(), 128);
+  std::vector<BlockQ4_0> q4_blocks(4);
+  quantize_row_q4_0(q_source.data(), q4_blocks.data(), 128);
+  std::vector<uint16_t> bf16_values(2 * 3 * 4);
+  for (size_t i = 0; i < bf16_values.size(); ++i) {
+    bf16_values[i] = f32_to_bf16(static_cast<float>(i) * 0.25f);
+  }
+  const std::vector<int32_t> i32_values = {-5, 0, 123456789};
+
+  struct Source {
+    std::string name;
+    GgmlType type;
+    Shape shape;
+    std::vector<uint64_t> file_dims;
+    const void* data;
+    size_t nbytes;
+  };
+  const std::vector<Source> sources = {
+      {"f32_1d", GgmlType::F32, Shape{7}, {7}, f32_values.data(), 28},
+      {"f16_2d", GgmlType::F16, Shape{3, 64}, {64, 3}, f16_values.data(), 384},
+      {"q8_0_2d", GgmlType::Q8_0, Shape{2, 64}, {64, 2}, q8_blocks.data(), 4 * 34},
+      {"q4_0_1d", GgmlType::Q4_0, Shape{128}, {128}, q4_blocks.data(), 4 * 18},
+      {"q4_0_2d", GgmlType::Q4_0, Shape{4, 32}, {32, 4}, q4_blocks.data(), 4 * 18},
+      {"bf16_3d", GgmlType::BF16, Shape{2, 3, 4}, {4, 3, 2}, bf16_values.data(), 48},
+      {"i32_1d", GgmlType::I32, Shape{3}, {3}, i32_values.data(), 12},
+  };
+  GgufWriter writer;
+  writer.set_string("general.architecture", "test");
+  for (const Source& s : sources) writer.add_tensor(s.name, s.type, s.shape, s.data, s.nbytes);
+  const std::string path = temp_path("tensors");
+  writer.write(path);
+
+  // The bytes, parsed here without the reader.
+  const std::vector<uint8_t> bytes = read_file(path);
+  const FileLayout layout = parse_layout(bytes);
+  EXPECT_EQ(layout.version, 3u);
+  ASSERT_EQ(layout.keys.size(), 2u);
+  EXPECT_EQ(layout.keys[0], "general.alignment");
+  EXPECT_EQ(layout.value_types[0], 4u);  // u32
+  ASSERT_EQ(layout.tensors.size(), sources.size());
+  const size_t data_start = (layout.infos_end + 31) / 32 * 32;
+  for (size_t i = 0; i < data_start - layout.infos_end; ++i) {
+    EXPECT_EQ(bytes[layout.infos_end + i], 0) << "padding before the data must be zeros";
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const FileTensorInfo& info = layout.tensors[i];
+    EXPECT_EQ(info.name, sources[i].name);
+    EXPECT_EQ(info.dims, sources[i].file_dims) << info.name;  // innermost first in the file
+    EXPECT_EQ(info.type, static_cast<uint32_t>(sources[i].type)) << info.name;
+    EXPECT_EQ(info.offset % 32, 0u) << info.name;
+    ASSERT_LE(data_start + info.offset + sources[i].nbytes, bytes.size());
+    EXPECT_EQ(
+        std::memcmp(bytes.data() + data_start + info.offset, sources[i].data, sources[i].nbytes), 0)
+        << info.name;
+  }
+  // Tensors are stored in insertion order, packed with padding to 32 (and padded at the end).
+  EXPECT_EQ(layout.tensors[0].offset, 0u);
+  EXPECT_EQ(layout.tensors[1].offset, 32u);
+  EXPECT_EQ(layout.tensors[2].offset, 32u + 384u);
+  EXPECT_EQ(bytes.size() % 32, 0u);
+  for (size_t i = data_start + 28; i < data_start + 32; ++i) EXPECT_EQ(bytes[i], 0);
+
+  // The reader agrees.
+  GgufTensor kept;
+  {
+    const GgufFile file = GgufFile::open(path);
+    EXPECT_EQ(file.data_offset(), data_start);
+    ASSERT_EQ(file.tensors().size(), sources.size());
+    const uint8_t* base = file.file()->data();
+    const size_t size = file.file()->size();
+    for (size_t i = 0; i < sources.size(); ++i) {
+      const GgufTensor& t = file.tensors()[i];
+      EXPECT_EQ(t.name, sources[i].name);
+      EXPECT_EQ(t.type, sources[i].type);
+      EXPECT_EQ(t.shape, sources[i].shape) << t.name << " " << t.shape.to_string();
+      EXPECT_EQ(t.nbytes, sources[i].nbytes);
+      EXPECT_GE(t.data, base);
+      EXPECT_LE(t.data + t.nbytes, base + size);
+      EXPECT_EQ(static_cast<size_t>(t.data - base), t.file_offset);
+      EXPECT_EQ(t.file_offset, data_start + layout.tensors[i].offset);
+      EXPECT_EQ(t.file_offset % 32, 0u);
+      EXPECT_EQ(std::memcmp(t.data, sources[i].data, t.nbytes), 0) << t.name;
+      EXPECT_EQ(file.find_tensor(t.name), &t);
+    }
+    EXPECT_EQ(file.find_tensor("absent"), nullptr);
+    EXPECT_EQ(file.get_string("general.architecture"), "test");
+
+    // Rows dequantize to what was stored.
+    const GgufTensor& f16 = *file.find_tensor("f16_2d");
+    std::vector<float> row(64);
+    dequantize_row_ggml(f16.type, f16.data + 2 * 128, row.data(), 64);  // row 2
+    for (int i = 0; i < 64; ++i) EXPECT_EQ(row[i], static_cast<float>(128 + i) / 8 - 10);
+    const GgufTensor& f32 = *file.find_tensor("f32_1d");
+    std::vector<float> f32_row(7);
+    dequantize_row_ggml(f32.type, f32.data, f32_row.data(), 7);
+    EXPECT_EQ(f32_row, f32_values);
+    const GgufTensor& bf16 = *file.find_tensor("bf16_3d");
+    std::vector<float> bf16_row(24);
+    dequantize_row_ggml(bf16.type, bf16.data, bf16_row.data(), 24);
+    for (int i = 0; i < 24; ++i) EXPECT_EQ(bf16_row[i], static_cast<float>(i) * 0.25f);
+    std::vector<float> expected(128);
+    std::vector<float> actual(128);
+    dequantize_row_q8_0(q8_blocks.data(), expected.data(), 128);
+    dequantize_row_ggml(GgmlType::Q8_0, file.find_tensor("q8_0_2d")->data, actual.data(), 128);
+    EXPECT_EQ(actual, expected);
+    dequantize_row_q4_0(q4_blocks.data(), expected.data(), 128);
+    dequantize_row_ggml(GgmlType::Q4_0, file.find_tensor("q4_0_1d")->data, actual.data(), 128);
+    EXPECT_EQ(actual, expected);
+    kept = *file.find_tensor("i32_1d");
+  }
+  // A tensor keeps its mapping alive after the GgufFile is gone.
+  int32_t last;
+  std::memcpy(&last, kept.data + 8, 4);
+  EXPECT_EQ(last, 123456789);
+}
+
+TEST(GgufTensorTest, ReadsVersion2AndCustomAlignment) {
+  std::vector<float> values(5, 2.0f);
+  GgufWriter writer;
+  writer.set_u32("general.alignment", 64);
+  writer.add_tensor("a", GgmlType::F32, Shape{5}, values.data(), 20);
+  writer.add_tensor("b", GgmlType::F32, Shape{1, 5}, values.data(), 20);
+  const std::string path = temp_path("alignment64");
+  writer.write(path);
+  {
+    const GgufFile file = GgufFile::open(path);
+    EXPECT_EQ(file.alignment(), 64u);
+    EXPECT_EQ(file.metadata().size(), 1u);  // the explicit key is not written twice
+    EXPECT_EQ(file.data_offset() % 64, 0u);
+    EXPECT_EQ(file.tensors()[1].file_offset - file.tensors()[0].file_offset, 64u);
+  }
+  // Version 2 has the same layout as version 3 for little-endian files.
+  std::vector<uint8_t> bytes = read_file(path);
+  bytes[4] = 2;
+  write_file(path, bytes);
+  EXPECT_EQ(GgufFile::open(path).version(), 2u);
+}
+
+TEST(GgufTensorTest, KQuantTensorsRoundTrip) {
+  std::vector<uint8_t> blocks(2 * 210);
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<uint8_t>(i * 37 + 11);
+  // Keep the fp16 d finite: the last two bytes of each Q6_K block.
+  for (size_t b = 0; b < 2; ++b) {
+    blocks[b * 210 + 208] = 0x00;
+    blocks[b * 210 + 209] = 0x3c;
+  }
+  GgufWriter writer;
+  writer.add_tensor("q6", GgmlType::Q6_K, Shape{2, 256}, blocks.data(), blocks.size());
+  writer.add_tensor("q4", GgmlType::Q4_K, Shape{1, 256}, blocks.data(), 144);
+  writer.add_tensor("q5", GgmlType::Q5_K, Shape{256}, blocks.data(), 176);
+  const std::string path = temp_path("kquant_tensors");
+  writer.write(path);
+  const GgufFile file = GgufFile::open(path);
+  const GgufTensor& q6 = *file.find_tensor("q6");
+  EXPECT_EQ(q6.shape, (Shape{2, 256}));
+  EXPECT_EQ(q6.nbytes, 420u);
+  std::vector<float> expected(512);
+  std::vector<float> actual(512);
+  dequantize_row_q6_K(blocks.data(), expected.data(), 512);
+  dequantize_row_ggml(GgmlType::Q6_K, q6.data, actual.data(), 512);
+  EXPECT_EQ(actual, expected);
+  EXPECT_EQ(file.find_tensor("q4")->nbytes, 144u);
+  EXPECT_EQ(file.find_tensor("q5")->nbytes, 176u);
+}
+
+TEST(GgufWriterTest, RejectsBadTensorsAndAlignment) {
+  std::vector<float> values(64);
+  GgufWriter writer;
+  writer.add_tensor("w", GgmlType::F32, Shape{64}, values.data(), 256);
+  EXPECT_THROW(writer.add_tensor("w", GgmlType::F32, Shape{64}, values.data(), 256), Error);
+  EXPECT_THROW(writer.add_tensor("x", GgmlType::F32, Shape{64}, values.data(), 255), Error);
+  EXPECT_THROW(writer.add_tensor("x", GgmlType::Q8_0, Shape{16}, values.data(), 17), Error);
+  EXPECT_THROW(writer.add_tensor("x", GgmlType::Q4_1, Shape{32}, values.data(), 20), Error);
+  EXPECT_THROW(writer.add_tensor("x", GgmlType::F32, Shape{}, values.data(), 4), Error);
+  EXPECT_THROW(writer.add_tensor(std::string(64, 'n'), GgmlType::F32, Shape{1}, values.data(), 4),
+               Error);
+  writer.set_u32("general.alignment", 48);
+  EXPECT_THROW(writer.write(temp_path("bad_alignment")), Error);
+  writer.set_u64("general.alignment", 64);
+  EXPECT_THROW(writer.write(temp_path("bad_alignment")), Error);
+}
+
+// ---- K-quant known answers -----------------------------------------------------------------
+
+struct Expected {
+  int index;
+  float value;
+};
+
+// Sub-block scales and mins used by the Q4_K and Q5_K blocks below (6 bits each):
+//   scale = {1, 2, 3, 63, 17, 33, 50, 7},  min = {0, 5, 10, 40, 20, 36, 1, 63}
+// Packed as documented: bytes 0..3 = scale[0..3] | top 2 bits of scale[4..7] << 6,
+// bytes 4..7 = min[0..3] | top 2 bits of min[4..7] << 6,
+// bytes 8..11 = low 4 bits of scale[4..7] | low 4 bits of min[4..7] << 4.
+// E.g. byte 0 = 1 | (17 >> 4) << 6 = 0x41, byte 7 = 40 | (63 >> 4) << 6 = 0xe8,
+// byte 11 = (7 & 15) | (63 & 15) << 4 = 0xf7.
+constexpr uint8_t kPackedScales[12] = {0x41, 0x82, 0xc3, 0x3f, 0x40, 0x85,
+                                       0x0a, 0xe8, 0x41, 0x41, 0x12, 0xf7};
+constexpr uint16_t kHalfOne = 0x3c00;      // 1.0
+constexpr uint16_t kHalfHalf = 0x3800;     // 0.5
+constexpr uint16_t kHalfQuarter = 0x3400;  // 0.25
+
+// Quant bytes of Q4_K/Q5_K: byte 32g + l has low nibble l % 16 and high nibble 15 - l % 16, so
+// even sub-blocks (low nibbles) count up and odd ones (high nibbles) count down.
+void fill_k_nibbles(uint8_t qs[128]) {
+  for (int g = 0; g < 4; ++g) {
+    for (int l = 0; l < 32; ++l)
+      qs[32 * g + l] = static_cast<uint8_t>((l % 16) | (15 - l % 16) << 4);
+  }
+}
+
+TEST(KQuantTest, Q4_KKnownBlocks) {
+  BlockQ4_K blocks[2];
+  blocks[0].d = kHalfHalf;
+  blocks[0].dmin = kHalfQuarter;
+  std::memcpy(blocks[0].scales, kPackedScales, 12);
+  fill_k_nibbles(blocks[0].qs);
+  blocks[1] = blocks[0];
+  blocks[1].d = kHalfOne;
+  blocks[1].dmin = 0;
+
+  std::vector<float> out(512);
+  dequantize_row_q4_K(blocks, out.data(), 512);
+  // value = 0.5 * scale[s] * q - 0.25 * min[s], element 32 s + l, q = l % 16 (s even) or
+  // 15 - l % 16 (s odd). E.g. element 96 (s 3, l 0): 0.5 * 63 * 15 - 0.25 * 40 = 462.5.
+  const Expected expected[] = {
+      {0, 0.0f},     {5, 2.5f},      {31, 7.5f},      // s0: scale 1, min 0
+      {32, 13.75f},  {37, 8.75f},    {63, -1.25f},    // s1: scale 2, min 5
+      {64, -2.5f},   {69, 5.0f},     {95, 20.0f},     // s2: scale 3, min 10
+      {96, 462.5f},  {101, 305.0f},  {127, -10.0f},   // s3: scale 63, min 40
+      {128, -5.0f},  {133, 37.5f},   {159, 122.5f},   // s4: scale 17, min 20
+      {160, 238.5f}, {165, 156.0f},  {191, -9.0f},    // s5: scale 33, min 36
+      {192, -0.25f}, {197, 124.75f}, {223, 374.75f},  // s6: scale 50, min 1
+      {224, 36.75f}, {229, 19.25f},  {255, -15.75f},  // s7: scale 7, min 63
+  };
+  for (const Expected& e : expected) EXPECT_EQ(out[e.index], e.value) << "element " << e.index;
+  // Block 1 (elements 256..511): d 1, dmin 0, so value = scale[s] * q.
+  const Expected expected_block1[] = {
+      {256, 0.0f}, {288, 30.0f}, {352, 945.0f}, {389, 85.0f}, {479, 750.0f},
+  };
+  for (const Expected& e : expected_block1) {
+    EXPECT_EQ(out[e.index], e.value) << "element " << e.index;
+  }
+
+  std::vector<float> via_dispatch(512);
+  dequantize_row_ggml(GgmlType::Q4_K, blocks, via_dispatch.data(), 512);
+  EXPECT_EQ(via_dispatch, out);
+}
+
+TEST(KQuantTest, Q5_KKnownBlock) {
+  BlockQ5_K block;
+  block.d = kHalfHalf;
+  block.dmin = kHalfQuarter;
+  std::memcpy(block.scales, kPackedScales, 12);
+  fill_k_nibbles(block.qs);
+  // qh[l] = 0xa5 (bits 0, 2, 5, 7) for even l, 0x5a (bits 1, 3, 4, 6) for odd l; bit s of qh[l]
+  // is the fifth bit (+16) of element 32 s + l.
+  for (int l = 0; l < 32; ++l) block.qh[l] = l % 2 == 0 ? 0xa5 : 0x5a;
+
+  std::vector<float> out(256);
+  dequantize_row_q5_K(&block, out.data(), 256);
+  // value = 0.5 * scale[s] * (q + 16 * bit) - 0.25 * min[s]. E.g. element 101 (s 3, l 5, odd l so
+  // bit 3 set): q = 15 - 5 = 10, 0.5 * 63 * 26 - 10 = 809.
+  const Expected expected[] = {
+      {0, 8.0f},     {5, 2.5f},      {31, 7.5f},      // s0: bit set for even l
+      {32, 13.75f},  {37, 24.75f},   {63, 14.75f},    // s1: bit set for odd l
+      {64, 21.5f},   {69, 5.0f},     {95, 20.0f},     // s2: even
+      {96, 462.5f},  {101, 809.0f},  {127, 494.0f},   // s3: odd
+      {128, -5.0f},  {133, 173.5f},  {159, 258.5f},   // s4: odd
+      {160, 502.5f}, {165, 156.0f},  {191, -9.0f},    // s5: even
+      {192, -0.25f}, {197, 524.75f}, {223, 774.75f},  // s6: odd
+      {224, 92.75f}, {229, 19.25f},  {255, -15.75f},  // s7: even
+  };
+  for (const Expected& e : expected) EXPECT_EQ(out[e.index], e.value) << "element " << e.index;
+
+  std::vector<float> via_dispatch(256);
+  dequantize_row_ggml(GgmlType::Q5_K, &block, via_dispatch.data(), 256);
+  EXPECT_EQ(via_dispatch, out);
+}
+
+TEST(KQuantTest, Q6_KKnownBlock) {
+  BlockQ6_K block;
+  block.d = kHalfHalf;
+  // ql[k] = k: low nibble k % 16, high nibble k / 16.
+  for (int k = 0; k < 128; ++k) block.ql[k] = static_cast<uint8_t>(k);
+  // First half: qh = 0xe4 (bit pairs 0, 1, 2, 3 for quarters 0..3) for even l, 0 for odd l.
+  // Second half: 0x1b (pairs 3, 2, 1, 0) for even l, 0xff (all 3) for odd l.
+  for (int l = 0; l < 32; ++l) {
+    block.qh[l] = l % 2 == 0 ? 0xe4 : 0x00;
+    block.qh[32 + l] = l % 2 == 0 ? 0x1b : 0xff;
+  }
+  const int8_t scales[16] = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12, 13, -14, 15, -128};
+  std::memcpy(block.scales, scales, 16);
+
+  std::vector<float> out(256);
+  dequantize_row_q6_K(&block, out.data(), 256);
+  // Element i = 128 h + 32 k + l: low 4 bits from ql[64 h + 32 (k % 2) + l] (low nibble for k < 2,
+  // high for k >= 2), high 2 bits = pair k of qh[32 h + l], value = 0.5 * scales[i / 16] *
+  // (q - 32). E.g. element 96 (h 0, k 3, l 0): ql[32] >> 4 = 2, pair 3 of 0xe4 = 3, q = 50,
+  // 0.5 * 7 * 18 = 63. Element 255: ql[127] >> 4 = 7, pair 3 of 0xff = 3, q = 55,
+  // 0.5 * -128 * 23 = -1472.
+  const Expected expected[] = {
+      {0, -16.0f},    {5, -13.5f},    {31, 17.0f},      // h0 k0
+      {32, -24.0f},   {37, -40.5f},   {63, 34.0f},      // h0 k1
+      {64, 0.0f},     {69, -80.0f},   {95, 93.0f},      // h0 k2
+      {96, 63.0f},    {101, -105.0f}, {127, 116.0f},    // h0 k3
+      {128, 72.0f},   {133, 94.5f},   {159, -155.0f},   // h1 k0
+      {160, 0.0f},    {165, 115.5f},  {191, -186.0f},   // h1 k1
+      {192, -78.0f},  {197, 130.0f},  {223, -147.0f},   // h1 k2
+      {224, -195.0f}, {229, 165.0f},  {255, -1472.0f},  // h1 k3
+  };
+  for (const Expected& e : expected) EXPECT_EQ(out[e.index], e.value) << "element " << e.index;
+
+  std::vector<float> via_dispatch(256);
+  dequantize_row_ggml(GgmlType::Q6_K, &block, via_dispatch.data(), 256);
+  EXPECT_EQ(via_dispatch, out);
+}
+
+TEST(KQuantTest, RejectsBadLengthsAndTypes) {
+  BlockQ6_K block{};
+  std::vector<float> out(512);
+  EXPECT_THROW(dequantize_row_q4_K(&block, out.data(), 128), Error);
+  EXPECT_THROW(dequantize_row_q5_K(&block, out.data(), 257), Error);
+  EXPECT_THROW(dequantize_row_q6_K(&block, out.data(), -256), Error);
+  EXPECT_THROW(dequantize_row_ggml(GgmlType::Q8_0, &block, out.data(), 31), Error);
+  EXPECT_THROW(dequantize_row_ggml(GgmlType::I32, &block, out.data(), 4), Error);
+  EXPECT_THROW(dequantize_row_ggml(GgmlType::Q4_1, &block, out.data(), 32), Error);
+  dequantize_row_q6_K(&block, out.data(), 0);  // an empty row is fine
+}
+
+// ---- Malformed files -----------------------------------------------------------------------
+
+TEST(GgufMalformedTest, BadMagicAndVersions) {
+  const std::string path = temp_path("bad_header");
+  Bytes ggml;
+  ggml.u8('G').u8('G').u8('M').u8('L').u32(3).u64(0).u64(0);
+  write_file(path, ggml.data);
+  expect_open_error(path, {"bad magic 'GGML'", "expected 'GGUF'"});
+
+  write_file(path, header(1, 0, 0).data);
+  expect_open_error(path, {"unsupported version 1"});
+  write_file(path, header(4, 0, 0).data);
+  expect_open_error(path, {"unsupported version 4"});
+  write_file(path, header(0x03000000, 0, 0).data);  // version 3 written big-endian
+  expect_open_error(path, {"big-endian"});
+
+  write_file(path, {});
+  expect_open_error(path, {"truncated file", "header"});
+  write_file(path, header(3, 0, 0).data);
+  EXPECT_NO_THROW(GgufFile::open(path));  // an empty but valid file
+
+  expect_open_error(temp_path("does_not_exist"), {"cannot open"});
+}
+
+TEST(GgufMalformedTest, HugeLengthsAndCountsDoNotAllocate) {
+  const std::string path = temp_path("huge");
+  const uint64_t huge = uint64_t{1} << 62;
+  // A key whose length is 2^62.
+  write_file(path, header(3, 0, 1).u64(huge).zeros(16).data);
+  expect_open_error(path, {"truncated file", "string of 4611686018427387904 bytes"});
+  // A string value whose length is 2^62.
+  write_file(path, header(3, 0, 1).str("k").u32(8).u64(huge).u8('x').data);
+  expect_open_error(path, {"key 'k'", "string of 4611686018427387904 bytes"});
+  // An array of 2^62 u8, and of 2^62 strings.
+  write_file(path, header(3, 0, 1).str("k").u32(9).u32(0).u64(huge).zeros(16).data);
+  expect_open_error(path, {"key 'k'", "array of 4611686018427387904 u8"});
+  write_file(path, header(3, 0, 1).str("k").u32(9).u32(8).u64(huge).zeros(16).data);
+  expect_open_error(path, {"array of 4611686018427387904 string"});
+  // Header counts of 2^62.
+  write_file(path, header(3, 0, huge).zeros(64).data);
+  expect_open_error(path, {"4611686018427387904 metadata entries"});
+  write_file(path, header(3, huge, 0).zeros(64).data);
+  expect_open_error(path, {"4611686018427387904 tensors"});
+}
+
+TEST(GgufMalformedTest, BadValues) {
+  const std::string path = temp_path("bad_values");
+  write_file(path, header(3, 0, 1).str("general.name").u32(99).zeros(8).data);
+  expect_open_error(path, {"key 'general.name'", "unknown value type 99"});
+  write_file(path, header(3, 0, 1).str("k").u32(9).u32(99).u64(1).zeros(8).data);
+  expect_open_error(path, {"key 'k'", "unknown value type 99"});
+  write_file(path, header(3, 0, 1).str("k").u32(7).u8(2).data);
+  expect_open_error(path, {"key 'k'", "invalid bool byte 2"});
+  write_file(path, header(3, 0, 2).str("k").u32(4).u32(1).str("k").u32(4).u32(2).data);
+  expect_open_error(path, {"duplicate key 'k'"});
+  // Arrays of arrays nested 100 deep.
+  Bytes deep = header(3, 0, 1).str("k").u32(9);
+  for (int i = 0; i < 100; ++i) deep.u32(9).u64(1);
+  deep.u32(0).u64(0);
+  write_file(path, deep.data);
+  expect_open_error(path, {"key 'k'", "nested deeper"});
+  // general.alignment that is not a power of two.
+  write_file(path, header(3, 0, 1).str("general.alignment").u32(4).u32(48).data);
+  expect_open_error(path, {"general.alignment 48 is not a power of two"});
+  write_file(path, header(3, 0, 1).str("general.alignment").u32(8).str("x").data);
+  expect_open_error(path, {"general.alignment has type string"});
+}
+
+TEST(GgufMalformedTest, BadTensorInfos) {
+  const std::string path = temp_path("bad_tensors");
+  write_file(path, one_tensor_file("blk.0.attn_q.weight", {32, 2}, 3, 0, 40));
+  expect_open_error(path, {"tensor 'blk.0.attn_q.weight': unsupported type 3 (q4_1)"});
+  write_file(path, one_tensor_file("w", {32}, 77, 0, 128));
+  expect_open_error(path, {"tensor 'w': unknown type 77"});
+  write_file(path, one_tensor_file("w", {1, 1, 1, 1, 1}, 0, 0, 4));
+  expect_open_error(path, {"tensor 'w'", "n_dims 5"});
+  write_file(path, one_tensor_file("w", {16}, 8, 0, 34));
+  expect_open_error(path, {"tensor 'w'", "row length 16 is not a multiple", "32"});
+  write_file(path, one_tensor_file("w", {8}, 0, 4, 64));
+  expect_open_error(path, {"tensor 'w'", "offset 4 is not a multiple of the alignment 32"});
+  write_file(path, one_tensor_file("w", {uint64_t{1} << 62, 8}, 0, 0, 4));
+  expect_open_error(path, {"tensor 'w'", "overflow"});
+
+  // A scalar (n_dims 0) is valid: rank 0, one element.
+  write_file(path, one_tensor_file("s", {}, 0, 0, 4));
+  const GgufFile scalar = GgufFile::open(path);
+  EXPECT_EQ(scalar.tensors()[0].shape.rank(), 0);
+  EXPECT_EQ(scalar.tensors()[0].nbytes, 4u);
+
+  // Data past the end: 8 floats need 32 bytes, 16 are there.
+  write_file(path, one_tensor_file("w", {8}, 0, 0, 16));
+  expect_open_error(path, {"tensor 'w'", "truncated data", "16 bytes missing"});
+  // Offsets far beyond the end of the file, one so large that offset + size wraps around.
+  write_file(path, one_tensor_file("w", {8}, 0, uint64_t{1} << 63, 32));
+  expect_open_error(path, {"tensor 'w'", "truncated data", "9223372036854775"});
+  write_file(path, one_tensor_file("w", {8}, 0, std::numeric_limits<uint64_t>::max() - 31, 32));
+  expect_open_error(path, {"tensor 'w'", "beyond the end of the file"});
+
+  // Duplicate tensor names.
+  Bytes twice = header(3, 2, 0);
+  for (int i = 0; i < 2; ++i) twice.str("w").u32(1).u64(8).u32(0).u64(32 * i);
+  twice.pad_to(32).zeros(64);
+  write_file(path, twice.data);
+  expect_open_error(path, {"duplicate tensor name 'w'"});
+}
+
+TEST(GgufMalformedTest, EveryTruncationThrows) {
+  GgufWriter writer;
+  writer.set_string("general.architecture", "llama");
+  writer.set_u32("llama.block_count", 2);
+  writer.set_string_array("tokenizer.ggml.tokens", {"<s>", "", "hello"});
+  writer.set_f32_array("tokenizer.ggml.scores", {0.0f, -1.0f, -2.5f});
+  std::vector<uint16_t> f16(2 * 8, 0x3c00);
+  std::vector<float> f32(8, 1.0f);
+  writer.add_tensor("a", GgmlType::F16, Shape{2, 8}, f16.data(), 32);
+  // The last tensor fills its 32-byte slot exactly, so the file has no trailing padding and every
+  // proper prefix cuts off something the reader needs.
+  writer.add_tensor("b", GgmlType::F32, Shape{8}, f32.data(), 32);
+  const std::string full_path = temp_path("truncation_full");
+  writer.write(full_path);
+  const std::vector<uint8_t> bytes = read_file(full_path);
+  ASSERT_NO_THROW(GgufFile::open(full_path));
+
+  const std::string path = temp_path("truncated");
+  for (size_t size = 0; size < bytes.size(); ++size) {
+    write_file(path, std::vector<uint8_t>(bytes.begin(), bytes.begin() + size));
+    SCOPED_TRACE("prefix of " + std::to_string(size) + " of " + std::to_string(bytes.size()));
+    expect_open_error(path, {});
+  }
+  // Cut inside the data of tensor "b": the message says which tensor and how much is missing.
+  write_file(path, std::vector<uint8_t>(bytes.begin(), bytes.end() - 5));
+  expect_open_error(path, {"tensor 'b'", "5 bytes missing"});
+}
+
+}  // namespace
+}  // namespace edgelm
