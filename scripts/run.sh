@@ -1,11 +1,30 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds edgelm in build/ (Release) and runs the main job. Until the model
-# path exists, the main job is the op demo: every op of the op set on every backend of this
-# machine, checked against double-precision reference math (bin/test_backend). Extra arguments go
-# to test_backend (e.g. --filter matmul).
+# Installs dependencies, builds edgelm in build/ (Release) and runs the main job: generation.
+# Arguments go to bin/generate. Without --model-path/-m, a random-weight model with real
+# Llama-3.2-1B shapes is made once with make_model (Q4_0 GGUF, ~0.7 GB, in build/models/) and used;
+# EDGELM_PRESET and EDGELM_QUANT choose another (e.g. EDGELM_PRESET=tiny for a seconds-long demo).
+# Without a prompt, a fixed list of token ids is used (text prompts need the tokenizer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$(nproc)"
-build/bin/test_backend "$@"
+
+args=("$@")
+has() { for a in "${args[@]}"; do [[ "$a" == "$1" || "$a" == "$1="* ]] && return 0; done; return 1; }
+if ! has --model-path && ! has -m; then
+  preset=${EDGELM_PRESET:-llama-3.2-1b}
+  quant=${EDGELM_QUANT:-q4_0}
+  model="build/models/$preset-$quant.gguf"
+  if [ ! -f "$model" ]; then
+    echo "run: making $model with make_model (random weights, real shapes)"
+    build/bin/make_model --preset "$preset" --format gguf --quant "$quant" --seed 1 --out build/models > /dev/null
+  fi
+  args+=(--model-path "$model")
+fi
+if ! has --prompt-ids && ! has --prompt && ! has -p; then
+  if [[ "${EDGELM_PRESET:-llama-3.2-1b}" == llama-3.2-* ]]; then ids=128000,791,6460,315,279,1917,374; else ids=312,5,77,21,9; fi
+  args+=(--prompt-ids "$ids")
+fi
+has -n || has --n-predict || args+=(-n 16)
+exec build/bin/generate "${args[@]}"

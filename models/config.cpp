@@ -1,0 +1,248 @@
+#include "models/config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "models/gguf.h"
+
+namespace edgelm {
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) EDGELM_FAIL("[config] ", path, ": cannot open");
+  try {
+    return json::parse(in);
+  } catch (const json::parse_error& e) {
+    EDGELM_FAIL("[config] ", path, ": malformed JSON: ", e.what());
+  }
+}
+
+// A required integer field.
+int64_t get_int(const json& object, const char* key, const std::string& path) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null())
+    EDGELM_FAIL("[config] ", path, ": missing field '", key, "'");
+  if (!it->is_number_integer()) {
+    EDGELM_FAIL("[config] ", path, ": field '", key, "' must be an integer, got ", it->dump());
+  }
+  return it->get<int64_t>();
+}
+
+std::optional<int64_t> find_int(const json& object, const char* key, const std::string& path) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  return get_int(object, key, path);
+}
+
+std::optional<double> find_number(const json& object, const char* key, const std::string& path) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) {
+    EDGELM_FAIL("[config] ", path, ": field '", key, "' must be a number, got ", it->dump());
+  }
+  return it->get<double>();
+}
+
+// eos_token_id may be an integer or a list of integers.
+std::optional<std::vector<int32_t>> find_ids(const json& object, const char* key,
+                                             const std::string& path) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  std::vector<int32_t> ids;
+  if (it->is_number_integer()) {
+    ids.push_back(it->get<int32_t>());
+  } else if (it->is_array()) {
+    for (const json& id : *it) {
+      if (!id.is_number_integer()) {
+        EDGELM_FAIL("[config] ", path, ": field '", key, "' must hold integers, got ", id.dump());
+      }
+      ids.push_back(id.get<int32_t>());
+    }
+  } else {
+    EDGELM_FAIL("[config] ", path, ": field '", key, "' must be an integer or a list, got ",
+                it->dump());
+  }
+  return ids;
+}
+
+RopeScaling parse_rope_scaling(const json& scaling, const std::string& path) {
+  RopeScaling result;
+  if (scaling.is_null()) return result;
+  if (!scaling.is_object())
+    EDGELM_FAIL("[config] ", path, ": rope_scaling must be an object or null");
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    if (scaling.contains(key) && scaling[key].is_string()) type = scaling[key].get<std::string>();
+  }
+  if (type == "default" || type.empty()) return result;
+  if (type != "llama3") {
+    EDGELM_FAIL("[config] ", path, ": unsupported rope_scaling type '", type,
+                "' (supported: llama3)");
+  }
+  result.type = RopeScaling::Type::Llama3;
+  auto number = [&](const char* key) {
+    const auto value = find_number(scaling, key, path);
+    if (!value) EDGELM_FAIL("[config] ", path, ": rope_scaling is missing '", key, "'");
+    return static_cast<float>(*value);
+  };
+  result.factor = number("factor");
+  result.low_freq_factor = number("low_freq_factor");
+  result.high_freq_factor = number("high_freq_factor");
+  result.original_max_position_embeddings =
+      static_cast<int64_t>(number("original_max_position_embeddings"));
+  return result;
+}
+
+}  // namespace
+
+std::string LlamaConfig::describe() const {
+  return str_cat("llama: ", n_layers, " layers, hidden ", hidden_size, ", ffn ", intermediate_size,
+                 ", heads ", n_heads, "/", n_kv_heads, " kv, head_dim ", head_dim, ", vocab ",
+                 vocab_size, ", rope theta ", rope.theta,
+                 rope.scaling.type == RopeScaling::Type::Llama3 ? " (llama3 scaling)" : "",
+                 tie_word_embeddings ? ", tied embeddings" : "");
+}
+
+void validate_config(const LlamaConfig& c, const std::string& source) {
+  auto positive = [&](int64_t value, const char* name) {
+    if (value <= 0) EDGELM_FAIL("[config] ", source, ": ", name, " must be positive, got ", value);
+  };
+  positive(c.vocab_size, "vocab_size");
+  positive(c.hidden_size, "hidden_size");
+  positive(c.intermediate_size, "intermediate_size");
+  positive(c.n_layers, "num_hidden_layers");
+  positive(c.n_heads, "num_attention_heads");
+  positive(c.n_kv_heads, "num_key_value_heads");
+  positive(c.head_dim, "head_dim");
+  if (c.n_heads % c.n_kv_heads != 0) {
+    EDGELM_FAIL("[config] ", source, ": num_attention_heads ", c.n_heads,
+                " is not a multiple of num_key_value_heads ", c.n_kv_heads);
+  }
+  if (c.head_dim % 2 != 0)
+    EDGELM_FAIL("[config] ", source, ": head_dim ", c.head_dim, " must be even");
+  if (!(c.rms_norm_eps > 0.0f)) EDGELM_FAIL("[config] ", source, ": rms_norm_eps must be positive");
+  if (!(c.rope.theta > 0.0f)) EDGELM_FAIL("[config] ", source, ": rope_theta must be positive");
+  for (int32_t id : c.eos_token_ids) {
+    if (id < 0 || id >= c.vocab_size) {
+      EDGELM_FAIL("[config] ", source, ": eos_token_id ", id, " outside the vocabulary of ",
+                  c.vocab_size);
+    }
+  }
+  if (c.bos_token_id >= c.vocab_size) {
+    EDGELM_FAIL("[config] ", source, ": bos_token_id ", c.bos_token_id, " outside the vocabulary");
+  }
+}
+
+LlamaConfig load_hf_config(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  if (!std::filesystem::exists(path))
+    EDGELM_FAIL("[config] ", path, ": missing (not a Hugging Face model folder?)");
+  const json root = read_json(path);
+  if (!root.is_object()) EDGELM_FAIL("[config] ", path, ": top level must be an object");
+  const std::string model_type = root.value("model_type", std::string());
+  if (model_type != "llama") {
+    EDGELM_FAIL("[config] ", path, ": unknown architecture: model_type '", model_type,
+                "' (supported: llama)");
+  }
+  LlamaConfig c;
+  c.vocab_size = get_int(root, "vocab_size", path);
+  c.hidden_size = get_int(root, "hidden_size", path);
+  c.intermediate_size = get_int(root, "intermediate_size", path);
+  c.n_layers = get_int(root, "num_hidden_layers", path);
+  c.n_heads = get_int(root, "num_attention_heads", path);
+  c.n_kv_heads = find_int(root, "num_key_value_heads", path).value_or(c.n_heads);
+  c.head_dim =
+      find_int(root, "head_dim", path).value_or(c.n_heads > 0 ? c.hidden_size / c.n_heads : 0);
+  c.rms_norm_eps = static_cast<float>(find_number(root, "rms_norm_eps", path).value_or(1e-6));
+  c.rope.theta = static_cast<float>(find_number(root, "rope_theta", path).value_or(10000.0));
+  c.rope.head_dim = c.head_dim;
+  if (root.contains("rope_scaling"))
+    c.rope.scaling = parse_rope_scaling(root["rope_scaling"], path);
+  // transformers 5 writes both under "rope_parameters" instead.
+  if (root.contains("rope_parameters") && root["rope_parameters"].is_object()) {
+    const json& parameters = root["rope_parameters"];
+    if (auto theta = find_number(parameters, "rope_theta", path))
+      c.rope.theta = static_cast<float>(*theta);
+    c.rope.scaling = parse_rope_scaling(parameters, path);
+  }
+  if (root.contains("tie_word_embeddings") && !root["tie_word_embeddings"].is_boolean()) {
+    EDGELM_FAIL("[config] ", path, ": field 'tie_word_embeddings' must be true or false");
+  }
+  c.tie_word_embeddings = root.value("tie_word_embeddings", false);
+  c.max_position_embeddings = find_int(root, "max_position_embeddings", path).value_or(2048);
+  c.bos_token_id = static_cast<int32_t>(find_int(root, "bos_token_id", path).value_or(-1));
+  c.eos_token_ids = find_ids(root, "eos_token_id", path).value_or(std::vector<int32_t>{});
+
+  const std::string generation_path =
+      (std::filesystem::path(dir) / "generation_config.json").string();
+  if (std::filesystem::exists(generation_path)) {
+    const json generation = read_json(generation_path);
+    if (!generation.is_object())
+      EDGELM_FAIL("[config] ", generation_path, ": top level must be an object");
+    if (auto eos = find_ids(generation, "eos_token_id", generation_path)) c.eos_token_ids = *eos;
+    if (auto bos = find_int(generation, "bos_token_id", generation_path))
+      c.bos_token_id = static_cast<int32_t>(*bos);
+    if (generation.value("do_sample", false)) {
+      if (auto t = find_number(generation, "temperature", generation_path))
+        c.default_temperature = static_cast<float>(*t);
+      if (auto p = find_number(generation, "top_p", generation_path))
+        c.default_top_p = static_cast<float>(*p);
+      if (auto k = find_int(generation, "top_k", generation_path))
+        c.default_top_k = static_cast<int>(*k);
+    }
+  }
+  validate_config(c, path);
+  return c;
+}
+
+LlamaConfig load_gguf_config(const GgufFile& file) {
+  const std::string architecture = file.get_string("general.architecture");
+  if (architecture != "llama") {
+    EDGELM_FAIL("[gguf] ", file.path(), ": unknown architecture '", architecture,
+                "' (supported: llama)");
+  }
+  LlamaConfig c;
+  c.hidden_size = file.get_int("llama.embedding_length");
+  c.intermediate_size = file.get_int("llama.feed_forward_length");
+  c.n_layers = file.get_int("llama.block_count");
+  c.n_heads = file.get_int("llama.attention.head_count");
+  c.n_kv_heads = file.find_int("llama.attention.head_count_kv").value_or(c.n_heads);
+  c.head_dim = file.find_int("llama.attention.key_length")
+                   .value_or(c.n_heads > 0 ? c.hidden_size / c.n_heads : 0);
+  c.rms_norm_eps = static_cast<float>(file.get_float("llama.attention.layer_norm_rms_epsilon"));
+  c.rope.theta = static_cast<float>(file.find_float("llama.rope.freq_base").value_or(10000.0));
+  c.rope.head_dim = c.head_dim;
+  c.max_position_embeddings = file.find_int("llama.context_length").value_or(2048);
+  if (const GgufTensor* embedding = file.find_tensor("token_embd.weight")) {
+    c.vocab_size = embedding->shape[0];
+  }
+  if (auto vocab = file.find_int("llama.vocab_size")) c.vocab_size = *vocab;
+  c.tie_word_embeddings = file.find_tensor("output.weight") == nullptr;
+  if (auto bos = file.find_int("tokenizer.ggml.bos_token_id"))
+    c.bos_token_id = static_cast<int32_t>(*bos);
+  if (auto eos = file.find_int("tokenizer.ggml.eos_token_id"))
+    c.eos_token_ids.push_back(static_cast<int32_t>(*eos));
+  if (auto eot = file.find_int("tokenizer.ggml.eot_token_id")) {
+    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), *eot) == c.eos_token_ids.end()) {
+      c.eos_token_ids.push_back(static_cast<int32_t>(*eot));
+    }
+  }
+  if (const GgufTensor* factors = file.find_tensor("rope_freqs.weight")) {
+    if (factors->type != GgmlType::F32 || factors->shape.numel() != c.head_dim / 2) {
+      EDGELM_FAIL("[gguf] ", file.path(),
+                  ": rope_freqs.weight must be F32 with head_dim/2 = ", c.head_dim / 2, " values");
+    }
+    const auto* values = reinterpret_cast<const float*>(factors->data);
+    c.rope.freq_factors.assign(values, values + c.head_dim / 2);
+  }
+  validate_config(c, file.path());
+  return c;
+}
+
+}  // namespace edgelm

@@ -1,0 +1,53 @@
+// Model hyper-parameters of the Llama family, from a Hugging Face config.json (plus
+// generation_config.json) or from GGUF metadata.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/rope.h"
+
+namespace edgelm {
+
+class GgufFile;
+
+struct LlamaConfig {
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;  // config "head_dim" when given, else hidden_size / n_heads
+  float rms_norm_eps = 1e-5f;
+  RopeParams rope;  // rope.head_dim == head_dim
+  bool tie_word_embeddings = false;
+  int64_t max_position_embeddings = 0;
+  int32_t bos_token_id = -1;           // -1: none
+  std::vector<int32_t> eos_token_ids;  // any of them ends generation
+  // Sampling defaults a checkpoint may suggest (generation_config.json); unset when absent.
+  std::optional<float> default_temperature;
+  std::optional<float> default_top_p;
+  std::optional<int> default_top_k;
+
+  int64_t q_dim() const { return n_heads * head_dim; }
+  int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  std::string describe() const;  // one line for logs
+};
+
+// Reads <dir>/config.json and, when present, <dir>/generation_config.json (whose eos/bos ids take
+// precedence, as in transformers). Throws edgelm::Error "[config] <file>: ..." naming the field for
+// a missing file, malformed JSON, a missing or ill-typed field, an architecture other than llama,
+// or an unsupported rope_scaling type.
+LlamaConfig load_hf_config(const std::string& dir);
+
+// Reads the llama.* keys of a GGUF file (general.architecture must be "llama"). Llama 3 rope
+// scaling arrives as the per-pair divisors of the `rope_freqs.weight` tensor, if present.
+LlamaConfig load_gguf_config(const GgufFile& file);
+
+// Checks the relations between fields (divisibility, positivity); throws naming `source`.
+void validate_config(const LlamaConfig& config, const std::string& source);
+
+}  // namespace edgelm

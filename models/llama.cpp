@@ -1,0 +1,183 @@
+#include "models/llama.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace edgelm {
+namespace {
+
+void check_weight(const Tensor& t, const char* name, int64_t layer, Shape expected) {
+  const std::string where = layer >= 0 ? str_cat("layer ", layer, " ", name) : std::string(name);
+  EDGELM_CHECK(t.defined(), "[llama] weight ", where, " is missing");
+  EDGELM_CHECK(t.shape() == expected, "[llama] weight ", where, " has shape ",
+               t.shape().to_string(), ", the config needs ", expected.to_string());
+}
+
+void check_norm(const Tensor& t, const char* name, int64_t layer, int64_t hidden) {
+  check_weight(t, name, layer, {hidden});
+  EDGELM_CHECK(t.dtype() == DType::F32, "[llama] norm weight ", name, " must be F32, got ",
+               dtype_name(t.dtype()));
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(Backend& backend, LlamaConfig config, LlamaWeights weights,
+                       int64_t max_chunk)
+    : backend_(backend),
+      config_(std::move(config)),
+      weights_(std::move(weights)),
+      max_chunk_(max_chunk) {
+  const LlamaConfig& c = config_;
+  validate_config(c, "model");
+  EDGELM_CHECK(max_chunk_ > 0, "[llama] prefill chunk must be positive, got ", max_chunk_);
+  EDGELM_CHECK(static_cast<int64_t>(weights_.layers.size()) == c.n_layers, "[llama] ",
+               weights_.layers.size(), " layers of weights for a config with ", c.n_layers);
+  check_weight(weights_.embedding, "embedding", -1, {c.vocab_size, c.hidden_size});
+  check_weight(weights_.output, "output", -1, {c.vocab_size, c.hidden_size});
+  check_norm(weights_.output_norm, "output_norm", -1, c.hidden_size);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LlamaLayerWeights& w = weights_.layers[l];
+    check_norm(w.attn_norm, "attn_norm", l, c.hidden_size);
+    check_norm(w.ffn_norm, "ffn_norm", l, c.hidden_size);
+    check_weight(w.wq, "wq", l, {c.q_dim(), c.hidden_size});
+    check_weight(w.wk, "wk", l, {c.kv_dim(), c.hidden_size});
+    check_weight(w.wv, "wv", l, {c.kv_dim(), c.hidden_size});
+    check_weight(w.wo, "wo", l, {c.hidden_size, c.q_dim()});
+    check_weight(w.w_gate, "w_gate", l, {c.intermediate_size, c.hidden_size});
+    check_weight(w.w_up, "w_up", l, {c.intermediate_size, c.hidden_size});
+    check_weight(w.w_down, "w_down", l, {c.hidden_size, c.intermediate_size});
+    for (const Tensor* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+      EDGELM_CHECK(backend.supports(OpKind::Matmul, {t->dtype()}), "[llama] backend ",
+                   backend.name(), " cannot multiply ", dtype_name(t->dtype()), " weights");
+    }
+  }
+
+  Memory& memory = backend.memory();
+  const int64_t n = max_chunk_;
+  ws_.ids = Tensor::empty(memory, DType::I32, {n});
+  ws_.positions = Tensor::empty(memory, DType::I32, {n});
+  ws_.inv_freq = Tensor::empty(memory, DType::F32, {c.head_dim / 2});
+  ws_.x = Tensor::empty(memory, DType::F32, {n, c.hidden_size});
+  ws_.normed = Tensor::empty(memory, DType::F32, {n, c.hidden_size});
+  ws_.q = Tensor::empty(memory, DType::F32, {n, c.n_heads, c.head_dim});
+  ws_.k = Tensor::empty(memory, DType::F32, {n, c.n_kv_heads, c.head_dim});
+  ws_.v = Tensor::empty(memory, DType::F32, {n, c.n_kv_heads, c.head_dim});
+  ws_.attn = Tensor::empty(memory, DType::F32, {n, c.n_heads, c.head_dim});
+  ws_.projected = Tensor::empty(memory, DType::F32, {n, c.hidden_size});
+  ws_.gate = Tensor::empty(memory, DType::F32, {n, c.intermediate_size});
+  ws_.up = Tensor::empty(memory, DType::F32, {n, c.intermediate_size});
+  ws_.logits = Tensor::empty(memory, DType::F32, {1, c.vocab_size});
+  const std::vector<float> inv_freq = rope_inv_freq(c.rope);
+  std::copy(inv_freq.begin(), inv_freq.end(), ws_.inv_freq.data<float>());
+}
+
+KvCache LlamaModel::make_cache(int64_t capacity, DType kv_type) const {
+  return KvCache(backend_, config_.n_layers, capacity, config_.n_kv_heads, config_.head_dim,
+                 kv_type);
+}
+
+size_t LlamaModel::weight_bytes_per_token() const {
+  size_t bytes = weights_.output.nbytes() + weights_.output_norm.nbytes();
+  for (const LlamaLayerWeights& w : weights_.layers) {
+    for (const Tensor* t :
+         {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down}) {
+      bytes += t->nbytes();
+    }
+  }
+  return bytes;
+}
+
+std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCache& cache) {
+  EDGELM_CHECK(!tokens.empty(), "[llama] forward needs at least one token");
+  EDGELM_CHECK(cache.n_layers() == config_.n_layers && cache.n_kv_heads() == config_.n_kv_heads &&
+                   cache.head_dim() == config_.head_dim,
+               "[llama] the KV cache was made for a different model");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    EDGELM_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab_size, "[llama] token id ", tokens[i],
+                 " at index ", i, " is outside the vocabulary of ", config_.vocab_size);
+  }
+  EDGELM_CHECK(static_cast<int64_t>(tokens.size()) <= cache.free_slots(), "[llama] ", tokens.size(),
+               " tokens do not fit in the KV cache (", cache.free_slots(), " of ", cache.capacity(),
+               " slots free; raise --max-seq-len or enable eviction)");
+  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(max_chunk_)) {
+    const size_t count = std::min(tokens.size() - begin, static_cast<size_t>(max_chunk_));
+    forward_chunk(tokens.subspan(begin, count), cache, begin + count == tokens.size());
+  }
+  backend_.synchronize();
+  return {ws_.logits.data<float>(), static_cast<size_t>(config_.vocab_size)};
+}
+
+void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
+                               bool compute_logits) {
+  const LlamaConfig& c = config_;
+  Backend& b = backend_;
+  const auto n = static_cast<int64_t>(tokens.size());
+  const int64_t start_pos = cache.next_position();
+
+  b.synchronize();  // ids/positions are rewritten from the host
+  auto* ids = ws_.ids.data<int32_t>();
+  auto* positions = ws_.positions.data<int32_t>();
+  for (int64_t t = 0; t < n; ++t) {
+    ids[t] = tokens[t];
+    positions[t] = static_cast<int32_t>(start_pos + t);
+  }
+  const Tensor id_list = ws_.ids.slice(0, n);
+  const Tensor pos_list = ws_.positions.slice(0, n);
+  const Tensor x = ws_.x.slice(0, n);
+  const Tensor normed = ws_.normed.slice(0, n);
+  const Tensor q = ws_.q.slice(0, n);
+  const Tensor k = ws_.k.slice(0, n);
+  const Tensor v = ws_.v.slice(0, n);
+  const Tensor attn = ws_.attn.slice(0, n);
+  const Tensor projected = ws_.projected.slice(0, n);
+  const Tensor gate = ws_.gate.slice(0, n);
+  const Tensor up = ws_.up.slice(0, n);
+  // 2-D views of the per-head activations for the projections.
+  const Tensor q_rows = q.reshape({n, c.q_dim()});
+  const Tensor k_rows = k.reshape({n, c.kv_dim()});
+  const Tensor v_rows = v.reshape({n, c.kv_dim()});
+  const Tensor attn_rows = attn.reshape({n, c.q_dim()});
+  const std::span<const int32_t> chunk_positions(positions, static_cast<size_t>(n));
+
+  AttentionArgs attention;
+  attention.q = q;
+  attention.q_pos = pos_list;
+  attention.out = attn;
+  attention.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+
+  b.embed(weights_.embedding, id_list, x);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LlamaLayerWeights& w = weights_.layers[l];
+    b.rms_norm(x, w.attn_norm, c.rms_norm_eps, normed);
+    b.matmul(normed, w.wq, q_rows);
+    b.matmul(normed, w.wk, k_rows);
+    b.matmul(normed, w.wv, v_rows);
+    b.rope(q, pos_list, ws_.inv_freq, q);
+    b.rope(k, pos_list, ws_.inv_freq, k);
+    cache.append(l, k, v, chunk_positions);
+    const KvCache::View view = cache.view(l);
+    attention.k = view.k;
+    attention.v = view.v;
+    attention.kv_pos = view.kv_pos;
+    b.attention(attention);
+    b.matmul(attn_rows, w.wo, projected);
+    b.add(x, projected, x);
+
+    b.rms_norm(x, w.ffn_norm, c.rms_norm_eps, normed);
+    b.matmul(normed, w.w_gate, gate);
+    b.matmul(normed, w.w_up, up);
+    b.silu_mul(gate, up, gate);
+    b.matmul(gate, w.w_down, projected);
+    b.add(x, projected, x);
+  }
+  cache.advance(n);
+  if (!compute_logits) return;
+  const Tensor last = x.slice(n - 1, 1);
+  const Tensor last_normed = normed.slice(0, 1);
+  b.rms_norm(last, weights_.output_norm, c.rms_norm_eps, last_normed);
+  b.matmul(last_normed, weights_.output, ws_.logits);
+}
+
+}  // namespace edgelm

@@ -1,0 +1,86 @@
+// The Llama model: token embedding, n_layers of (RMSNorm, GQA attention with RoPE, residual,
+// RMSNorm, SwiGLU MLP, residual), final RMSNorm and the output projection. Prefill runs a chunk of
+// tokens with matmuls over the chunk; decode is the same path with one token. Every intermediate
+// lives in a workspace allocated once, and only the last position's logits are computed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/kv_cache.h"
+#include "core/tensor.h"
+#include "models/config.h"
+
+namespace edgelm {
+
+struct LlamaLayerWeights {
+  Tensor attn_norm;  // F32 [hidden]
+  Tensor wq;         // [n_heads * head_dim, hidden]   (rotate-half row order, as in HF)
+  Tensor wk;         // [n_kv_heads * head_dim, hidden]
+  Tensor wv;         // [n_kv_heads * head_dim, hidden]
+  Tensor wo;         // [hidden, n_heads * head_dim]
+  Tensor ffn_norm;   // F32 [hidden]
+  Tensor w_gate;     // [intermediate, hidden]
+  Tensor w_up;       // [intermediate, hidden]
+  Tensor w_down;     // [hidden, intermediate]
+};
+
+struct LlamaWeights {
+  Tensor embedding;    // [vocab, hidden]
+  Tensor output_norm;  // F32 [hidden]
+  Tensor output;       // [vocab, hidden]; the embedding itself when tied
+  std::vector<LlamaLayerWeights> layers;
+  std::shared_ptr<const void> keep_alive;  // file mappings the tensors point into
+};
+
+class LlamaModel {
+ public:
+  // Checks every weight's shape against the config (throws edgelm::Error naming the tensor).
+  // max_chunk: the most tokens one forward step processes; longer inputs are split.
+  LlamaModel(Backend& backend, LlamaConfig config, LlamaWeights weights, int64_t max_chunk = 64);
+
+  const LlamaConfig& config() const { return config_; }
+  const LlamaWeights& weights() const { return weights_; }
+  Backend& backend() { return backend_; }
+  int64_t max_chunk() const { return max_chunk_; }
+
+  // A cache shaped for this model.
+  KvCache make_cache(int64_t capacity, DType kv_type) const;
+
+  // Feeds `tokens` at logical positions cache.next_position() onwards, appending their keys and
+  // values to the cache, and returns the logits after the last token ([vocab], valid until the
+  // next call). Throws edgelm::Error for an empty input, an out-of-vocabulary id or a full cache.
+  std::span<const float> forward(std::span<const int32_t> tokens, KvCache& cache);
+
+  // Bytes of weights one decode step reads (every matrix once, the embedding row aside).
+  size_t weight_bytes_per_token() const;
+
+ private:
+  void forward_chunk(std::span<const int32_t> tokens, KvCache& cache, bool compute_logits);
+
+  Backend& backend_;
+  LlamaConfig config_;
+  LlamaWeights weights_;
+  int64_t max_chunk_;
+
+  struct Workspace {
+    Tensor ids;        // I32 [chunk]
+    Tensor positions;  // I32 [chunk]
+    Tensor inv_freq;   // F32 [head_dim / 2]
+    Tensor x;          // [chunk, hidden]       residual stream
+    Tensor normed;     // [chunk, hidden]
+    Tensor q;          // [chunk, n_heads, head_dim]
+    Tensor k;          // [chunk, n_kv_heads, head_dim]
+    Tensor v;          // [chunk, n_kv_heads, head_dim]
+    Tensor attn;       // [chunk, n_heads, head_dim]
+    Tensor projected;  // [chunk, hidden]
+    Tensor gate;       // [chunk, intermediate]
+    Tensor up;         // [chunk, intermediate]
+    Tensor logits;     // [1, vocab]
+  } ws_;
+};
+
+}  // namespace edgelm

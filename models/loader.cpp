@@ -1,0 +1,223 @@
+#include "models/loader.h"
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "models/gguf.h"
+#include "models/kquants.h"
+#include "models/safetensors.h"
+
+namespace edgelm {
+namespace {
+
+// Converts a tensor that lives in a file mapping to `target` in backend memory, or returns it as it
+// is when no conversion is needed (the backend reads host memory directly).
+Tensor convert(Backend& backend, const Tensor& source, DType target, const std::string& name,
+               const std::string& path) {
+  if (source.dtype() == target) return source;
+  if (!backend.supports(OpKind::Cast, {source.dtype(), target})) {
+    EDGELM_FAIL("[load] ", path, ": tensor '", name, "': cannot convert ",
+                dtype_name(source.dtype()), " to ", dtype_name(target));
+  }
+  if (dtype_is_quantized(target) && source.shape().last() % dtype_block_size(target) != 0) {
+    EDGELM_FAIL("[load] ", path, ": tensor '", name, "' rows of ", source.shape().last(),
+                " elements cannot be quantized to ", dtype_name(target), " (blocks of ",
+                dtype_block_size(target), ")");
+  }
+  Tensor converted = Tensor::empty(backend.memory(), target, source.shape());
+  backend.cast(source, converted);
+  return converted;
+}
+
+// Permutes the rows of a Q or K projection from GGUF order to HF order (copying whole rows, so it
+// works for quantized rows too).
+Tensor unpermute_rows(Backend& backend, const Tensor& source, int64_t head_dim) {
+  Tensor out = Tensor::empty(backend.memory(), source.dtype(), source.shape());
+  const size_t row_bytes = source.row_bytes();
+  const auto* from = static_cast<const std::byte*>(source.raw());
+  auto* to = static_cast<std::byte*>(out.raw());
+  for (int64_t row = 0; row < source.dim(0); ++row) {
+    std::memcpy(to + gguf_to_hf_row(row, head_dim) * row_bytes, from + row * row_bytes, row_bytes);
+  }
+  return out;
+}
+
+Shape matrix(int64_t rows, int64_t cols) {
+  return {rows, cols};
+}
+
+// ---- Hugging Face folder ----
+
+LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions& options) {
+  LoadedModel loaded;
+  loaded.format = "hf";
+  loaded.path = dir;
+  loaded.config = load_hf_config(dir);
+  const LlamaConfig& c = loaded.config;
+  auto weights_file = std::make_shared<SafetensorsModel>(SafetensorsModel::open(dir));
+  const SafetensorsModel& st = *weights_file;
+
+  std::map<const MappedFile*, std::shared_ptr<Buffer>> buffers;  // one wrap per mapped file
+  auto raw = [&](const std::string& name, Shape expected) {
+    const SafetensorsTensor& t = st.get(name);
+    if (!(t.shape == expected)) {
+      EDGELM_FAIL("[load] ", dir, ": tensor '", name, "' has shape ", t.shape.to_string(),
+                  ", config.json implies ", expected.to_string());
+    }
+    auto& buffer = buffers[t.file.get()];
+    if (!buffer)
+      buffer = Buffer::wrap(const_cast<uint8_t*>(t.file->data()), t.file->size(), t.file);
+    Tensor mapped(buffer, static_cast<size_t>(t.data - t.file->data()), t.dtype, t.shape);
+    // The format does not align tensors; kernels read whole elements, so a misaligned one is
+    // copied into aligned memory instead of being used in place.
+    if (reinterpret_cast<uintptr_t>(t.data) % dtype_block_bytes(t.dtype) != 0) {
+      Tensor aligned = Tensor::empty(backend.memory(), t.dtype, t.shape);
+      std::memcpy(aligned.raw(), t.data, t.nbytes);
+      return aligned;
+    }
+    return mapped;
+  };
+  const DType matrix_type =
+      options.weight_type.value_or(st.get("model.layers.0.self_attn.q_proj.weight").dtype);
+  loaded.weight_type = matrix_type;
+  auto load_matrix = [&](const std::string& name, Shape shape) {
+    return convert(backend, raw(name, shape), matrix_type, name, dir);
+  };
+  auto load_norm = [&](const std::string& name) {
+    return convert(backend, raw(name, {c.hidden_size}), DType::F32, name, dir);
+  };
+
+  LlamaWeights& w = loaded.weights;
+  w.embedding = load_matrix("model.embed_tokens.weight", matrix(c.vocab_size, c.hidden_size));
+  w.output_norm = load_norm("model.norm.weight");
+  if (c.tie_word_embeddings) {
+    w.output = w.embedding;
+  } else {
+    w.output = load_matrix("lm_head.weight", matrix(c.vocab_size, c.hidden_size));
+  }
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LlamaLayerWeights layer;
+    layer.attn_norm = load_norm(p + "input_layernorm.weight");
+    layer.ffn_norm = load_norm(p + "post_attention_layernorm.weight");
+    layer.wq = load_matrix(p + "self_attn.q_proj.weight", matrix(c.q_dim(), c.hidden_size));
+    layer.wk = load_matrix(p + "self_attn.k_proj.weight", matrix(c.kv_dim(), c.hidden_size));
+    layer.wv = load_matrix(p + "self_attn.v_proj.weight", matrix(c.kv_dim(), c.hidden_size));
+    layer.wo = load_matrix(p + "self_attn.o_proj.weight", matrix(c.hidden_size, c.q_dim()));
+    layer.w_gate =
+        load_matrix(p + "mlp.gate_proj.weight", matrix(c.intermediate_size, c.hidden_size));
+    layer.w_up = load_matrix(p + "mlp.up_proj.weight", matrix(c.intermediate_size, c.hidden_size));
+    layer.w_down =
+        load_matrix(p + "mlp.down_proj.weight", matrix(c.hidden_size, c.intermediate_size));
+    w.layers.push_back(std::move(layer));
+  }
+  backend.synchronize();
+  w.keep_alive = weights_file;
+  return loaded;
+}
+
+// ---- GGUF file ----
+
+LoadedModel load_gguf(const std::string& path, Backend& backend, const LoadOptions& options) {
+  LoadedModel loaded;
+  loaded.format = "gguf";
+  loaded.path = path;
+  auto file = std::make_shared<GgufFile>(GgufFile::open(path));
+  const GgufFile& gguf = *file;
+  loaded.config = load_gguf_config(gguf);
+  const LlamaConfig& c = loaded.config;
+
+  std::shared_ptr<Buffer> buffer;
+  // The tensor as stored (in place when its type maps to a DType), or dequantized to F32.
+  auto raw = [&](const std::string& name, Shape expected) -> Tensor {
+    const GgufTensor* t = gguf.find_tensor(name);
+    if (t == nullptr) EDGELM_FAIL("[load] ", path, ": missing tensor '", name, "'");
+    if (!(t->shape == expected)) {
+      EDGELM_FAIL("[load] ", path, ": tensor '", name, "' has shape ", t->shape.to_string(),
+                  ", the metadata implies ", expected.to_string());
+    }
+    if (const auto dtype = dtype_from_ggml(t->type)) {
+      if (!buffer)
+        buffer = Buffer::wrap(const_cast<uint8_t*>(t->file->data()), t->file->size(), t->file);
+      return Tensor(buffer, static_cast<size_t>(t->data - t->file->data()), *dtype, t->shape);
+    }
+    Tensor dequantized = Tensor::empty(backend.memory(), DType::F32, t->shape);
+    const int64_t row = t->shape.last();
+    const size_t row_bytes = t->nbytes / static_cast<size_t>(t->shape.rows());
+    for (int64_t r = 0; r < t->shape.rows(); ++r) {
+      dequantize_row_ggml(t->type, t->data + r * row_bytes, dequantized.data<float>() + r * row,
+                          row);
+    }
+    return dequantized;
+  };
+  const GgufTensor* first_q = gguf.find_tensor("blk.0.attn_q.weight");
+  if (first_q == nullptr) EDGELM_FAIL("[load] ", path, ": missing tensor 'blk.0.attn_q.weight'");
+  const DType file_type = dtype_from_ggml(first_q->type).value_or(DType::F16);
+  const DType matrix_type = options.weight_type.value_or(file_type);
+  loaded.weight_type = matrix_type;
+  auto load_matrix = [&](const std::string& name, Shape shape, bool permuted) {
+    Tensor t = raw(name, shape);
+    if (permuted) t = unpermute_rows(backend, t, c.head_dim);
+    // K-quant tensors came back as F32; keep the requested type, or F16 by default.
+    DType target = matrix_type;
+    if (!options.weight_type && !dtype_from_ggml(gguf.find_tensor(name)->type)) target = DType::F16;
+    return convert(backend, t, target, name, path);
+  };
+  auto load_norm = [&](const std::string& name) {
+    return convert(backend, raw(name, {c.hidden_size}), DType::F32, name, path);
+  };
+
+  LlamaWeights& w = loaded.weights;
+  w.embedding = load_matrix("token_embd.weight", matrix(c.vocab_size, c.hidden_size), false);
+  w.output_norm = load_norm("output_norm.weight");
+  w.output = c.tie_word_embeddings
+                 ? w.embedding
+                 : load_matrix("output.weight", matrix(c.vocab_size, c.hidden_size), false);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LlamaLayerWeights layer;
+    layer.attn_norm = load_norm(p + "attn_norm.weight");
+    layer.ffn_norm = load_norm(p + "ffn_norm.weight");
+    layer.wq = load_matrix(p + "attn_q.weight", matrix(c.q_dim(), c.hidden_size), true);
+    layer.wk = load_matrix(p + "attn_k.weight", matrix(c.kv_dim(), c.hidden_size), true);
+    layer.wv = load_matrix(p + "attn_v.weight", matrix(c.kv_dim(), c.hidden_size), false);
+    layer.wo = load_matrix(p + "attn_output.weight", matrix(c.hidden_size, c.q_dim()), false);
+    layer.w_gate =
+        load_matrix(p + "ffn_gate.weight", matrix(c.intermediate_size, c.hidden_size), false);
+    layer.w_up =
+        load_matrix(p + "ffn_up.weight", matrix(c.intermediate_size, c.hidden_size), false);
+    layer.w_down =
+        load_matrix(p + "ffn_down.weight", matrix(c.hidden_size, c.intermediate_size), false);
+    w.layers.push_back(std::move(layer));
+  }
+  backend.synchronize();
+  w.keep_alive = file;
+  return loaded;
+}
+
+}  // namespace
+
+int64_t gguf_to_hf_row(int64_t gguf_row, int64_t head_dim) {
+  const int64_t head = gguf_row / head_dim;
+  const int64_t r = gguf_row % head_dim;
+  return head * head_dim + (r % 2) * (head_dim / 2) + r / 2;
+}
+
+int64_t hf_to_gguf_row(int64_t hf_row, int64_t head_dim) {
+  const int64_t head = hf_row / head_dim;
+  const int64_t r = hf_row % head_dim;
+  const int64_t half = head_dim / 2;
+  return head * head_dim + (r < half ? 2 * r : 2 * (r - half) + 1);
+}
+
+LoadedModel load_llama(const std::string& path, Backend& backend, const LoadOptions& options) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(path)) EDGELM_FAIL("[load] ", path, ": no such file or folder");
+  if (fs::is_directory(path)) return load_hf(path, backend, options);
+  return load_gguf(path, backend, options);
+}
+
+}  // namespace edgelm

@@ -1,0 +1,39 @@
+// Loads a Llama model from a Hugging Face folder (config.json + safetensors) or a GGUF file, and
+// converts its weights to the requested type on the way in.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/backend.h"
+#include "models/config.h"
+#include "models/llama.h"
+
+namespace edgelm {
+
+struct LoadOptions {
+  // Type of every matrix (embedding and projections): quantize or convert on load. nullopt keeps
+  // the file's type where the backend can use it directly (F32, F16, BF16, Q8_0, Q4_0); K-quant
+  // tensors of GGUF files are dequantized to F16. Norm weights are always F32.
+  std::optional<DType> weight_type;
+};
+
+struct LoadedModel {
+  LlamaConfig config;
+  LlamaWeights weights;
+  std::string format;  // "hf" or "gguf"
+  std::string path;
+  DType weight_type = DType::F32;  // type of the attention/MLP matrices after loading
+};
+
+// `path` is a folder with config.json (Hugging Face) or a .gguf file. Throws edgelm::Error naming
+// the file and the problem.
+LoadedModel load_llama(const std::string& path, Backend& backend, const LoadOptions& options = {});
+
+// Where GGUF `llama` files store Q/K rows for interleaved RoPE pairs, Hugging Face stores them for
+// rotate-half pairs. Row r of head h in GGUF order holds HF row (r % 2) * head_dim/2 + r / 2.
+// Returns the HF row index for a GGUF row (and the inverse, for writers).
+int64_t gguf_to_hf_row(int64_t gguf_row, int64_t head_dim);
+int64_t hf_to_gguf_row(int64_t hf_row, int64_t head_dim);
+
+}  // namespace edgelm

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Bad input to `generate` must end in one clear line on stderr naming the file, field or flag, a
+# non-zero exit, and no crash (no signal, no sanitizer report). Also checks that a good run works
+# and ends stdout with the --json summary.
+# Usage: generate_errors.sh <generate> <make_model> <work dir>
+set -u
+generate=$1
+make_model=$2
+work=$3
+rm -rf "$work" && mkdir -p "$work"
+failures=0
+passes=0
+
+"$make_model" --preset tiny --format hf --out "$work/hf" > /dev/null 2>&1 || { echo "make_model hf failed"; exit 1; }
+gguf=$("$make_model" --preset tiny --format gguf --quant q8_0 --out "$work/gguf" 2> /dev/null) ||
+  { echo "make_model gguf failed"; exit 1; }
+
+# expect_error <name> <substring> <generate args...>
+expect_error() {
+  local name=$1 expected=$2
+  shift 2
+  "$generate" "$@" > "$work/out.txt" 2> "$work/err.txt"
+  local rc=$?
+  local last
+  last=$(tail -n 1 "$work/err.txt")
+  if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then
+    echo "FAIL $name: exit code $rc (want a clean non-zero exit)"; failures=$((failures + 1)); return
+  fi
+  if grep -qE 'AddressSanitizer|runtime error|Segmentation' "$work/err.txt"; then
+    echo "FAIL $name: sanitizer or crash report"; cat "$work/err.txt"; failures=$((failures + 1)); return
+  fi
+  if [[ "$last" != generate:* ]] || [[ "$last" != *"$expected"* ]]; then
+    echo "FAIL $name: last stderr line '$last' lacks 'generate:' or '$expected'"; failures=$((failures + 1)); return
+  fi
+  echo "ok   $name: $last"
+  passes=$((passes + 1))
+}
+
+# A copy of the good folder to break.
+broken() {
+  rm -rf "$work/$1" && cp -r "$work/hf" "$work/$1" && echo "$work/$1"
+}
+
+expect_error "missing model" "no such file" --model-path "$work/none" --prompt-ids 1
+d=$(broken malformed_json); echo '{ "model_type": "llama", ' > "$d/config.json"
+expect_error "malformed config.json" "malformed JSON" --model-path "$d" --prompt-ids 1
+d=$(broken missing_field); sed -i '/"hidden_size"/d' "$d/config.json"
+expect_error "missing config field" "hidden_size" --model-path "$d" --prompt-ids 1
+d=$(broken unknown_arch); sed -i 's/"model_type": "llama"/"model_type": "mamba"/' "$d/config.json"
+expect_error "unknown architecture" "unknown architecture" --model-path "$d" --prompt-ids 1
+d=$(broken shape_mismatch); sed -i 's/"intermediate_size": 128/"intermediate_size": 160/' "$d/config.json"
+expect_error "shape mismatch" "has shape" --model-path "$d" --prompt-ids 1
+d=$(broken header_too_long); size=$(stat -c %s "$d/model.safetensors")
+{ printf '\x00\x00\x10\x00\x00\x00\x00\x00'; tail -c +9 "$work/hf/model.safetensors"; } > "$d/model.safetensors"
+expect_error "safetensors header longer than the file" "[safetensors]" --model-path "$d" --prompt-ids 1
+d=$(broken truncated_data); head -c $((size - 64)) "$work/hf/model.safetensors" > "$d/model.safetensors"
+expect_error "safetensors offsets out of range" "[safetensors]" --model-path "$d" --prompt-ids 1
+d=$(broken missing_weights); rm "$d/model.safetensors"
+expect_error "missing weights" "model.safetensors" --model-path "$d" --prompt-ids 1
+head -c 3000 "$gguf" > "$work/truncated.gguf"
+expect_error "truncated gguf" "[gguf]" --model-path "$work/truncated.gguf" --prompt-ids 1
+printf 'GGUF\x03\x00\x00\x00' > "$work/empty.gguf"
+expect_error "gguf header only" "[gguf]" --model-path "$work/empty.gguf" --prompt-ids 1
+expect_error "prompt longer than --max-seq-len" "max-seq-len" --model-path "$work/hf" --prompt-ids 1,2,3,4,5 --max-seq-len 4
+expect_error "token id outside the vocabulary" "vocabulary" --model-path "$gguf" --prompt-ids 1,99999
+expect_error "malformed --prompt-ids" "--prompt-ids" --model-path "$gguf" --prompt-ids 1,x
+expect_error "bad --kv-type" "--kv-type" --model-path "$gguf" --prompt-ids 1 --kv-type q4_0
+expect_error "bad --weight-type" "--weight-type" --model-path "$gguf" --prompt-ids 1 --weight-type q7
+expect_error "unknown backend" "unknown backend" --model-path "$gguf" --prompt-ids 1 --backend vulkan
+
+# A good run: streams tokens and ends stdout with the JSON summary.
+if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --json > "$work/out.txt" 2> "$work/err.txt" &&
+  tail -n 1 "$work/out.txt" | grep -q '"generated_tokens":4'; then
+  echo "ok   good run"; passes=$((passes + 1))
+else
+  echo "FAIL good run"; cat "$work/err.txt"; failures=$((failures + 1))
+fi
+
+echo "generate_errors: $passes passed, $failures failed"
+[ $failures -eq 0 ]
