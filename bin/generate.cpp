@@ -13,6 +13,8 @@
 #include "backends/registry.h"
 #include "core/error.h"
 #include "core/npy.h"
+#include "eviction/cache_manager.h"
+#include "models/generator.h"
 #include "models/loader.h"
 #include "models/sampler.h"
 
@@ -80,6 +82,8 @@ int run(int argc, char** argv) {
   bool json = false;
   bool quiet = false;
   std::string dump_logits;
+  edgelm::EvictionConfig eviction;
+  std::string simulate_memory;
   app.add_option("-m,--model-path", model_path, "Hugging Face model folder or .gguf file")
       ->required();
   app.add_option("-p,--prompt", prompt, "Prompt text (needs a tokenizer)");
@@ -111,6 +115,24 @@ int run(int argc, char** argv) {
   app.add_option("--dump-logits", dump_logits,
                  "Write float32 .npy [steps, vocab]: logits of the last prompt position and of "
                  "every decode step");
+  app.add_option("--eviction-policy", eviction.policy,
+                 "KV eviction: none|sliding|sink|snapkv|h2o|tova");
+  app.add_option("--eviction-window", eviction.window,
+                 "Recent tokens kept (sliding, sink, h2o; snapkv in decode)");
+  app.add_option("--protected-prefix", eviction.protected_prefix,
+                 "sliding: first tokens always kept");
+  app.add_option("--sink-tokens", eviction.sink_tokens, "sink/snapkv: attention-sink tokens kept");
+  app.add_option("--kv-budget", eviction.kv_budget,
+                 "Most KV slots per layer (0: no budget; needed by snapkv, h2o, tova)");
+  app.add_option("--memory-threshold-mb", eviction.memory_threshold_mb,
+                 "Evict while available memory is below this (MiB)");
+  app.add_option("--snapkv-window", eviction.snapkv_window,
+                 "snapkv: last prompt queries that score the prompt");
+  app.add_option("--snapkv-kernel", eviction.snapkv_kernel,
+                 "snapkv: pooling kernel over slots (odd)");
+  app.add_option("--snapkv-pool", eviction.snapkv_pool, "snapkv: max|avg pooling");
+  app.add_option("--simulate-memory", simulate_memory,
+                 "Replace /proc/meminfo with a scripted curve step:MiB,... (e.g. 0:4000,200:100)");
   CLI11_PARSE(app, argc, argv);
 
   if (!prompt.empty() && !prompt_ids_text.empty())
@@ -130,7 +152,7 @@ int run(int argc, char** argv) {
         weight_type_text, "--weight-type",
         {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0});
   }
-  if (static_cast<int64_t>(prompt_ids.size()) > max_seq_len) {
+  if (eviction.policy == "none" && static_cast<int64_t>(prompt_ids.size()) > max_seq_len) {
     EDGELM_FAIL("--prompt-ids: the prompt has ", prompt_ids.size(),
                 " tokens, more than --max-seq-len ", max_seq_len);
   }
@@ -161,21 +183,26 @@ int run(int argc, char** argv) {
   sampling.greedy = greedy;
   edgelm::Sampler sampler(sampling, config.vocab_size);
 
+  std::unique_ptr<edgelm::SystemMonitor> monitor;
+  if (!simulate_memory.empty()) {
+    monitor = edgelm::SimulatedMonitor::parse(simulate_memory);
+  } else if (eviction.policy != "none") {
+    monitor = std::make_unique<edgelm::LinuxSystemMonitor>();
+  }
+  edgelm::CacheManager manager(eviction, edgelm::make_policy(eviction), std::move(monitor));
+  edgelm::Generator generator(model, cache, &manager);
+
   std::vector<float> logit_rows;
   auto record = [&](std::span<const float> logits) {
     if (!dump_logits.empty()) logit_rows.insert(logit_rows.end(), logits.begin(), logits.end());
   };
 
-  const auto prefill_start = Clock::now();
-  std::span<const float> logits = model.forward(prompt_ids, cache);
-  const double prefill_s = seconds_since(prefill_start);
+  std::span<const float> logits = generator.prefill(prompt_ids);
   record(logits);
 
   std::vector<int32_t> history = prompt_ids;
   std::vector<int32_t> generated;
   std::string stop_reason = "length";
-  const auto decode_start = Clock::now();
-  int decode_steps = 0;
   for (int i = 0; i < n_generate; ++i) {
     const int32_t token = sampler.sample(logits, history);
     generated.push_back(token);
@@ -190,18 +217,21 @@ int run(int argc, char** argv) {
       break;
     }
     if (i + 1 == n_generate) break;
-    if (cache.free_slots() == 0) {
+    if (!manager.policy().evicts() && cache.free_slots() == 0) {
       stop_reason = "context_full";
       break;
     }
-    logits = model.forward(std::span<const int32_t>(&token, 1), cache);
-    ++decode_steps;
+    logits = generator.decode(token);
     record(logits);
   }
-  const double decode_s = seconds_since(decode_start);
+  const double prefill_s = generator.prefill_seconds();
+  const double decode_s = generator.decode_seconds();
+  const int64_t decode_steps = generator.decode_steps();
   if (!quiet) std::printf("\n");
   if (stop_reason == "context_full") {
-    std::fprintf(stderr, "stopped: the KV cache is full (%lld slots); raise --max-seq-len\n",
+    std::fprintf(stderr,
+                 "stopped: the KV cache is full (%lld slots); raise --max-seq-len or use "
+                 "--eviction-policy\n",
                  static_cast<long long>(cache.capacity()));
   }
 
@@ -212,13 +242,14 @@ int run(int argc, char** argv) {
   }
 
   const double prefill_tok_s = prefill_s > 0 ? prompt_ids.size() / prefill_s : 0.0;
-  const double decode_tok_s = decode_s > 0 && decode_steps > 0 ? decode_steps / decode_s : 0.0;
+  const double decode_tok_s =
+      decode_s > 0 && decode_steps > 0 ? static_cast<double>(decode_steps) / decode_s : 0.0;
   const size_t peak = peak_rss_bytes();
   std::fprintf(stderr,
-               "load %.3f s | prefill %zu tokens, %.2f tok/s | decode %d steps, %.2f tok/s | "
+               "load %.3f s | prefill %zu tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
                "KV cache %.2f MiB (%s, %lld slots) | peak RSS %.1f MiB | stop: %s\n",
-               load_s, prompt_ids.size(), prefill_tok_s, decode_steps, decode_tok_s,
-               cache.memory_bytes() / 1048576.0, edgelm::dtype_name(kv_type),
+               load_s, prompt_ids.size(), prefill_tok_s, static_cast<long long>(decode_steps),
+               decode_tok_s, cache.memory_bytes() / 1048576.0, edgelm::dtype_name(kv_type),
                static_cast<long long>(cache.capacity()), peak / 1048576.0, stop_reason.c_str());
   if (json) {
     nlohmann::json summary = {
@@ -237,6 +268,12 @@ int run(int argc, char** argv) {
         {"decode_tok_s", decode_tok_s},
         {"kv_bytes", cache.memory_bytes()},
         {"kv_slots", cache.size(0)},
+        {"kv_used_bytes", cache.used_bytes()},
+        {"eviction_policy", manager.policy().name()},
+        {"evictions", manager.evictions()},
+        {"evicted_tokens", manager.evicted_tokens()},
+        {"eviction_s", manager.eviction_seconds()},
+        {"next_position", cache.next_position()},
         {"peak_rss_bytes", peak},
         {"weight_bytes_per_token", model.weight_bytes_per_token()},
         {"stop", stop_reason},

@@ -113,6 +113,14 @@ size_t KvCache::used_bytes() const {
   return bytes;
 }
 
+Tensor KvCache::mass(int64_t layer_index) {
+  Layer& layer = layers_.at(static_cast<size_t>(layer_index));
+  if (!layer.mass.defined()) {
+    layer.mass = Tensor::empty(backend_.memory(), DType::F32, {n_kv_heads_ * capacity_});
+  }
+  return layer.mass.view(DType::F32, {n_kv_heads_, layer.size});
+}
+
 int32_t KvCache::position(int64_t layer_index, int64_t slot, int64_t head) const {
   const Layer& layer = layers_.at(static_cast<size_t>(layer_index));
   EDGELM_CHECK(slot >= 0 && slot < layer.size && head >= 0 && head < n_kv_heads_,

@@ -20,6 +20,7 @@ class KvCache {
   KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n_kv_heads,
           int64_t head_dim, DType dtype);
 
+  Backend& backend() const { return backend_; }
   int64_t n_layers() const { return static_cast<int64_t>(layers_.size()); }
   int64_t capacity() const { return capacity_; }
   int64_t n_kv_heads() const { return n_kv_heads_; }
@@ -63,11 +64,17 @@ class KvCache {
   // Logical position of slot `slot`, kv head `head` of `layer` (host read; for tests and logs).
   int32_t position(int64_t layer, int64_t slot, int64_t head) const;
 
+  // Where the attention op of `layer` exports attention mass when a forward step asks for it:
+  // F32 [n_kv_heads, size(layer)], valid after that step (see LlamaModel::forward). Allocated on
+  // first use (n_kv_heads x capacity floats per layer), then reused.
+  Tensor mass(int64_t layer);
+
  private:
   struct Layer {
     Tensor k;          // [capacity, n_kv_heads, head_dim]
     Tensor v;          // [capacity, n_kv_heads, head_dim]
     Tensor positions;  // I32 [capacity, n_kv_heads, 1] (rank 3 so kv_compact treats it like K/V)
+    Tensor mass;       // F32 [n_kv_heads * capacity], allocated on first use
     int64_t size = 0;
   };
 

@@ -89,7 +89,8 @@ size_t LlamaModel::weight_bytes_per_token() const {
   return bytes;
 }
 
-std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCache& cache) {
+std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCache& cache,
+                                           const ForwardOptions& options) {
   EDGELM_CHECK(!tokens.empty(), "[llama] forward needs at least one token");
   EDGELM_CHECK(cache.n_layers() == config_.n_layers && cache.n_kv_heads() == config_.n_kv_heads &&
                    cache.head_dim() == config_.head_dim,
@@ -101,16 +102,19 @@ std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCa
   EDGELM_CHECK(static_cast<int64_t>(tokens.size()) <= cache.free_slots(), "[llama] ", tokens.size(),
                " tokens do not fit in the KV cache (", cache.free_slots(), " of ", cache.capacity(),
                " slots free; raise --max-seq-len or enable eviction)");
+  EDGELM_CHECK(!options.export_mass || static_cast<int64_t>(tokens.size()) <= max_chunk_,
+               "[llama] attention mass export needs the step to fit in one chunk (", tokens.size(),
+               " tokens, chunk ", max_chunk_, ")");
   for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(max_chunk_)) {
     const size_t count = std::min(tokens.size() - begin, static_cast<size_t>(max_chunk_));
-    forward_chunk(tokens.subspan(begin, count), cache, begin + count == tokens.size());
+    forward_chunk(tokens.subspan(begin, count), cache, begin + count == tokens.size(), options);
   }
   backend_.synchronize();
   return {ws_.logits.data<float>(), static_cast<size_t>(config_.vocab_size)};
 }
 
-void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
-                               bool compute_logits) {
+void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache, bool compute_logits,
+                               const ForwardOptions& options) {
   const LlamaConfig& c = config_;
   Backend& b = backend_;
   const auto n = static_cast<int64_t>(tokens.size());
@@ -161,6 +165,11 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
     attention.k = view.k;
     attention.v = view.v;
     attention.kv_pos = view.kv_pos;
+    if (options.export_mass) {
+      attention.mass = cache.mass(l);
+      attention.mass_first_query =
+          std::clamp<int64_t>(options.mass_from_position - start_pos, 0, n);
+    }
     b.attention(attention);
     b.matmul(attn_rows, w.wo, projected);
     b.add(x, projected, x);

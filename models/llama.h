@@ -36,6 +36,14 @@ struct LlamaWeights {
   std::shared_ptr<const void> keep_alive;  // file mappings the tensors point into
 };
 
+struct ForwardOptions {
+  // Export attention mass into cache.mass(layer) for every layer: per (kv head, slot), the softmax
+  // weight summed over the query heads of the group and over this step's queries whose logical
+  // position is >= mass_from_position. Eviction policies read it; nothing is recomputed.
+  bool export_mass = false;
+  int64_t mass_from_position = 0;
+};
+
 class LlamaModel {
  public:
   // Checks every weight's shape against the config (throws edgelm::Error naming the tensor).
@@ -52,14 +60,18 @@ class LlamaModel {
 
   // Feeds `tokens` at logical positions cache.next_position() onwards, appending their keys and
   // values to the cache, and returns the logits after the last token ([vocab], valid until the
-  // next call). Throws edgelm::Error for an empty input, an out-of-vocabulary id or a full cache.
-  std::span<const float> forward(std::span<const int32_t> tokens, KvCache& cache);
+  // next call). With options.export_mass, the tokens must fit in one chunk (the mass of a step is
+  // that of one attention call per layer). Throws edgelm::Error for an empty input, an
+  // out-of-vocabulary id or a full cache.
+  std::span<const float> forward(std::span<const int32_t> tokens, KvCache& cache,
+                                 const ForwardOptions& options = {});
 
   // Bytes of weights one decode step reads (every matrix once, the embedding row aside).
   size_t weight_bytes_per_token() const;
 
  private:
-  void forward_chunk(std::span<const int32_t> tokens, KvCache& cache, bool compute_logits);
+  void forward_chunk(std::span<const int32_t> tokens, KvCache& cache, bool compute_logits,
+                     const ForwardOptions& options);
 
   Backend& backend_;
   LlamaConfig config_;

@@ -1,0 +1,130 @@
+// eviction_bench: the cost of each eviction policy next to the cost of a decode step. For every
+// policy it prefills a prompt, decodes n tokens under the given budget/window, and reports the
+// mean decode step time, the number of evictions and the mean time per eviction (markdown table,
+// or one JSON object with -o json).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "backends/registry.h"
+#include "core/error.h"
+#include "eviction/cache_manager.h"
+#include "models/generator.h"
+#include "models/loader.h"
+#include "models/make_model.h"
+
+namespace {
+
+int run(int argc, char** argv) {
+  CLI::App app{"Measures time per eviction against time per decode step, for every policy."};
+  std::string model_path;
+  std::string policies_text = "none,sliding,sink,snapkv,h2o,tova";
+  std::string backend_name = "cpu";
+  int threads = 0;
+  int64_t prompt_tokens = 256;
+  int64_t generate_tokens = 256;
+  int64_t capacity = 1024;
+  std::string output = "md";
+  edgelm::EvictionConfig base;
+  base.window = 128;
+  base.kv_budget = 192;
+  app.add_option("-m,--model-path", model_path,
+                 "Model (default: make_model's tiny-long preset in a temp folder)");
+  app.add_option("--policies", policies_text, "Comma-separated policies");
+  app.add_option("--backend", backend_name, "Backend");
+  app.add_option("-t,--threads", threads, "CPU threads");
+  app.add_option("-p,--prompt", prompt_tokens, "Prompt tokens");
+  app.add_option("-n,--n-gen", generate_tokens, "Decoded tokens");
+  app.add_option("--max-seq-len", capacity, "Cache capacity");
+  app.add_option("--eviction-window", base.window, "Recent window");
+  app.add_option("--kv-budget", base.kv_budget, "Budget (sliding/sink use window + prefix/sinks)");
+  app.add_option("--sink-tokens", base.sink_tokens, "Sink tokens");
+  app.add_option("--snapkv-window", base.snapkv_window, "SnapKV observation window");
+  app.add_option("-o,--output", output, "md|json")->check(CLI::IsMember({"md", "json"}));
+  CLI11_PARSE(app, argc, argv);
+
+  if (model_path.empty()) {
+    const auto dir = std::filesystem::temp_directory_path() / "edgelm_eviction_bench";
+    model_path = edgelm::make_model({.preset = "tiny-long",
+                                     .format = "gguf",
+                                     .quant = edgelm::DType::F32,
+                                     .seed = 1,
+                                     .out_dir = dir.string()});
+  }
+  auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
+  edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend);
+  edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), 64);
+  std::vector<int32_t> prompt;
+  for (int64_t i = 0; i < prompt_tokens; ++i)
+    prompt.push_back(static_cast<int32_t>((i * 7919 + 17) % (model.config().vocab_size - 8)));
+
+  nlohmann::json rows = nlohmann::json::array();
+  if (output == "md") {
+    std::printf("model: %s | backend: %s | prompt %lld, decode %lld, window %lld, budget %lld\n\n",
+                model_path.c_str(), backend->device().c_str(),
+                static_cast<long long>(prompt_tokens), static_cast<long long>(generate_tokens),
+                static_cast<long long>(base.window), static_cast<long long>(base.kv_budget));
+    std::printf(
+        "| policy | decode ms/step | evictions | ms/eviction | eviction / step | slots at end |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- |\n");
+  }
+  std::stringstream list(policies_text);
+  std::string policy;
+  while (std::getline(list, policy, ',')) {
+    edgelm::EvictionConfig config = base;
+    config.policy = policy;
+    if (policy == "sliding" || policy == "sink") config.kv_budget = 0;
+    edgelm::KvCache cache = model.make_cache(capacity, edgelm::DType::F16);
+    edgelm::CacheManager manager(config, edgelm::make_policy(config));
+    edgelm::Generator generator(model, cache, &manager);
+    std::span<const float> logits = generator.prefill(prompt);
+    const double prefill_eviction_s = manager.eviction_seconds();
+    const int64_t prefill_evictions = manager.evictions();
+    for (int64_t i = 0; i < generate_tokens; ++i) {
+      const auto token =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      logits = generator.decode(token);
+    }
+    const int64_t evictions = manager.evictions() - prefill_evictions;
+    const double eviction_s = manager.eviction_seconds() - prefill_eviction_s;
+    const double step_ms =
+        1e3 * generator.decode_seconds() / static_cast<double>(generator.decode_steps());
+    const double eviction_ms =
+        evictions > 0 ? 1e3 * eviction_s / static_cast<double>(evictions) : 0.0;
+    rows.push_back({{"policy", policy},
+                    {"decode_ms_per_step", step_ms},
+                    {"evictions", evictions},
+                    {"ms_per_eviction", eviction_ms},
+                    {"eviction_to_step", step_ms > 0 ? eviction_ms / step_ms : 0.0},
+                    {"prefill_evictions", prefill_evictions},
+                    {"prefill_eviction_s", prefill_eviction_s},
+                    {"kv_slots", cache.size(0)}});
+    if (output == "md") {
+      std::printf("| %s | %.3f | %lld | %.4f | %.3f | %lld |\n", policy.c_str(), step_ms,
+                  static_cast<long long>(evictions), eviction_ms,
+                  step_ms > 0 ? eviction_ms / step_ms : 0.0, static_cast<long long>(cache.size(0)));
+    }
+  }
+  if (output == "json") {
+    std::cout << nlohmann::json{{"model", model_path},
+                                {"device", backend->device()},
+                                {"rows", rows}}
+                     .dump()
+              << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "eviction_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,299 @@
+#include "eviction/policy.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace edgelm {
+namespace {
+
+// Scores by recency; the first `protected_count` logical positions are always kept.
+// Used by sliding (protected prefix) and sink (attention sinks).
+void score_recent(const LayerSlots& slots, int64_t protected_count, float* scores) {
+  for (int64_t g = 0; g < slots.n_kv_heads; ++g) {
+    for (int64_t s = 0; s < slots.n_slots; ++s) {
+      const int32_t position = slots.positions[s * slots.n_kv_heads + g];
+      scores[g * slots.n_slots + s] =
+          position < protected_count ? kAlwaysKeep : static_cast<float>(position);
+    }
+  }
+}
+
+class NonePolicy final : public EvictionPolicy {
+ public:
+  std::string name() const override { return "none"; }
+  bool evicts() const override { return false; }
+  void score(const LayerSlots&, Phase, float*) override {}
+};
+
+// Keep the most recent `window` tokens plus the first `protected_prefix`.
+class SlidingPolicy final : public EvictionPolicy {
+ public:
+  explicit SlidingPolicy(const EvictionConfig& c)
+      : window_(c.window), prefix_(c.protected_prefix) {}
+  std::string name() const override { return "sliding"; }
+  std::optional<int64_t> own_limit() const override { return window_ + prefix_; }
+  void score(const LayerSlots& slots, Phase, float* scores) override {
+    score_recent(slots, prefix_, scores);
+  }
+
+ private:
+  int64_t window_;
+  int64_t prefix_;
+};
+
+// StreamingLLM (Xiao et al., 2023): the first tokens act as attention sinks; keep them and a
+// window of recent tokens.
+class SinkPolicy final : public EvictionPolicy {
+ public:
+  explicit SinkPolicy(const EvictionConfig& c) : window_(c.window), sinks_(c.sink_tokens) {}
+  std::string name() const override { return "sink"; }
+  std::optional<int64_t> own_limit() const override { return window_ + sinks_; }
+  void score(const LayerSlots& slots, Phase, float* scores) override {
+    score_recent(slots, sinks_, scores);
+  }
+
+ private:
+  int64_t window_;
+  int64_t sinks_;
+};
+
+// Per-layer [n_kv_heads, capacity] accumulators that follow compaction.
+class SlotValues {
+ public:
+  void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) {
+    n_kv_heads_ = n_kv_heads;
+    capacity_ = capacity;
+    values_.assign(static_cast<size_t>(n_layers),
+                   std::vector<float>(static_cast<size_t>(n_kv_heads * capacity), 0.0f));
+    filled_.assign(static_cast<size_t>(n_layers), 0);
+  }
+  float* row(int64_t layer, int64_t g) { return values_[layer].data() + g * capacity_; }
+  // Zeroes the entries of slots appended since the last call.
+  void grow(int64_t layer, int64_t n_slots) {
+    for (int64_t g = 0; g < n_kv_heads_; ++g) {
+      std::fill(row(layer, g) + std::min(filled_[layer], n_slots), row(layer, g) + n_slots, 0.0f);
+    }
+    filled_[layer] = n_slots;
+  }
+  void add(int64_t layer, const float* mass, int64_t n_slots) {
+    grow(layer, n_slots);
+    for (int64_t g = 0; g < n_kv_heads_; ++g) {
+      float* values = row(layer, g);
+      for (int64_t s = 0; s < n_slots; ++s) values[s] += mass[g * n_slots + s];
+    }
+  }
+  void set(int64_t layer, const float* mass, int64_t n_slots) {
+    filled_[layer] = 0;
+    add(layer, mass, n_slots);
+  }
+  void compact(int64_t layer, const int32_t* keep, int64_t n_keep) {
+    for (int64_t g = 0; g < n_kv_heads_; ++g) {
+      float* values = row(layer, g);
+      for (int64_t j = 0; j < n_keep; ++j)
+        values[j] = values[keep[g * n_keep + j]];  // keep is increasing
+    }
+    filled_[layer] = n_keep;
+  }
+  void clear() {
+    for (auto& layer : values_) std::fill(layer.begin(), layer.end(), 0.0f);
+    std::fill(filled_.begin(), filled_.end(), 0);
+  }
+
+ private:
+  int64_t n_kv_heads_ = 0;
+  int64_t capacity_ = 0;
+  std::vector<std::vector<float>> values_;
+  std::vector<int64_t> filled_;
+};
+
+// H2O (Zhang et al., 2023): "heavy hitters" are the slots with the largest attention mass
+// accumulated over every query so far (prompt and decode); keep them plus a recent window.
+class H2oPolicy final : public EvictionPolicy {
+ public:
+  explicit H2oPolicy(const EvictionConfig& c) : budget_(c.kv_budget), recent_(c.window) {}
+  std::string name() const override { return "h2o"; }
+  std::optional<int64_t> own_limit() const override { return budget_; }
+  void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) override {
+    accumulated_.prepare(n_layers, n_kv_heads, capacity);
+  }
+  std::optional<int64_t> mass_from(Phase, int64_t first, int64_t, int64_t) const override {
+    return first;
+  }
+  void observe(int64_t layer, Phase, const float* mass, int64_t, int64_t n_slots) override {
+    accumulated_.add(layer, mass, n_slots);
+  }
+  void score(const LayerSlots& slots, Phase, float* scores) override {
+    accumulated_.grow(slots.layer, slots.n_slots);
+    for (int64_t g = 0; g < slots.n_kv_heads; ++g) {
+      const float* values = accumulated_.row(slots.layer, g);
+      for (int64_t s = 0; s < slots.n_slots; ++s) {
+        const int32_t position = slots.positions[s * slots.n_kv_heads + g];
+        // The window counts the tokens about to be appended, so after the step it holds exactly
+        // the `recent_` newest and the budget's remainder goes to heavy hitters.
+        const bool recent = position >= slots.next_position + slots.incoming - recent_;
+        scores[g * slots.n_slots + s] = recent ? kAlwaysKeep : values[s];
+      }
+    }
+  }
+  void on_compact(int64_t layer, const int32_t* keep, int64_t, int64_t n_keep) override {
+    accumulated_.compact(layer, keep, n_keep);
+  }
+
+ private:
+  int64_t budget_;
+  int64_t recent_;
+  SlotValues accumulated_;
+};
+
+// TOVA (Oren et al., 2024): the cache as a bounded multi-state RNN; when over budget, drop the
+// slots the current query attends to least.
+class TovaPolicy final : public EvictionPolicy {
+ public:
+  explicit TovaPolicy(const EvictionConfig& c) : budget_(c.kv_budget) {}
+  std::string name() const override { return "tova"; }
+  std::optional<int64_t> own_limit() const override { return budget_; }
+  void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) override {
+    current_.prepare(n_layers, n_kv_heads, capacity);
+  }
+  // Only the newest query of the step counts.
+  std::optional<int64_t> mass_from(Phase, int64_t first, int64_t n, int64_t) const override {
+    return first + n - 1;
+  }
+  void observe(int64_t layer, Phase, const float* mass, int64_t, int64_t n_slots) override {
+    current_.set(layer, mass, n_slots);
+  }
+  void score(const LayerSlots& slots, Phase, float* scores) override {
+    current_.grow(slots.layer, slots.n_slots);
+    for (int64_t g = 0; g < slots.n_kv_heads; ++g) {
+      std::copy_n(current_.row(slots.layer, g), slots.n_slots, scores + g * slots.n_slots);
+    }
+  }
+  void on_compact(int64_t layer, const int32_t* keep, int64_t, int64_t n_keep) override {
+    current_.compact(layer, keep, n_keep);
+  }
+
+ private:
+  int64_t budget_;
+  SlotValues current_;
+};
+
+// SnapKV (Li et al., 2024): once, at the end of prefill, score each prompt slot by the attention
+// the last `snapkv_window` prompt queries pay it (summed over the query heads of its group, i.e.
+// the group average up to a constant), pool the scores over neighbouring slots so kept tokens
+// carry their context, and keep the best slots per kv head plus the window itself, to the budget.
+// Decode then appends; a sink + recent-window rule bounds further growth at the same budget.
+class SnapKvPolicy final : public EvictionPolicy {
+ public:
+  explicit SnapKvPolicy(const EvictionConfig& c)
+      : budget_(c.kv_budget),
+        window_(c.snapkv_window),
+        kernel_(c.snapkv_kernel),
+        max_pool_(c.snapkv_pool == "max"),
+        sinks_(c.sink_tokens) {}
+  std::string name() const override { return "snapkv"; }
+  std::optional<int64_t> own_limit() const override { return budget_; }
+  std::optional<int64_t> prefill_limit() const override { return budget_; }
+  void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) override {
+    observed_.prepare(n_layers, n_kv_heads, capacity);
+    pooled_.resize(static_cast<size_t>(capacity));
+  }
+  std::optional<int64_t> mass_from(Phase phase, int64_t first, int64_t n,
+                                   int64_t prompt_end) const override {
+    const int64_t window_start = prompt_end - window_;
+    if (phase != Phase::Prefill || first + n <= window_start) return std::nullopt;
+    return window_start;
+  }
+  void observe(int64_t layer, Phase phase, const float* mass, int64_t, int64_t n_slots) override {
+    if (phase == Phase::Prefill) observed_.add(layer, mass, n_slots);
+  }
+  void score(const LayerSlots& slots, Phase phase, float* scores) override {
+    if (phase == Phase::Decode) {
+      score_recent(slots, sinks_, scores);
+      return;
+    }
+    const int64_t n = slots.n_slots;
+    const int64_t half = kernel_ / 2;
+    observed_.grow(slots.layer, n);
+    for (int64_t g = 0; g < slots.n_kv_heads; ++g) {
+      const float* values = observed_.row(slots.layer, g);
+      for (int64_t s = 0; s < n; ++s) {  // pooling with zero padding, stride 1
+        float pooled = 0.0f;             // masses are >= 0, so 0 is also the neutral start for max
+        for (int64_t t = std::max<int64_t>(0, s - half); t <= std::min(n - 1, s + half); ++t) {
+          pooled = max_pool_ ? std::max(pooled, values[t]) : pooled + values[t];
+        }
+        pooled_[s] = max_pool_ ? pooled : pooled / static_cast<float>(kernel_);
+      }
+      for (int64_t s = 0; s < n; ++s) {
+        const int32_t position = slots.positions[s * slots.n_kv_heads + g];
+        scores[g * n + s] = position >= slots.next_position - window_ ? kAlwaysKeep : pooled_[s];
+      }
+    }
+  }
+  void on_compact(int64_t layer, const int32_t* keep, int64_t, int64_t n_keep) override {
+    observed_.compact(layer, keep, n_keep);
+  }
+
+ private:
+  int64_t budget_;
+  int64_t window_;
+  int64_t kernel_;
+  bool max_pool_;
+  int64_t sinks_;
+  SlotValues observed_;
+  std::vector<float> pooled_;
+};
+
+void require(bool ok, const std::string& message) {
+  if (!ok) EDGELM_FAIL("[eviction] ", message);
+}
+
+}  // namespace
+
+const std::vector<std::string>& policy_names() {
+  static const std::vector<std::string> names = {"none",   "sliding", "sink",
+                                                 "snapkv", "h2o",     "tova"};
+  return names;
+}
+
+std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
+  require(c.window >= 1, str_cat("--eviction-window ", c.window, " must be at least 1"));
+  require(c.protected_prefix >= 0,
+          str_cat("--protected-prefix ", c.protected_prefix, " must be >= 0"));
+  require(c.sink_tokens >= 0, str_cat("--sink-tokens ", c.sink_tokens, " must be >= 0"));
+  require(c.kv_budget >= 0, str_cat("--kv-budget ", c.kv_budget, " must be >= 0"));
+  require(c.pressure_keep_ratio > 0 && c.pressure_keep_ratio < 1,
+          str_cat("pressure keep ratio ", c.pressure_keep_ratio, " must be in (0, 1)"));
+  if (c.policy == "none") return std::make_unique<NonePolicy>();
+  if (c.policy == "sliding") return std::make_unique<SlidingPolicy>(c);
+  if (c.policy == "sink") return std::make_unique<SinkPolicy>(c);
+  const bool budgeted = c.policy == "h2o" || c.policy == "tova" || c.policy == "snapkv";
+  if (budgeted) {
+    require(c.kv_budget > 0, str_cat("--eviction-policy ", c.policy,
+                                     " needs --kv-budget (slots per layer to keep)"));
+  }
+  if (c.policy == "h2o") {
+    require(c.window < c.kv_budget, str_cat("h2o: --eviction-window ", c.window,
+                                            " (recent tokens) must be below --kv-budget ",
+                                            c.kv_budget, " to leave room for heavy hitters"));
+    return std::make_unique<H2oPolicy>(c);
+  }
+  if (c.policy == "tova") return std::make_unique<TovaPolicy>(c);
+  if (c.policy == "snapkv") {
+    require(c.snapkv_window >= 1 && c.snapkv_window < c.kv_budget,
+            str_cat("snapkv: --snapkv-window ", c.snapkv_window, " must be in [1, --kv-budget ",
+                    c.kv_budget, ")"));
+    require(c.sink_tokens < c.kv_budget,
+            str_cat("snapkv: --sink-tokens must be below --kv-budget"));
+    require(c.snapkv_kernel >= 1 && c.snapkv_kernel % 2 == 1,
+            str_cat("--snapkv-kernel ", c.snapkv_kernel, " must be odd and positive"));
+    require(c.snapkv_pool == "max" || c.snapkv_pool == "avg",
+            str_cat("--snapkv-pool '", c.snapkv_pool, "' must be max or avg"));
+    return std::make_unique<SnapKvPolicy>(c);
+  }
+  std::string names;
+  for (const std::string& n : policy_names()) names += (names.empty() ? "" : "|") + n;
+  EDGELM_FAIL("[eviction] --eviction-policy '", c.policy, "' is not one of ", names);
+}
+
+}  // namespace edgelm

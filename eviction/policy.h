@@ -1,0 +1,81 @@
+// Eviction policies. A policy says when it wants the cache bounded and how valuable each
+// (kv head, slot) is; the CacheManager owns the mechanism (triggers, top-k per kv head,
+// compaction, logging), so each policy stays a few lines of scoring.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace edgelm {
+
+enum class Phase { Prefill, Decode };
+
+struct EvictionConfig {
+  std::string policy = "none";       // none|sliding|sink|snapkv|h2o|tova
+  int64_t window = 512;              // recent tokens kept (sliding, sink, h2o; snapkv's decode)
+  int64_t protected_prefix = 0;      // sliding: first tokens always kept
+  int64_t sink_tokens = 4;           // sink (and snapkv's decode): first tokens always kept
+  int64_t kv_budget = 0;             // most slots per layer; 0 = no budget
+  double memory_threshold_mb = 256;  // evict while available memory is below this
+  double pressure_keep_ratio = 0.5;  // under memory pressure, cap the cache at this share of it
+  int64_t snapkv_window = 32;        // observation window: the last prompt queries
+  int64_t snapkv_kernel = 7;         // pooling kernel over slots (odd)
+  std::string snapkv_pool = "max";   // max|avg
+};
+
+// What a policy sees of one layer when it scores.
+struct LayerSlots {
+  int64_t layer = 0;
+  int64_t n_slots = 0;
+  int64_t n_kv_heads = 0;
+  const int32_t* positions = nullptr;  // [n_slots, n_kv_heads]: logical position of each slot
+  int64_t next_position = 0;           // logical position of the next token
+  int64_t incoming = 0;                // tokens the coming step appends (they count as recent)
+};
+
+inline constexpr float kAlwaysKeep = std::numeric_limits<float>::infinity();
+
+class EvictionPolicy {
+ public:
+  virtual ~EvictionPolicy() = default;
+  virtual std::string name() const = 0;
+  // False only for `none`: no trigger ever evicts.
+  virtual bool evicts() const { return true; }
+  // The most slots a layer may hold by the policy's own rule (e.g. sinks + window); nullopt when
+  // it evicts only under a budget, memory pressure or a full cache.
+  virtual std::optional<int64_t> own_limit() const { return std::nullopt; }
+  // Slots to keep when prefill ends (SnapKV compresses the prompt once); nullopt: nothing then.
+  virtual std::optional<int64_t> prefill_limit() const { return std::nullopt; }
+
+  // Called once with the cache geometry, before anything else.
+  virtual void prepare(int64_t /*n_layers*/, int64_t /*n_kv_heads*/, int64_t /*capacity*/) {}
+  // Whether the coming step (tokens at logical positions [first, first + n)) must export attention
+  // mass, and from which query position on. prompt_end: first position after the prompt.
+  virtual std::optional<int64_t> mass_from(Phase /*phase*/, int64_t /*first*/, int64_t /*n*/,
+                                           int64_t /*prompt_end*/) const {
+    return std::nullopt;
+  }
+  // The mass the step exported for `layer`: [n_kv_heads, n_slots], summed over the query heads of
+  // each group (the group average up to a constant factor) and the requested queries.
+  virtual void observe(int64_t /*layer*/, Phase /*phase*/, const float* /*mass*/,
+                       int64_t /*n_kv_heads*/, int64_t /*n_slots*/) {}
+  // Scores every (kv head, slot) into scores[g * n_slots + s]: higher is kept first, kAlwaysKeep
+  // marks slots the policy promises to keep. `phase` is Prefill for the end-of-prefill call.
+  virtual void score(const LayerSlots& slots, Phase phase, float* scores) = 0;
+  // The layer was compacted: head g kept slots keep[g * n_keep + j]; per-slot state must follow.
+  virtual void on_compact(int64_t /*layer*/, const int32_t* /*keep*/, int64_t /*n_kv_heads*/,
+                          int64_t /*n_keep*/) {}
+};
+
+// Builds the policy named by config.policy, checking the settings it depends on. Throws
+// edgelm::Error naming the flag when a setting is missing or inconsistent.
+std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& config);
+
+// The policy names, for help texts.
+const std::vector<std::string>& policy_names();
+
+}  // namespace edgelm

@@ -1,0 +1,49 @@
+// Sources of "how much memory is left", polled by the CacheManager after each forward step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace edgelm {
+
+class SystemMonitor {
+ public:
+  virtual ~SystemMonitor() = default;
+  virtual std::string name() const = 0;
+  // Memory available to this process now, in MiB. Called once per forward step.
+  virtual double available_mb() = 0;
+};
+
+// Reads MemAvailable from /proc/meminfo (the kernel's estimate of memory usable without swapping).
+class LinuxSystemMonitor final : public SystemMonitor {
+ public:
+  explicit LinuxSystemMonitor(std::string meminfo_path = "/proc/meminfo");
+  std::string name() const override { return "linux"; }
+  // Throws edgelm::Error naming the file when it cannot be read or has no MemAvailable line.
+  double available_mb() override;
+
+ private:
+  std::string path_;
+};
+
+// Plays a scripted curve: each call to available_mb() is one step. The curve is a list of
+// (step, MiB) points; the value of a point holds from its step until the next point.
+class SimulatedMonitor final : public SystemMonitor {
+ public:
+  explicit SimulatedMonitor(std::vector<std::pair<int64_t, double>> curve);
+  // Parses "0:4000,120:200,300:4000" (step:MiB, steps increasing). Throws edgelm::Error on
+  // malformed text.
+  static std::unique_ptr<SimulatedMonitor> parse(const std::string& text);
+  std::string name() const override { return "simulated"; }
+  double available_mb() override;
+  int64_t steps() const { return step_; }
+
+ private:
+  std::vector<std::pair<int64_t, double>> curve_;
+  int64_t step_ = 0;
+};
+
+}  // namespace edgelm

@@ -1,0 +1,45 @@
+// Generator: feeds a model through its KV cache step by step — chunked prefill, then one token per
+// decode step — and lets a CacheManager evict between steps (before each one, so that the step
+// never takes the cache past its limit), so generation can run far past the cache's capacity.
+// Timing of prefill, decode and eviction is kept for reports.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/kv_cache.h"
+#include "eviction/cache_manager.h"
+#include "models/llama.h"
+
+namespace edgelm {
+
+class Generator {
+ public:
+  // manager may be null: no eviction (the cache must then hold the whole sequence).
+  Generator(LlamaModel& model, KvCache& cache, CacheManager* manager = nullptr);
+
+  // Runs the prompt in chunks of the model's max_chunk, evicting between chunks when the cache
+  // needs room, then applies the policy's end-of-prefill step (SnapKV). Returns the logits after
+  // the last prompt token. Can be called again later to append more tokens (a new chat turn).
+  std::span<const float> prefill(std::span<const int32_t> tokens);
+  // Feeds one token and returns the logits after it (evicting first when a trigger fires).
+  std::span<const float> decode(int32_t token);
+
+  double prefill_seconds() const { return prefill_seconds_; }
+  double decode_seconds() const { return decode_seconds_; }  // eviction time excluded
+  int64_t prefill_tokens() const { return prefill_tokens_; }
+  int64_t decode_steps() const { return decode_steps_; }
+
+ private:
+  std::span<const float> step(std::span<const int32_t> tokens, Phase phase);
+
+  LlamaModel& model_;
+  KvCache& cache_;
+  CacheManager* manager_;
+  double prefill_seconds_ = 0.0;
+  double decode_seconds_ = 0.0;
+  int64_t prefill_tokens_ = 0;
+  int64_t decode_steps_ = 0;
+};
+
+}  // namespace edgelm

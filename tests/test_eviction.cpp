@@ -1,0 +1,378 @@
+// Eviction: every policy keeps the cache within its limit and keeps what it promises, is
+// deterministic, changes nothing when the budget covers the sequence, keeps logical positions
+// growing while slots shrink; SnapKV and H2O pick planted tokens (GQA by group average); memory
+// pressure triggers at the threshold and not before.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "eviction/cache_manager.h"
+#include "models/generator.h"
+#include "models/loader.h"
+#include "models/make_model.h"
+
+namespace edgelm {
+namespace {
+
+namespace fs = std::filesystem;
+
+cpu::CpuBackend& backend() {
+  static cpu::CpuBackend cpu(cpu::CpuOptions{.n_threads = 2, .isa = "portable"});
+  return cpu;
+}
+
+LlamaModel& tiny_model() {
+  static LlamaModel model = [] {
+    const fs::path dir = fs::path(::testing::TempDir()) / "edgelm_eviction_tiny";
+    const std::string path = make_model({.preset = "tiny",
+                                         .format = "hf",
+                                         .quant = DType::F32,
+                                         .seed = 5,
+                                         .out_dir = dir.string()});
+    LoadedModel loaded = load_llama(path, backend());
+    return LlamaModel(backend(), std::move(loaded.config), std::move(loaded.weights), 8);
+  }();
+  return model;
+}
+
+int32_t argmax(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+std::vector<int32_t> prompt(int n) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 37 + 11) % 300));
+  return ids;
+}
+
+EvictionConfig config_for(const std::string& policy) {
+  EvictionConfig c;
+  c.policy = policy;
+  c.window = 12;
+  c.sink_tokens = 4;
+  c.protected_prefix = 3;
+  c.kv_budget = policy == "sliding" || policy == "sink" ? 0 : 24;
+  c.snapkv_window = 6;
+  c.snapkv_kernel = 3;
+  return c;
+}
+
+// The limit each policy promises with config_for().
+int64_t limit_for(const std::string& policy) {
+  if (policy == "sliding") return 12 + 3;
+  if (policy == "sink") return 12 + 4;
+  return 24;
+}
+
+struct GenerationRun {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
+  std::vector<std::set<int32_t>> kept;  // positions of layer 0, kv head 0 after each step
+};
+
+GenerationRun generate(const std::string& policy, int64_t capacity, int steps,
+                       EvictionConfig config,
+                       const std::function<void(const KvCache&, const std::string&)>& check = {}) {
+  LlamaModel& model = tiny_model();
+  KvCache cache = model.make_cache(capacity, DType::F32);
+  CacheManager manager(config, make_policy(config));
+  Generator generator(model, cache, &manager);
+  GenerationRun run;
+  std::span<const float> logits = generator.prefill(prompt(30));
+  for (int i = 0; i < steps; ++i) {
+    run.logits.emplace_back(logits.begin(), logits.end());
+    const int32_t token = argmax(logits);
+    run.tokens.push_back(token);
+    logits = generator.decode(token);
+    std::set<int32_t> kept;
+    for (int64_t s = 0; s < cache.size(0); ++s) kept.insert(cache.position(0, s, 0));
+    run.kept.push_back(kept);
+    if (check) check(cache, policy);
+  }
+  return run;
+}
+
+class EveryPolicy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryPolicy, StaysWithinLimitAndKeepsPromises) {
+  const std::string policy = GetParam();
+  generate(policy, 64, 60, config_for(policy), [&](const KvCache& cache, const std::string& p) {
+    const int64_t limit = limit_for(p);
+    for (int64_t l = 0; l < cache.n_layers(); ++l) {
+      ASSERT_LE(cache.size(l), limit) << p << " layer " << l;
+      for (int64_t g = 0; g < cache.n_kv_heads(); ++g) {
+        std::set<int32_t> kept;
+        for (int64_t s = 0; s < cache.size(l); ++s) kept.insert(cache.position(l, s, g));
+        const int32_t next = static_cast<int32_t>(cache.next_position());
+        auto expect_kept = [&](int32_t position, const char* what) {
+          ASSERT_TRUE(kept.count(position)) << p << ": " << what << " position " << position
+                                            << " missing in layer " << l << " head " << g;
+        };
+        if (p == "sliding") {
+          for (int32_t q = 0; q < 3; ++q) expect_kept(q, "protected prefix");
+          for (int32_t q = next - 12; q < next; ++q) expect_kept(q, "recent window");
+        }
+        if (p == "sink" || p == "snapkv") {
+          if (p == "sink")
+            for (int32_t q = next - 12; q < next; ++q) expect_kept(q, "recent window");
+        }
+        if (p == "sink")
+          for (int32_t q = 0; q < 4; ++q) expect_kept(q, "sink");
+        if (p == "h2o")
+          for (int32_t q = next - 12; q < next; ++q) expect_kept(q, "recent window");
+        if (p == "snapkv") expect_kept(next - 1, "newest token");
+      }
+    }
+  });
+}
+
+TEST_P(EveryPolicy, IsDeterministic) {
+  const std::string policy = GetParam();
+  const GenerationRun a = generate(policy, 64, 40, config_for(policy));
+  const GenerationRun b = generate(policy, 64, 40, config_for(policy));
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.kept, b.kept);
+}
+
+// With a limit at least the sequence length nothing is evicted, and the logits are identical to
+// running without a policy (exporting attention mass does not change the attention output).
+TEST_P(EveryPolicy, BudgetCoveringTheSequenceChangesNothing) {
+  const std::string policy = GetParam();
+  EvictionConfig generous = config_for(policy);
+  generous.window = 200;
+  generous.kv_budget = policy == "sliding" || policy == "sink" ? 0 : 400;
+  generous.snapkv_window = 6;
+  const GenerationRun with_policy = generate(policy, 512, 30, generous);
+  const GenerationRun without = generate("none", 512, 30, config_for("none"));
+  EXPECT_EQ(with_policy.tokens, without.tokens);
+  ASSERT_EQ(with_policy.logits.size(), without.logits.size());
+  for (size_t i = 0; i < without.logits.size(); ++i) {
+    EXPECT_EQ(with_policy.logits[i], without.logits[i]) << policy << " step " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy,
+                         ::testing::Values("sliding", "sink", "snapkv", "h2o", "tova"));
+
+// After an eviction the next token's key is rotated by its logical position (start_pos), not by
+// its slot: layer 0's key depends only on the token and its position, so it must equal, bit for
+// bit, the key the same token gets at the same position in a run that never evicted.
+TEST(EvictionPositions, NextKeyUsesLogicalPositionAfterEviction) {
+  LlamaModel& model = tiny_model();
+  const std::vector<int32_t> tokens = prompt(40);
+  EvictionConfig config = config_for("sink");  // limit 16: evicts while the prompt runs
+  KvCache evicted_cache = model.make_cache(32, DType::F32);
+  CacheManager manager(config, make_policy(config));
+  Generator evicting(model, evicted_cache, &manager);
+  evicting.prefill(tokens);
+  ASSERT_GT(manager.evictions(), 0);
+  KvCache full_cache = model.make_cache(64, DType::F32);
+  Generator plain(model, full_cache);
+  plain.prefill(tokens);
+
+  const int32_t next = 99;
+  evicting.decode(next);
+  plain.decode(next);
+  const int64_t slot = evicted_cache.size(0) - 1;
+  ASSERT_LT(slot, evicted_cache.next_position() - 1);  // slots shrank below positions
+  EXPECT_EQ(evicted_cache.position(0, slot, 0), 40);
+  EXPECT_EQ(evicted_cache.next_position(), 41);
+  const int64_t row = model.config().n_kv_heads * model.config().head_dim;
+  const float* evicted_key = evicted_cache.view(0).k.data<float>() + slot * row;
+  const float* reference_key = full_cache.view(0).k.data<float>() + 40 * row;
+  for (int64_t i = 0; i < row; ++i) ASSERT_EQ(evicted_key[i], reference_key[i]) << "element " << i;
+}
+
+TEST(EvictionPositions, RunsTenTimesPastMaxSeqLen) {
+  EvictionConfig config = config_for("sink");
+  config.window = 20;
+  int64_t most = 0;
+  const GenerationRun run =
+      generate("sink", 32, 320, config, [&](const KvCache& cache, const std::string&) {
+        most = std::max(most, cache.size(0));
+        ASSERT_LE(cache.size(0), 24);
+      });
+  EXPECT_EQ(run.tokens.size(), 320u);
+  EXPECT_EQ(most, 24);
+}
+
+// ---- planted attention ----
+
+// A one-layer cache of 2 kv heads (head_dim 16) whose token at logical position p has key 8·e_p
+// (p < 16), so a query a·e_p + b·e_q attends to positions p and q only, with weights set by a, b.
+struct Planted {
+  static constexpr int64_t kHeads = 4;  // 2 query heads per kv head
+  static constexpr int64_t kKvHeads = 2;
+  static constexpr int64_t kDim = 16;
+  KvCache cache{backend(), 1, 32, kKvHeads, kDim, DType::F32};
+
+  void append(int64_t n) {
+    Tensor k = Tensor::empty(backend().memory(), DType::F32, {n, kKvHeads, kDim});
+    Tensor v = Tensor::empty(backend().memory(), DType::F32, {n, kKvHeads, kDim});
+    std::vector<int32_t> positions;
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t position = cache.next_position() + t;
+      positions.push_back(static_cast<int32_t>(position));
+      for (int64_t g = 0; g < kKvHeads; ++g) {
+        for (int64_t d = 0; d < kDim; ++d) {
+          k.data<float>()[(t * kKvHeads + g) * kDim + d] = d == position % kDim ? 8.0f : 0.0f;
+          v.data<float>()[(t * kKvHeads + g) * kDim + d] = 1.0f;
+        }
+      }
+    }
+    cache.append(0, k, v, positions);
+    cache.advance(n);
+  }
+
+  // Runs attention for queries at the last `n_queries` positions; query head h of every query is
+  // targets[h] = {{position, logit}, ...}. Exports mass into cache.mass(0).
+  void attend(int64_t n_queries, const std::vector<std::vector<std::pair<int, float>>>& targets) {
+    AttentionArgs args;
+    args.q = Tensor::empty(backend().memory(), DType::F32, {n_queries, kHeads, kDim});
+    std::fill_n(args.q.data<float>(), n_queries * kHeads * kDim, 0.0f);
+    for (int64_t i = 0; i < n_queries; ++i) {
+      for (int64_t h = 0; h < kHeads; ++h) {
+        for (const auto& [position, logit] : targets[h]) {
+          // score = q·k / sqrt(16) = q[position] * 8 / 4, so q[position] = logit / 2.
+          args.q.data<float>()[(i * kHeads + h) * kDim + position % kDim] = logit / 2.0f;
+        }
+      }
+    }
+    args.q_pos = Tensor::empty(backend().memory(), DType::I32, {n_queries});
+    for (int64_t i = 0; i < n_queries; ++i) {
+      args.q_pos.data<int32_t>()[i] = static_cast<int32_t>(cache.next_position() - n_queries + i);
+    }
+    const KvCache::View view = cache.view(0);
+    args.k = view.k;
+    args.v = view.v;
+    args.kv_pos = view.kv_pos;
+    args.out = Tensor::empty(backend().memory(), DType::F32, {n_queries, kHeads, kDim});
+    args.mass = cache.mass(0);
+    args.scale = 0.25f;
+    backend().attention(args);
+  }
+
+  std::set<int32_t> kept(int64_t g) {
+    std::set<int32_t> positions;
+    for (int64_t s = 0; s < cache.size(0); ++s) positions.insert(cache.position(0, s, g));
+    return positions;
+  }
+};
+
+// Head 0 of group 0 splits its attention evenly between slots 1 and 4; head 1 puts 60% on slot 6
+// and 40% on slot 4. The group average ranks 4 (0.45) over 6 (0.30) and 1 (0.25); the maximum
+// over heads would pick 6, head 0 alone 1 or 4, head 1 alone 6. Group 1 plants slot 8 for both.
+TEST(SnapKv, KeepsPlantedTokensByGroupAverage) {
+  EvictionConfig config;
+  config.policy = "snapkv";
+  config.kv_budget = 4;  // keeps budget - 1 = 3: the 2-query window and one prompt slot
+  config.snapkv_window = 2;
+  config.snapkv_kernel = 1;
+  config.sink_tokens = 1;
+  CacheManager manager(config, make_policy(config));
+  Planted planted;
+  planted.append(12);
+  manager.begin_prefill(12);
+  const ForwardOptions options = manager.forward_options(Phase::Prefill, 0, 12);
+  ASSERT_TRUE(options.export_mass);
+  ASSERT_EQ(options.mass_from_position, 10);
+  const float split = std::log(1.5f);  // logit gap for a 60/40 split
+  planted.attend(
+      2, {{{1, 20.0f}, {4, 20.0f}}, {{6, 20.0f}, {4, 20.0f - split}}, {{8, 20.0f}}, {{8, 20.0f}}});
+  manager.observe(planted.cache, Phase::Prefill, options);
+  ASSERT_TRUE(manager.end_prefill(planted.cache).has_value());
+  EXPECT_EQ(planted.kept(0), (std::set<int32_t>{4, 10, 11}));
+  EXPECT_EQ(planted.kept(1), (std::set<int32_t>{8, 10, 11}));
+}
+
+// H2O accumulates attention over decode steps: slots 2 and 5 are attended by every query, so
+// with a budget of recent window + 2 they survive while everything else old is dropped.
+TEST(H2o, KeepsPlantedHeavyHitters) {
+  EvictionConfig config;
+  config.policy = "h2o";
+  config.window = 3;
+  config.kv_budget = 5;
+  CacheManager manager(config, make_policy(config));
+  Planted planted;
+  planted.append(6);
+  for (int step = 0; step < 10; ++step) {
+    manager.maybe_evict(planted.cache, Phase::Decode, 1);
+    planted.append(1);
+    const ForwardOptions options =
+        manager.forward_options(Phase::Decode, planted.cache.next_position() - 1, 1);
+    ASSERT_TRUE(options.export_mass);
+    // Every query head of both groups attends to positions 2 and 5 (their slots move as others
+    // are evicted; their keys do not).
+    std::vector<std::vector<std::pair<int, float>>> targets(Planted::kHeads,
+                                                            {{2, 12.0f}, {5, 12.0f}});
+    planted.attend(1, targets);
+    manager.observe(planted.cache, Phase::Decode, options);
+    ASSERT_LE(planted.cache.size(0), 5);
+  }
+  const int32_t next = static_cast<int32_t>(planted.cache.next_position());
+  for (int64_t g = 0; g < Planted::kKvHeads; ++g) {
+    EXPECT_EQ(planted.kept(g), (std::set<int32_t>{2, 5, next - 3, next - 2, next - 1}));
+  }
+}
+
+// The simulated monitor reports 1000 MiB until step 30, then 100 MiB: with a 256 MiB threshold
+// the first eviction happens at step 30 (the 31st check) and none before.
+TEST(MemoryPressure, EvictsAtThresholdAndNotBefore) {
+  EvictionConfig config = config_for("sink");
+  config.window = 500;  // the policy's own limit never fires here
+  config.memory_threshold_mb = 256;
+  LlamaModel& model = tiny_model();
+  KvCache cache = model.make_cache(600, DType::F32);
+  auto monitor = SimulatedMonitor::parse("0:1000,30:100");
+  CacheManager manager(config, make_policy(config), std::move(monitor));
+  Generator generator(model, cache, &manager);
+  std::span<const float> logits = generator.prefill(prompt(8));  // one check (a single chunk)
+  int64_t slots_before = 0;
+  for (int step = 1; step <= 40; ++step) {
+    if (step == 30) slots_before = cache.size(0);
+    logits = generator.decode(argmax(logits));
+    if (step < 30) {
+      ASSERT_EQ(manager.evictions(), 0)
+          << "evicted at step " << step << " with memory above the threshold";
+    }
+  }
+  ASSERT_GE(manager.evictions(), 1);
+  const EvictionEvent& first = manager.events().front();
+  EXPECT_EQ(first.reason, "memory");
+  EXPECT_EQ(first.step, 31);
+  EXPECT_EQ(first.slots_before + 1, slots_before + 1);
+  EXPECT_LE(first.slots_after, slots_before / 2);
+  // While memory stays low the cap holds like a budget: later evictions keep the cache at it.
+  for (const EvictionEvent& event : manager.events()) EXPECT_EQ(event.reason, "memory");
+  EXPECT_LE(cache.size(0), first.slots_after + 1);
+}
+
+TEST(EvictionConfigErrors, NameTheFlag) {
+  auto message = [](EvictionConfig c) {
+    try {
+      make_policy(c);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EvictionConfig c;
+  c.policy = "lru";
+  EXPECT_NE(message(c).find("--eviction-policy"), std::string::npos);
+  c.policy = "h2o";
+  EXPECT_NE(message(c).find("--kv-budget"), std::string::npos);
+  c.kv_budget = 100;
+  c.window = 200;
+  EXPECT_NE(message(c).find("--eviction-window"), std::string::npos);
+  c.policy = "snapkv";
+  c.snapkv_kernel = 4;
+  EXPECT_NE(message(c).find("--snapkv-kernel"), std::string::npos);
+  EXPECT_THROW(SimulatedMonitor::parse("0:100,x"), Error);
+}
+
+}  // namespace
+}  // namespace edgelm
