@@ -1,6 +1,8 @@
-// generate: loads a Llama model (Hugging Face folder or GGUF file) and generates tokens with a KV
-// cache, streaming them as they come, then prints load time, prefill and decode speed, KV-cache
-// bytes and peak memory (and, with --json, one JSON object as the last line of stdout).
+// generate: loads a Llama model (Hugging Face folder or GGUF file) and generates with a KV cache,
+// streaming text (or token ids) as it comes, then prints load time, prefill and decode speed,
+// KV-cache bytes and peak memory; --json adds one JSON object as the last line of stdout.
+// --chat wraps the prompt in the Llama 3 chat template; --interactive is a multi-turn chat that
+// keeps the KV cache between turns (only new tokens are prefilled).
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -8,15 +10,18 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 
 #include "backends/registry.h"
+#include "bin/cli_util.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "eviction/cache_manager.h"
+#include "models/chat.h"
 #include "models/generator.h"
 #include "models/loader.h"
 #include "models/sampler.h"
+#include "models/tokenizer.h"
 
 namespace {
 
@@ -32,37 +37,50 @@ size_t peak_rss_bytes() {
   return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    size_t used = 0;
-    long long value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    while (used < item.size() && item[used] == ' ') ++used;
-    if (item.empty() || used != item.size() || value < 0 || value > INT32_MAX) {
-      EDGELM_FAIL("--prompt-ids: '", item, "' is not a token id (expected e.g. 1,2,3)");
-    }
-    ids.push_back(static_cast<int32_t>(value));
-  }
-  if (ids.empty()) EDGELM_FAIL("--prompt-ids: no token ids given");
-  return ids;
-}
+struct Reply {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string stop_reason = "length";
+};
 
-edgelm::DType parse_dtype(const std::string& text, const char* flag,
-                          std::initializer_list<edgelm::DType> allowed) {
-  const auto dtype = edgelm::dtype_from_name(text);
-  std::string names;
-  for (edgelm::DType d : allowed) {
-    if (dtype == d) return d;
-    names += names.empty() ? edgelm::dtype_name(d) : std::string("|") + edgelm::dtype_name(d);
+// Samples up to n tokens after `logits`, feeding each back through the generator, until a stop id.
+// Streams text through `stream` (or ids when there is none).
+Reply generate_reply(edgelm::Generator& generator, edgelm::Sampler& sampler,
+                     const edgelm::KvCache& cache, bool can_evict, std::span<const float> logits,
+                     int n, std::span<const int32_t> stop_ids, std::vector<int32_t>& history,
+                     edgelm::TokenStreamDecoder* stream, bool quiet,
+                     const std::function<void(std::span<const float>)>& record) {
+  Reply reply;
+  for (int i = 0; i < n; ++i) {
+    const int32_t token = sampler.sample(logits, history);
+    history.push_back(token);
+    const bool stop = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+    if (stop) {
+      reply.stop_reason = "eos";
+      break;
+    }
+    reply.tokens.push_back(token);
+    const std::string piece = stream != nullptr ? stream->push(token) : std::to_string(token) + " ";
+    reply.text += piece;
+    if (!quiet) {
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (i + 1 == n) break;
+    if (!can_evict && cache.free_slots() == 0) {
+      reply.stop_reason = "context_full";
+      break;
+    }
+    logits = generator.decode(token);
+    record(logits);
   }
-  EDGELM_FAIL(flag, ": '", text, "' is not one of ", names);
+  if (stream != nullptr) {
+    const std::string rest = stream->finish();
+    reply.text += rest;
+    if (!quiet) std::fputs(rest.c_str(), stdout);
+  }
+  if (!quiet) std::printf("\n");
+  return reply;
 }
 
 int run(int argc, char** argv) {
@@ -70,7 +88,11 @@ int run(int argc, char** argv) {
   std::string model_path;
   std::string prompt;
   std::string prompt_ids_text;
-  int n_generate = 32;
+  std::string system_prompt;
+  bool chat = false;
+  bool interactive = false;
+  bool print_ids = false;
+  int n_generate = 128;
   std::string backend_name = "cpu";
   int threads = 0;
   std::string weight_type_text;
@@ -86,10 +108,16 @@ int run(int argc, char** argv) {
   std::string simulate_memory;
   app.add_option("-m,--model-path", model_path, "Hugging Face model folder or .gguf file")
       ->required();
-  app.add_option("-p,--prompt", prompt, "Prompt text (needs a tokenizer)");
-  app.add_option("--prompt-ids", prompt_ids_text, "Prompt as token ids, e.g. 1,2,3 (no tokenizer)");
-  app.add_option("-n,--n-predict", n_generate, "Tokens to generate")->check(CLI::Range(0, 1 << 30));
-  app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
+  app.add_option("-p,--prompt", prompt, "Prompt text");
+  app.add_option("--prompt-ids", prompt_ids_text,
+                 "Prompt as token ids, e.g. 1,2,3 (bypasses the tokenizer)");
+  app.add_flag("--chat", chat, "Wrap the prompt in the Llama 3 chat template");
+  app.add_option("--system", system_prompt, "System message for --chat / --interactive");
+  app.add_flag("-i,--interactive", interactive, "Multi-turn chat on stdin (/reset, /quit)");
+  app.add_flag("--print-ids", print_ids, "Stream token ids instead of text");
+  app.add_option("-n,--n-predict", n_generate, "Tokens to generate (per turn)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>");
   app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--weight-type", weight_type_text,
@@ -111,7 +139,7 @@ int run(int argc, char** argv) {
   app.add_option("--seed", sampling.seed, "Sampling seed");
   app.add_flag("--greedy", greedy, "Always take the most likely token");
   app.add_flag("--json", json, "Print a JSON summary as the last line of stdout");
-  app.add_flag("-q,--quiet", quiet, "Do not stream tokens");
+  app.add_flag("-q,--quiet", quiet, "Do not stream the output");
   app.add_option("--dump-logits", dump_logits,
                  "Write float32 .npy [steps, vocab]: logits of the last prompt position and of "
                  "every decode step");
@@ -135,133 +163,201 @@ int run(int argc, char** argv) {
                  "Replace /proc/meminfo with a scripted curve step:MiB,... (e.g. 0:4000,200:100)");
   CLI11_PARSE(app, argc, argv);
 
+  // Everything that can be checked without the model, first.
   if (!prompt.empty() && !prompt_ids_text.empty())
     EDGELM_FAIL("--prompt and --prompt-ids are exclusive");
-  if (!prompt.empty()) {
+  if (interactive && (!prompt_ids_text.empty() || json || !dump_logits.empty())) {
     EDGELM_FAIL(
-        "--prompt: text prompts need the tokenizer, which this build does not have yet; "
-        "pass token ids with --prompt-ids");
+        "--interactive reads prompts from stdin; it does not take --prompt-ids, --json or "
+        "--dump-logits");
   }
-  if (prompt_ids_text.empty()) EDGELM_FAIL("give a prompt with --prompt-ids 1,2,3");
-  const std::vector<int32_t> prompt_ids = parse_ids(prompt_ids_text);
+  if (!interactive && prompt.empty() && prompt_ids_text.empty()) {
+    EDGELM_FAIL("give a prompt with --prompt TEXT or --prompt-ids 1,2,3 (or use --interactive)");
+  }
+  if (chat && !prompt_ids_text.empty()) EDGELM_FAIL("--chat needs a text --prompt");
+  std::vector<int32_t> prompt_ids;
+  if (!prompt_ids_text.empty())
+    prompt_ids = edgelm::cli::parse_id_list(prompt_ids_text, "--prompt-ids");
   const edgelm::DType kv_type =
-      parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
+      edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
   edgelm::LoadOptions load_options;
   if (!weight_type_text.empty()) {
-    load_options.weight_type = parse_dtype(
+    load_options.weight_type = edgelm::cli::parse_dtype(
         weight_type_text, "--weight-type",
         {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0});
   }
-  if (eviction.policy == "none" && static_cast<int64_t>(prompt_ids.size()) > max_seq_len) {
-    EDGELM_FAIL("--prompt-ids: the prompt has ", prompt_ids.size(),
-                " tokens, more than --max-seq-len ", max_seq_len);
-  }
-
-  auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
-  const auto load_start = Clock::now();
-  edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
-  const edgelm::DType weight_type = loaded.weight_type;
-  edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
-  edgelm::KvCache cache = model.make_cache(max_seq_len, kv_type);
-  const double load_s = seconds_since(load_start);
-  const edgelm::LlamaConfig& config = model.config();
-  for (int32_t id : prompt_ids) {
-    if (id >= config.vocab_size) {
-      EDGELM_FAIL("--prompt-ids: token id ", id, " is outside the vocabulary of ",
-                  config.vocab_size);
-    }
-  }
-  std::fprintf(stderr, "model: %s (%s, %s weights)\n%s\nbackend: %s\n", model_path.c_str(),
-               loaded.format.c_str(), edgelm::dtype_name(weight_type), config.describe().c_str(),
-               backend->device().c_str());
-
-  // Sampling defaults: the checkpoint's generation_config.json unless given on the command line.
-  if (temperature->count() == 0 && config.default_temperature)
-    sampling.temperature = *config.default_temperature;
-  if (top_p->count() == 0 && config.default_top_p) sampling.top_p = *config.default_top_p;
-  if (top_k->count() == 0 && config.default_top_k) sampling.top_k = *config.default_top_k;
-  sampling.greedy = greedy;
-  edgelm::Sampler sampler(sampling, config.vocab_size);
-
+  std::unique_ptr<edgelm::EvictionPolicy> policy = edgelm::make_policy(eviction);
   std::unique_ptr<edgelm::SystemMonitor> monitor;
   if (!simulate_memory.empty()) {
     monitor = edgelm::SimulatedMonitor::parse(simulate_memory);
   } else if (eviction.policy != "none") {
     monitor = std::make_unique<edgelm::LinuxSystemMonitor>();
   }
-  edgelm::CacheManager manager(eviction, edgelm::make_policy(eviction), std::move(monitor));
+
+  auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
+  const auto load_start = Clock::now();
+  edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
+  const edgelm::DType weight_type = loaded.weight_type;
+  const std::string format = loaded.format;
+  edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
+  edgelm::KvCache cache = model.make_cache(max_seq_len, kv_type);
+  // The tokenizer is needed for text in or out; a model without one still runs on ids.
+  std::optional<edgelm::Tokenizer> tokenizer;
+  if (!prompt.empty() || interactive || !print_ids) {
+    try {
+      tokenizer = edgelm::Tokenizer::from_model_path(model_path);
+    } catch (const edgelm::Error& e) {
+      if (!prompt.empty() || interactive) throw;
+      std::fprintf(stderr, "note: no tokenizer (%s); printing token ids\n", e.what());
+    }
+  }
+  const double load_s = seconds_since(load_start);
+  const edgelm::LlamaConfig& config = model.config();
+  std::fprintf(stderr, "model: %s (%s, %s weights)\n%s\nbackend: %s\n", model_path.c_str(),
+               format.c_str(), edgelm::dtype_name(weight_type), config.describe().c_str(),
+               backend->device().c_str());
+  if (tokenizer) std::fprintf(stderr, "tokenizer: %s\n", tokenizer->describe().c_str());
+
+  if (temperature->count() == 0 && config.default_temperature)
+    sampling.temperature = *config.default_temperature;
+  if (top_p->count() == 0 && config.default_top_p) sampling.top_p = *config.default_top_p;
+  if (top_k->count() == 0 && config.default_top_k) sampling.top_k = *config.default_top_k;
+  sampling.greedy = greedy;
+  edgelm::Sampler sampler(sampling, config.vocab_size);
+  std::vector<int32_t> stop_ids = config.eos_token_ids;
+  if (tokenizer && (chat || interactive))
+    stop_ids = edgelm::chat_stop_ids(*tokenizer, config.eos_token_ids);
+
+  const bool can_evict = policy->evicts();
+  edgelm::CacheManager manager(eviction, std::move(policy), std::move(monitor));
   edgelm::Generator generator(model, cache, &manager);
+  std::optional<edgelm::TokenStreamDecoder> stream;
+  if (tokenizer && !print_ids) stream.emplace(*tokenizer);
 
   std::vector<float> logit_rows;
   auto record = [&](std::span<const float> logits) {
     if (!dump_logits.empty()) logit_rows.insert(logit_rows.end(), logits.begin(), logits.end());
   };
+  auto check_prompt = [&](const std::vector<int32_t>& ids) {
+    for (int32_t id : ids) {
+      if (id >= config.vocab_size)
+        EDGELM_FAIL("prompt: token id ", id, " is outside the vocabulary of ", config.vocab_size);
+    }
+    if (!can_evict && static_cast<int64_t>(ids.size()) > cache.free_slots()) {
+      EDGELM_FAIL("prompt: ", ids.size(), " tokens do not fit: --max-seq-len ", max_seq_len,
+                  " leaves ", cache.free_slots(),
+                  " free slots (raise it or use --eviction-policy)");
+    }
+  };
 
+  if (interactive) {
+    std::vector<edgelm::ChatMessage> pending;
+    if (!system_prompt.empty()) pending.push_back({"system", system_prompt});
+    std::vector<int32_t> history;
+    bool first_turn = true;
+    std::fprintf(
+        stderr,
+        "interactive chat: type a message; /reset clears the conversation, /quit or Ctrl-D ends\n");
+    std::string line;
+    while (true) {
+      std::fprintf(stderr, "> ");
+      if (!std::getline(std::cin, line) || line == "/quit" || line == "/exit") break;
+      if (line == "/reset") {
+        cache.clear();
+        manager = edgelm::CacheManager(
+            eviction, edgelm::make_policy(eviction),
+            simulate_memory.empty() ? nullptr : edgelm::SimulatedMonitor::parse(simulate_memory));
+        history.clear();
+        pending.clear();
+        if (!system_prompt.empty()) pending.push_back({"system", system_prompt});
+        first_turn = true;
+        std::fprintf(stderr, "(conversation cleared)\n");
+        continue;
+      }
+      if (line.empty()) continue;
+      pending.push_back({"user", line});
+      const std::string text = first_turn ? edgelm::render_llama3_chat(pending)
+                                          : edgelm::render_llama3_continuation(pending);
+      const std::vector<int32_t> ids = tokenizer->encode(text, /*add_bos=*/false);
+      pending.clear();
+      first_turn = false;
+      check_prompt(ids);
+      history.insert(history.end(), ids.begin(), ids.end());
+      const std::span<const float> logits = generator.prefill(ids);
+      const Reply reply =
+          generate_reply(generator, sampler, cache, can_evict, logits, n_generate, stop_ids,
+                         history, stream ? &*stream : nullptr, quiet, record);
+      // The reply's tokens but not its stop token are in the cache; the next continuation starts
+      // with <|eot_id|>, closing the turn either way.
+      std::fprintf(stderr, "[%zu tokens, %s; cache %lld slots at position %lld]\n",
+                   reply.tokens.size(), reply.stop_reason.c_str(),
+                   static_cast<long long>(cache.size(0)),
+                   static_cast<long long>(cache.next_position()));
+      if (reply.stop_reason == "context_full") {
+        std::fprintf(stderr,
+                     "the KV cache is full; /reset or restart with a larger --max-seq-len or an "
+                     "eviction policy\n");
+      }
+    }
+    return 0;
+  }
+
+  if (!prompt.empty()) {
+    if (chat) {
+      std::vector<edgelm::ChatMessage> messages;
+      if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
+      messages.push_back({"user", prompt});
+      prompt_ids = tokenizer->encode(edgelm::render_llama3_chat(messages), /*add_bos=*/false);
+    } else {
+      prompt_ids = tokenizer->encode(prompt);
+    }
+  }
+  check_prompt(prompt_ids);
+  std::vector<int32_t> history = prompt_ids;
   std::span<const float> logits = generator.prefill(prompt_ids);
   record(logits);
-
-  std::vector<int32_t> history = prompt_ids;
-  std::vector<int32_t> generated;
-  std::string stop_reason = "length";
-  for (int i = 0; i < n_generate; ++i) {
-    const int32_t token = sampler.sample(logits, history);
-    generated.push_back(token);
-    history.push_back(token);
-    if (!quiet) {
-      std::printf("%d ", token);
-      std::fflush(stdout);
-    }
-    if (std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), token) !=
-        config.eos_token_ids.end()) {
-      stop_reason = "eos";
-      break;
-    }
-    if (i + 1 == n_generate) break;
-    if (!manager.policy().evicts() && cache.free_slots() == 0) {
-      stop_reason = "context_full";
-      break;
-    }
-    logits = generator.decode(token);
-    record(logits);
-  }
-  const double prefill_s = generator.prefill_seconds();
-  const double decode_s = generator.decode_seconds();
-  const int64_t decode_steps = generator.decode_steps();
-  if (!quiet) std::printf("\n");
-  if (stop_reason == "context_full") {
+  const Reply reply = generate_reply(generator, sampler, cache, can_evict, logits, n_generate,
+                                     stop_ids, history, stream ? &*stream : nullptr, quiet, record);
+  if (reply.stop_reason == "context_full") {
     std::fprintf(stderr,
                  "stopped: the KV cache is full (%lld slots); raise --max-seq-len or use "
                  "--eviction-policy\n",
                  static_cast<long long>(cache.capacity()));
   }
-
   if (!dump_logits.empty()) {
     const auto rows =
         static_cast<int64_t>(logit_rows.size() / static_cast<size_t>(config.vocab_size));
     edgelm::write_npy(dump_logits, {rows, config.vocab_size}, logit_rows.data());
   }
 
-  const double prefill_tok_s = prefill_s > 0 ? prompt_ids.size() / prefill_s : 0.0;
+  const double prefill_s = generator.prefill_seconds();
+  const double decode_s = generator.decode_seconds();
+  const int64_t decode_steps = generator.decode_steps();
+  const double prefill_tok_s =
+      prefill_s > 0 ? static_cast<double>(prompt_ids.size()) / prefill_s : 0.0;
   const double decode_tok_s =
       decode_s > 0 && decode_steps > 0 ? static_cast<double>(decode_steps) / decode_s : 0.0;
   const size_t peak = peak_rss_bytes();
   std::fprintf(stderr,
                "load %.3f s | prefill %zu tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
-               "KV cache %.2f MiB (%s, %lld slots) | peak RSS %.1f MiB | stop: %s\n",
+               "KV cache %.2f MiB (%s, %lld slots) | evictions %lld (%.3f s) | peak RSS %.1f MiB | "
+               "stop: %s\n",
                load_s, prompt_ids.size(), prefill_tok_s, static_cast<long long>(decode_steps),
-               decode_tok_s, cache.memory_bytes() / 1048576.0, edgelm::dtype_name(kv_type),
-               static_cast<long long>(cache.capacity()), peak / 1048576.0, stop_reason.c_str());
+               decode_tok_s, static_cast<double>(cache.memory_bytes()) / 1048576.0,
+               edgelm::dtype_name(kv_type), static_cast<long long>(cache.capacity()),
+               static_cast<long long>(manager.evictions()), manager.eviction_seconds(),
+               static_cast<double>(peak) / 1048576.0, reply.stop_reason.c_str());
   if (json) {
     nlohmann::json summary = {
         {"model", model_path},
-        {"format", loaded.format},
+        {"format", format},
         {"backend", backend_name},
         {"device", backend->device()},
         {"weight_type", edgelm::dtype_name(weight_type)},
         {"kv_type", edgelm::dtype_name(kv_type)},
         {"load_s", load_s},
         {"prompt_tokens", prompt_ids.size()},
-        {"generated_tokens", generated.size()},
+        {"generated_tokens", reply.tokens.size()},
         {"prefill_s", prefill_s},
         {"decode_s", decode_s},
         {"prefill_tok_s", prefill_tok_s},
@@ -269,17 +365,19 @@ int run(int argc, char** argv) {
         {"kv_bytes", cache.memory_bytes()},
         {"kv_slots", cache.size(0)},
         {"kv_used_bytes", cache.used_bytes()},
+        {"next_position", cache.next_position()},
         {"eviction_policy", manager.policy().name()},
         {"evictions", manager.evictions()},
         {"evicted_tokens", manager.evicted_tokens()},
         {"eviction_s", manager.eviction_seconds()},
-        {"next_position", cache.next_position()},
         {"peak_rss_bytes", peak},
         {"weight_bytes_per_token", model.weight_bytes_per_token()},
-        {"stop", stop_reason},
-        {"tokens", generated},
+        {"stop", reply.stop_reason},
+        {"tokens", reply.tokens},
     };
-    std::printf("%s\n", summary.dump().c_str());
+    if (stream) summary["text"] = reply.text;
+    std::printf("%s\n",
+                summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
   return 0;
 }

@@ -67,6 +67,11 @@ expect_error "malformed --prompt-ids" "--prompt-ids" --model-path "$gguf" --prom
 expect_error "bad --kv-type" "--kv-type" --model-path "$gguf" --prompt-ids 1 --kv-type q4_0
 expect_error "bad --weight-type" "--weight-type" --model-path "$gguf" --prompt-ids 1 --weight-type q7
 expect_error "unknown backend" "unknown backend" --model-path "$gguf" --prompt-ids 1 --backend vulkan
+expect_error "--chat without text" "--chat" --model-path "$gguf" --prompt-ids 1 --chat
+expect_error "no prompt" "--prompt" --model-path "$gguf"
+expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
+expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
+expect_error "bad simulated memory curve" "step:MiB" --model-path "$gguf" --prompt-ids 1 --simulate-memory 0:10,x
 
 # A good run: streams tokens and ends stdout with the JSON summary.
 if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --json > "$work/out.txt" 2> "$work/err.txt" &&
@@ -74,6 +79,27 @@ if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --json > "$
   echo "ok   good run"; passes=$((passes + 1))
 else
   echo "FAIL good run"; cat "$work/err.txt"; failures=$((failures + 1))
+fi
+
+# Text in and out, the chat template, and an interactive session fed on stdin.
+if "$generate" --model-path "$work/hf" --prompt "Hello there" -n 3 --greedy --json > "$work/out.txt" 2> "$work/err.txt" &&
+  tail -n 1 "$work/out.txt" | grep -q '"text":'; then
+  echo "ok   text prompt"; passes=$((passes + 1))
+else
+  echo "FAIL text prompt"; cat "$work/err.txt"; failures=$((failures + 1))
+fi
+if "$generate" --model-path "$gguf" --prompt "Hi" --chat --system "Be brief." -n 3 --json -q > "$work/out.txt" 2> "$work/err.txt" &&
+  tail -n 1 "$work/out.txt" | grep -q '"prompt_tokens"'; then
+  echo "ok   chat prompt"; passes=$((passes + 1))
+else
+  echo "FAIL chat prompt"; cat "$work/err.txt"; failures=$((failures + 1))
+fi
+if printf 'Hello\nAnd then?\n/reset\nHi again\n/quit\n' |
+  "$generate" --model-path "$work/hf" --interactive -n 3 --greedy > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q "conversation cleared" "$work/err.txt" && [ "$(grep -c 'tokens, ' "$work/err.txt")" -eq 3 ]; then
+  echo "ok   interactive session"; passes=$((passes + 1))
+else
+  echo "FAIL interactive session"; cat "$work/err.txt"; failures=$((failures + 1))
 fi
 
 echo "generate_errors: $passes passed, $failures failed"

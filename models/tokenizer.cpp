@@ -1,0 +1,1802 @@
+#include "models/tokenizer.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/mapped_file.h"
+#include "models/gguf.h"
+
+namespace edgelm {
+namespace {
+
+using nlohmann::json;
+
+constexpr int32_t kNone = -1;
+constexpr char kReplacement[] = "\xEF\xBF\xBD";         // U+FFFD
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
+
+// The pre-tokenizer regexes that GGUF files name instead of spelling out.
+constexpr const char* kLlama3Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kGpt2Pattern =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+// ---- UTF-8 ----
+
+enum class Utf8Status { Valid, Invalid, Incomplete };
+struct Utf8Step {
+  Utf8Status status;
+  size_t length;  // Valid: the sequence; Invalid: the maximal subpart (>= 1); Incomplete: all of it
+};
+
+// Classifies the sequence starting at p[0] (n >= 1 bytes available) with the well-formed ranges
+// of Unicode's table 3-7, so that overlong forms, surrogates and code points above U+10FFFF are
+// invalid at the first byte that rules them out.
+Utf8Step utf8_step(const unsigned char* p, size_t n) {
+  const unsigned lead = p[0];
+  if (lead < 0x80) return {Utf8Status::Valid, 1};
+  size_t need = 0;
+  unsigned lo = 0x80, hi = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    need = 1;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    need = 2;
+    if (lead == 0xE0) lo = 0xA0;
+    if (lead == 0xED) hi = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    need = 3;
+    if (lead == 0xF0) lo = 0x90;
+    if (lead == 0xF4) hi = 0x8F;
+  } else {
+    return {Utf8Status::Invalid, 1};
+  }
+  for (size_t k = 1; k <= need; ++k) {
+    if (k >= n) return {Utf8Status::Incomplete, k};
+    if (p[k] < lo || p[k] > hi) return {Utf8Status::Invalid, k};
+    lo = 0x80;
+    hi = 0xBF;
+  }
+  return {Utf8Status::Valid, need + 1};
+}
+
+bool is_valid_utf8(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    // Eight ASCII bytes at a time: most text is mostly ASCII.
+    if (i + 8 <= n) {
+      uint64_t word;
+      std::memcpy(&word, p + i, 8);
+      if ((word & 0x8080808080808080ull) == 0) {
+        i += 8;
+        continue;
+      }
+    }
+    const Utf8Step step = utf8_step(p + i, n - i);
+    if (step.status != Utf8Status::Valid) return false;
+    i += step.length;
+  }
+  return true;
+}
+
+// Decodes one character of valid UTF-8 at p (n bytes available); returns its length.
+size_t decode_char(const unsigned char* p, size_t n, uint32_t& code) {
+  const Utf8Step step = utf8_step(p, n);
+  if (step.status != Utf8Status::Valid) {
+    code = 0xFFFD;
+    return step.length;
+  }
+  switch (step.length) {
+    case 1:
+      code = p[0];
+      break;
+    case 2:
+      code = ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu);
+      break;
+    case 3:
+      code = ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
+      break;
+    default:
+      code =
+          ((p[0] & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
+  }
+  return step.length;
+}
+
+void append_utf8(std::string& out, uint32_t code) {
+  if (code < 0x80) {
+    out += static_cast<char>(code);
+  } else if (code < 0x800) {
+    out += static_cast<char>(0xC0 | (code >> 6));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else if (code < 0x10000) {
+    out += static_cast<char>(0xE0 | (code >> 12));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (code >> 18));
+    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code & 0x3F));
+  }
+}
+
+// Unicode's White_Space property: what `\s` means to Oniguruma (the engine of the `tokenizers`
+// package) and to Rust's regex crate.
+bool is_white_space(uint32_t code) {
+  return (code >= 0x09 && code <= 0x0D) || code == 0x20 || code == 0x85 || code == 0xA0 ||
+         code == 0x1680 || (code >= 0x2000 && code <= 0x200A) || code == 0x2028 || code == 0x2029 ||
+         code == 0x202F || code == 0x205F || code == 0x3000;
+}
+
+// ---- hash tables ----
+
+uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t hash_bytes(std::string_view key) {
+  const char* p = key.data();
+  size_t n = key.size();
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  while (n >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    h = (h ^ word) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 29;
+    p += 8;
+    n -= 8;
+  }
+  if (n > 0) {
+    uint64_t word = 0;
+    std::memcpy(&word, p, n);
+    h = (h ^ word) * 0x94d049bb133111ebull;
+  }
+  return mix64(h);
+}
+
+// Byte string → non-negative int32, open addressing with linear probing. Keys live in one arena,
+// so a 128k-token vocabulary is two allocations and a lookup touches one slot in the common case.
+class StringIdMap {
+ public:
+  StringIdMap() { rehash(16); }
+
+  // Stores key → value (value >= 0), replacing the value of an existing key.
+  void set(std::string_view key, int32_t value) {
+    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
+    const uint64_t hash = hash_bytes(key);
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      Slot& slot = slots_[i];
+      if (slot.value < 0) {
+        slot = {hash, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(key.size()),
+                value};
+        keys_.append(key);
+        ++count_;
+        return;
+      }
+      if (slot.hash == hash && key_of(slot) == key) {
+        slot.value = value;
+        return;
+      }
+    }
+  }
+  // The value of `key`, or kNone.
+  int32_t find(std::string_view key) const {
+    const uint64_t hash = hash_bytes(key);
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
+      const Slot& slot = slots_[i];
+      if (slot.value < 0) return kNone;
+      if (slot.hash == hash && key_of(slot) == key) return slot.value;
+    }
+  }
+  size_t size() const { return count_; }
+  void clear() {
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+    keys_.clear();
+    count_ = 0;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t offset = 0;
+    uint32_t length = 0;
+    int32_t value = kNone;  // kNone: empty
+  };
+
+  std::string_view key_of(const Slot& slot) const {
+    return std::string_view(keys_).substr(slot.offset, slot.length);
+  }
+  void rehash(size_t capacity) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(capacity, Slot{});
+    mask_ = capacity - 1;
+    for (const Slot& slot : old) {
+      if (slot.value < 0) continue;
+      size_t i = slot.hash & mask_;
+      while (slots_[i].value >= 0) i = (i + 1) & mask_;
+      slots_[i] = slot;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::string keys_;
+  size_t count_ = 0;
+  size_t mask_ = 0;
+};
+
+// (left id, right id) → (merge rank, merged id): the BPE merge table.
+class PairMap {
+ public:
+  struct Merge {
+    int32_t rank = kNone;
+    int32_t id = kNone;
+  };
+
+  void reserve(size_t count) {
+    size_t capacity = 16;
+    while (capacity < count * 2) capacity *= 2;
+    rehash(capacity);
+  }
+  // Later merges of the same pair replace earlier ones, as when `tokenizers` collects them.
+  void set(int32_t left, int32_t right, Merge merge) {
+    if ((count_ + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
+    const uint64_t key = pack(left, right);
+    for (size_t i = mix64(key) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key == kEmpty) {
+        slots_[i] = {key, merge};
+        ++count_;
+        return;
+      }
+      if (slots_[i].key == key) {
+        slots_[i].merge = merge;
+        return;
+      }
+    }
+  }
+  Merge find(int32_t left, int32_t right) const {
+    if (count_ == 0) return {};
+    const uint64_t key = pack(left, right);
+    for (size_t i = mix64(key) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return slots_[i].merge;
+      if (slots_[i].key == kEmpty) return {};
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~0ull;  // ids are < 2^31, so no pair packs to this
+  struct Slot {
+    uint64_t key = kEmpty;
+    Merge merge;
+  };
+  static uint64_t pack(int32_t left, int32_t right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
+  }
+  void rehash(size_t capacity) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(capacity, Slot{});
+    mask_ = capacity - 1;
+    for (const Slot& slot : old) {
+      if (slot.key == kEmpty) continue;
+      size_t i = mix64(slot.key) & mask_;
+      while (slots_[i].key != kEmpty) i = (i + 1) & mask_;
+      slots_[i] = slot;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t count_ = 0;
+  size_t mask_ = 0;
+};
+
+// ---- GPT-2's byte ↔ unicode table ----
+
+// Printable Latin-1 bytes stand for themselves; the other 68 bytes take code points from 256 up,
+// in byte order. Byte-level vocabularies spell every token with these characters.
+struct ByteLevelTable {
+  std::array<uint32_t, 256> byte_to_code{};
+  std::array<int16_t, 256 + 68> code_to_byte{};
+
+  ByteLevelTable() {
+    code_to_byte.fill(-1);
+    uint32_t next = 256;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      byte_to_code[b] = printable ? b : next++;
+      code_to_byte[byte_to_code[b]] = static_cast<int16_t>(b);
+    }
+  }
+};
+
+const ByteLevelTable& byte_level_table() {
+  static const ByteLevelTable table;
+  return table;
+}
+
+// The bytes a byte-level token stands for; nullopt when a character is outside the table (the
+// token is then not byte-level, e.g. an added token with non-Latin text).
+std::optional<std::string> byte_level_to_bytes(std::string_view token) {
+  const ByteLevelTable& table = byte_level_table();
+  std::string bytes;
+  bytes.reserve(token.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(token.data());
+  for (size_t i = 0; i < token.size();) {
+    uint32_t code;
+    const Utf8Step step = utf8_step(p + i, token.size() - i);
+    if (step.status != Utf8Status::Valid) return std::nullopt;
+    i += decode_char(p + i, token.size() - i, code);
+    if (code >= table.code_to_byte.size() || table.code_to_byte[code] < 0) return std::nullopt;
+    bytes += static_cast<char>(table.code_to_byte[code]);
+  }
+  return bytes;
+}
+
+// ---- PCRE2 ----
+
+// Match data and a JIT stack per thread: the compiled pattern is shared read-only between
+// threads, these are the per-match scratch PCRE2 needs.
+struct MatchScratch {
+  pcre2_match_data* data = nullptr;
+  pcre2_match_context* context = nullptr;
+  pcre2_jit_stack* stack = nullptr;
+
+  MatchScratch() {
+    data = pcre2_match_data_create(1, nullptr);
+    context = pcre2_match_context_create(nullptr);
+    // Grows from 32 KiB up to 16 MiB, so that a pathological input (a megabyte of one character
+    // class) fails cleanly long before it could exhaust memory.
+    stack = pcre2_jit_stack_create(32 * 1024, 16 * 1024 * 1024, nullptr);
+    if (context != nullptr && stack != nullptr) pcre2_jit_stack_assign(context, nullptr, stack);
+  }
+  ~MatchScratch() {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(context);
+    pcre2_match_data_free(data);
+  }
+  MatchScratch(const MatchScratch&) = delete;
+  MatchScratch& operator=(const MatchScratch&) = delete;
+};
+
+MatchScratch& match_scratch() {
+  thread_local MatchScratch scratch;
+  if (scratch.data == nullptr || scratch.context == nullptr) {
+    EDGELM_FAIL("[tokenizer] out of memory for regex match data");
+  }
+  return scratch;
+}
+
+std::string pcre2_message(int code) {
+  std::array<PCRE2_UCHAR, 256> buffer{};
+  pcre2_get_error_message(code, buffer.data(), buffer.size());
+  return reinterpret_cast<const char*>(buffer.data());
+}
+
+// Rewrites `\s` and `\S` to Oniguruma's meaning (Unicode White_Space) before PCRE2 compiles the
+// pattern: with PCRE2_UCP, PCRE2 also counts U+180E MONGOLIAN VOWEL SEPARATOR as a space, which
+// `tokenizers` does not. Inside a character class `\S` cannot be rewritten and keeps PCRE2's
+// meaning (no common tokenizer pattern has one).
+std::string onig_compatible_pattern(std::string_view pattern) {
+  static constexpr std::string_view kSpaces =
+      "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}"
+      "\\x{205F}\\x{3000}";
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char next = pattern[++i];
+      if (next == 's') {
+        out += in_class ? std::string(kSpaces) : str_cat("[", kSpaces, "]");
+      } else if (next == 'S' && !in_class) {
+        out += str_cat("[^", kSpaces, "]");
+      } else {
+        out += c;
+        out += next;
+      }
+      continue;
+    }
+    out += c;
+    if (!in_class && c == '[') {
+      in_class = true;
+      // A ']' right after '[' or '[^' is a literal, not the end of the class.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+    } else if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const size_t end = pattern.find(":]", i + 2);  // a POSIX class such as [:alpha:]
+      if (end != std::string_view::npos) {
+        out.append(pattern.substr(i + 1, end + 2 - (i + 1)));
+        i = end + 1;
+      }
+    } else if (in_class && c == ']') {
+      in_class = false;
+    }
+  }
+  return out;
+}
+
+// A compiled pre-tokenizer regex (UTF + UCP, JIT-compiled when PCRE2 has a JIT).
+class Regex {
+ public:
+  // Throws edgelm::Error "<where>: bad regex at offset N: <reason>".
+  Regex(std::string_view pattern, const std::string& where) {
+    const std::string translated = onig_compatible_pattern(pattern);
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
+                      PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+    if (code == nullptr) {
+      EDGELM_FAIL(where, ": bad regex '", pattern, "' at offset ", offset, ": ",
+                  pcre2_message(error));
+    }
+    code_.reset(code, pcre2_code_free);
+    jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+  }
+
+  // Calls emit(begin, end) for every piece of `text` in order, covering all of it: each match,
+  // and each stretch between matches (the Split pre-tokenizer's Isolated behaviour). Empty
+  // matches produce no piece, as with Oniguruma's iterator in `tokenizers`. `text` must be valid
+  // UTF-8.
+  template <class Emit>
+  void split(std::string_view text, Emit&& emit) const {
+    MatchScratch& scratch = match_scratch();
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+    const size_t n = text.size();
+    size_t piece_start = 0;  // start of the not-yet-emitted stretch
+    size_t search_from = 0;
+    while (search_from < n) {
+      const int rc = jit_ ? pcre2_jit_match(code_.get(), subject, n, search_from, 0, scratch.data,
+                                            scratch.context)
+                          : pcre2_match(code_.get(), subject, n, search_from, PCRE2_NO_UTF_CHECK,
+                                        scratch.data, scratch.context);
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) EDGELM_FAIL("[tokenizer] pre-tokenizer regex failed: ", pcre2_message(rc));
+      const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
+      const size_t begin = ovector[0], end = ovector[1];
+      if (begin > piece_start) emit(piece_start, begin);
+      if (end == begin) {
+        // Step over one character so that the search moves on.
+        uint32_t code;
+        search_from =
+            begin + decode_char(reinterpret_cast<const unsigned char*>(text.data()) + begin,
+                                n - begin, code);
+        piece_start = begin;
+        continue;
+      }
+      emit(begin, end);
+      piece_start = search_from = end;
+    }
+    if (piece_start < n) emit(piece_start, n);
+  }
+
+  // The length of a match starting at text[0]; 0 when there is none.
+  size_t match_at_start(std::string_view text) const {
+    MatchScratch& scratch = match_scratch();
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+    const int rc = jit_ ? pcre2_jit_match(code_.get(), subject, text.size(), 0, 0, scratch.data,
+                                          scratch.context)
+                        : pcre2_match(code_.get(), subject, text.size(), 0, PCRE2_NO_UTF_CHECK,
+                                      scratch.data, scratch.context);
+    if (rc < 0) return 0;
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
+    return ovector[0] == 0 ? ovector[1] : 0;
+  }
+
+ private:
+  std::shared_ptr<pcre2_code> code_;
+  bool jit_ = false;
+};
+
+// ---- added tokens ----
+
+struct AddedToken {
+  int32_t id = kNone;
+  std::string content;
+  bool single_word = false;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool special = false;
+};
+
+// Finds added tokens in text: the leftmost match, and the longest one starting there (the
+// Aho-Corasick LeftmostLongest rule of `tokenizers`). A byte trie, walked only from positions
+// whose byte can start a token.
+class TokenMatcher {
+ public:
+  bool empty() const { return nodes_.size() <= 1; }
+
+  void add(std::string_view content, int32_t index) {
+    if (content.empty()) return;
+    if (nodes_.empty()) nodes_.emplace_back();
+    int32_t node = 0;
+    for (unsigned char byte : content) {
+      auto& children = nodes_[node].children;
+      const auto it =
+          std::lower_bound(children.begin(), children.end(), byte,
+                           [](const auto& child, unsigned char b) { return child.first < b; });
+      if (it != children.end() && it->first == byte) {
+        node = it->second;
+        continue;
+      }
+      const auto next = static_cast<int32_t>(nodes_.size());
+      children.insert(it, {byte, next});
+      nodes_.emplace_back();  // may move `children`, which is not used after this
+      node = next;
+    }
+    nodes_[node].index = index;
+    first_byte_[static_cast<unsigned char>(content[0])] = true;
+  }
+
+  struct Match {
+    size_t begin = 0;
+    size_t end = 0;
+    int32_t index = kNone;
+  };
+
+  // The leftmost-longest match starting at or after `from`.
+  bool find(std::string_view text, size_t from, Match& match) const {
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    for (size_t i = from; i < text.size(); ++i) {
+      if (!first_byte_[p[i]]) continue;
+      int32_t node = 0;
+      int32_t best = kNone;
+      size_t best_end = 0;
+      for (size_t j = i; j < text.size(); ++j) {
+        const auto& children = nodes_[node].children;
+        auto it =
+            std::lower_bound(children.begin(), children.end(), p[j],
+                             [](const auto& child, unsigned char b) { return child.first < b; });
+        if (it == children.end() || it->first != p[j]) break;
+        node = it->second;
+        if (nodes_[node].index != kNone) {
+          best = nodes_[node].index;
+          best_end = j + 1;
+        }
+      }
+      if (best != kNone) {
+        match = {i, best_end, best};
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  struct Node {
+    int32_t index = kNone;
+    std::vector<std::pair<unsigned char, int32_t>> children;  // sorted by byte
+  };
+  std::vector<Node> nodes_;
+  std::array<bool, 256> first_byte_{};
+};
+
+// Matches a word character at the start of the subject, in the sense of Rust's regex `\w`
+// (Alphabetic, marks, decimal digits, connector punctuation, Join_Control), which `tokenizers`
+// uses to decide whether a single_word token stands alone.
+const Regex& word_char_regex() {
+  static const Regex regex("^[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]",
+                           "[tokenizer] word-character regex");
+  return regex;
+}
+
+bool starts_with_word_char(std::string_view text) {
+  return !text.empty() && word_char_regex().match_at_start(text) > 0;
+}
+
+// ---- the word cache ----
+
+// Pre-token bytes → ids, bounded: cleared when full, which keeps it fast and small at the cost of
+// re-merging words after a clear.
+class WordCache {
+ public:
+  static constexpr size_t kMaxWords = 1 << 15;
+  static constexpr size_t kMaxWordBytes = 256;  // longer words are merged each time
+
+  bool find(std::string_view word, std::vector<int32_t>& out) const {
+    const int32_t index = index_.find(word);
+    if (index == kNone) return false;
+    const auto [offset, count] = spans_[static_cast<size_t>(index)];
+    out.insert(out.end(), ids_.begin() + offset, ids_.begin() + offset + count);
+    return true;
+  }
+  void insert(std::string_view word, const int32_t* ids, size_t count) {
+    if (word.size() > kMaxWordBytes) return;
+    if (index_.size() >= kMaxWords) clear();
+    index_.set(word, static_cast<int32_t>(spans_.size()));
+    spans_.emplace_back(static_cast<uint32_t>(ids_.size()), static_cast<uint32_t>(count));
+    ids_.insert(ids_.end(), ids, ids + count);
+  }
+  void clear() {
+    index_.clear();
+    spans_.clear();
+    ids_.clear();
+  }
+
+ private:
+  StringIdMap index_;
+  std::vector<std::pair<uint32_t, uint32_t>> spans_;
+  std::vector<int32_t> ids_;
+};
+
+// The calling thread's cache for the tokenizer `owner`. A thread keeps caches for the four
+// tokenizers it used last, so alternating between two models does not thrash.
+WordCache& thread_word_cache(uint64_t owner) {
+  struct Entry {
+    uint64_t owner = 0;
+    uint64_t last_use = 0;
+    std::unique_ptr<WordCache> cache;
+  };
+  thread_local std::array<Entry, 4> entries;
+  thread_local uint64_t clock = 0;
+  ++clock;
+  Entry* victim = &entries[0];
+  for (Entry& entry : entries) {
+    if (entry.owner == owner && entry.cache) {
+      entry.last_use = clock;
+      return *entry.cache;
+    }
+    if (entry.last_use < victim->last_use) victim = &entry;
+  }
+  if (!victim->cache) victim->cache = std::make_unique<WordCache>();
+  victim->cache->clear();
+  victim->owner = owner;
+  victim->last_use = clock;
+  return *victim->cache;
+}
+
+std::atomic<uint64_t> next_tokenizer_key{1};
+
+// Scratch buffers of the BPE merge loops, per thread, so that merging a word allocates nothing.
+struct MergeScratch {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> ranks;
+  std::vector<int32_t> merged;
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+    uint32_t begin;   // SentencePiece: byte offset of the piece
+    uint32_t length;  // SentencePiece: byte length; 0 once merged away
+  };
+  std::vector<Symbol> symbols;
+  struct Candidate {
+    float score;      // SentencePiece: the merged piece's score
+    int32_t rank;     // BPE: the merge's rank
+    int32_t left;     // symbol index of the pair's left side
+    uint32_t length;  // SentencePiece: bytes of the merged piece
+  };
+  std::vector<Candidate> heap;
+};
+
+MergeScratch& merge_scratch() {
+  thread_local MergeScratch scratch;
+  return scratch;
+}
+
+// Words up to this many symbols are merged by rescanning an array of pair ranks (quadratic, but
+// cache-friendly and allocation-free); longer ones through a heap (n log n).
+constexpr size_t kLinearMergeLimit = 48;
+
+}  // namespace
+
+// ---- the tokenizer ----
+
+struct Tokenizer::Impl {
+  enum class Kind { ByteLevelBpe, SentencePiece };
+  enum TokenFlag : uint8_t {
+    kSpecial = 1,        // skipped by decode(skip_special)
+    kMatchedInText = 2,  // an added token: found in text before the model runs
+    kByte = 4,           // SentencePiece <0xNN>
+  };
+
+  Kind kind = Kind::ByteLevelBpe;
+  uint64_t cache_key = 0;
+  std::string source;  // the file, for messages
+
+  // Vocabulary: id → stored text, decoded bytes, flags. Ids no token has keep empty text.
+  std::vector<std::string> token_texts;
+  std::string decoded_arena;
+  std::vector<uint32_t> decoded_offsets;  // size vocab + 1
+  std::vector<uint8_t> flags;
+  StringIdMap text_to_id;  // stored text → id (added tokens win over the model's)
+
+  // Added tokens: first those matched on the raw text, then the "normalized" ones on what is left
+  // (with no normalizer, that only changes which one wins an overlap, as in `tokenizers`).
+  std::vector<AddedToken> added;
+  TokenMatcher raw_matcher;
+  TokenMatcher normalized_matcher;
+
+  // Pre-tokenizer (byte-level BPE): each step splits every piece of the step before it.
+  struct PreStep {
+    std::optional<Regex> regex;
+    bool add_prefix_space = false;  // ByteLevel: a space before each piece not starting with one
+  };
+  std::vector<PreStep> pre_steps;
+
+  // Byte-level BPE model: token bytes → id, and the merge table over ids.
+  StringIdMap word_ids;
+  size_t max_token_bytes = 0;  // the longest entry of word_ids
+  std::array<int32_t, 256> byte_ids{};
+  PairMap merges;
+  bool ignore_merges = false;
+  int32_t unk_id = kNone;
+  bool fuse_unk = false;
+  bool byte_fallback = false;
+  std::array<int32_t, 256> fallback_ids{};  // <0xNN> tokens
+
+  // SentencePiece model: piece text → id for the pieces merges may produce, and their scores.
+  StringIdMap piece_ids;
+  std::vector<float> scores;
+  bool add_space_prefix = true;
+
+  // Post-processor.
+  std::vector<int32_t> prefix_ids;
+  std::vector<int32_t> suffix_ids;
+  std::optional<int32_t> bos;
+
+  int64_t vocab_size() const { return static_cast<int64_t>(token_texts.size()); }
+  std::string_view decoded(int32_t id) const {
+    const size_t index = static_cast<size_t>(id);
+    return std::string_view(decoded_arena)
+        .substr(decoded_offsets[index], decoded_offsets[index + 1] - decoded_offsets[index]);
+  }
+  void check_id(int32_t id, const char* what) const {
+    if (id < 0 || id >= vocab_size()) {
+      EDGELM_FAIL("[tokenizer] ", what, ": id ", id, " is outside the vocabulary [0, ",
+                  vocab_size(), ")");
+    }
+  }
+
+  // Fills decoded_arena from token_texts (after flags are set).
+  void build_decoded();
+  void build_matchers();
+
+  void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
+  template <class OnText, class OnToken>
+  void split_added(std::string_view text, const TokenMatcher& matcher, bool parse_special,
+                   OnText&& on_text, OnToken&& on_token) const;
+  template <class Emit>
+  void pre_tokenize(std::string_view text, size_t step, Emit&& emit) const;
+  void bpe_word(std::string_view word, WordCache& cache, std::vector<int32_t>& out) const;
+  void push_byte_symbol(unsigned char byte, std::vector<int32_t>& symbols, bool& last_unk) const;
+  void merge_linear(std::vector<int32_t>& ids) const;
+  void merge_heap(std::vector<int32_t>& ids) const;
+  void spm_fragment(std::string_view text, bool prefix_space, std::vector<int32_t>& out) const;
+
+  // Appends the bytes `id` contributes to decoded text. at_fragment_start carries the
+  // SentencePiece rule that drops the space the encoder put in front of each text fragment.
+  void append_decoded(int32_t id, bool skip_special, bool& at_fragment_start,
+                      std::string& out) const;
+};
+
+void Tokenizer::Impl::build_decoded() {
+  decoded_arena.clear();
+  decoded_offsets.assign(1, 0);
+  for (size_t id = 0; id < token_texts.size(); ++id) {
+    const std::string& text = token_texts[id];
+    if (kind == Kind::ByteLevelBpe) {
+      // The ByteLevel decoder: a token's characters map back to bytes; a token with a character
+      // outside the table (an added token such as "<|résumé|>" in another script) is its own
+      // UTF-8, as in `tokenizers`.
+      if (auto bytes = byte_level_to_bytes(text)) {
+        decoded_arena += *bytes;
+      } else {
+        decoded_arena += text;
+      }
+    } else if (flags[id] & kByte) {
+      decoded_arena += static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16));
+    } else if (flags[id] & (kSpecial | kMatchedInText)) {
+      decoded_arena += text;
+    } else {
+      for (size_t i = 0; i < text.size();) {
+        if (text.compare(i, kSpmSpace.size(), kSpmSpace) == 0) {
+          decoded_arena += ' ';
+          i += kSpmSpace.size();
+        } else {
+          decoded_arena += text[i++];
+        }
+      }
+    }
+    decoded_offsets.push_back(static_cast<uint32_t>(decoded_arena.size()));
+  }
+}
+
+void Tokenizer::Impl::build_matchers() {
+  for (size_t i = 0; i < added.size(); ++i) {
+    flags[static_cast<size_t>(added[i].id)] |= kMatchedInText;
+    if (added[i].special) flags[static_cast<size_t>(added[i].id)] |= kSpecial;
+  }
+}
+
+template <class OnText, class OnToken>
+void Tokenizer::Impl::split_added(std::string_view text, const TokenMatcher& matcher,
+                                  bool parse_special, OnText&& on_text, OnToken&& on_token) const {
+  if (matcher.empty()) {
+    if (!text.empty()) on_text(text);
+    return;
+  }
+  size_t text_start = 0;  // end of the last token taken
+  size_t search_from = 0;
+  TokenMatcher::Match match;
+  while (matcher.find(text, search_from, match)) {
+    // A rejected match is not searched again for shorter tokens inside it, as in `tokenizers`.
+    search_from = match.end;
+    const AddedToken& token = added[static_cast<size_t>(match.index)];
+    if (!parse_special && token.special) continue;
+    size_t begin = match.begin, end = match.end;
+    if (token.single_word) {
+      const bool word_before = begin > 0 && [&] {
+        // The character that ends text[0, begin).
+        size_t i = begin - 1;
+        while (i > 0 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
+        return starts_with_word_char(text.substr(i, begin - i));
+      }();
+      const bool word_after = end < text.size() && starts_with_word_char(text.substr(end));
+      if (word_before || word_after) continue;
+    }
+    if (token.lstrip) {
+      size_t new_begin = begin;
+      while (new_begin > text_start) {
+        size_t i = new_begin - 1;
+        while (i > 0 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
+        uint32_t code;
+        decode_char(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i, code);
+        if (!is_white_space(code)) break;
+        new_begin = i;
+      }
+      begin = std::max(new_begin, text_start);
+    }
+    if (token.rstrip) {
+      while (end < text.size()) {
+        uint32_t code;
+        const size_t length = decode_char(reinterpret_cast<const unsigned char*>(text.data()) + end,
+                                          text.size() - end, code);
+        if (!is_white_space(code)) break;
+        end += length;
+      }
+    }
+    if (begin > text_start) on_text(text.substr(text_start, begin - text_start));
+    on_token(token.id);
+    text_start = end;
+  }
+  if (text_start < text.size()) on_text(text.substr(text_start));
+}
+
+template <class Emit>
+void Tokenizer::Impl::pre_tokenize(std::string_view text, size_t step, Emit&& emit) const {
+  if (step == pre_steps.size()) {
+    if (!text.empty()) emit(text);
+    return;
+  }
+  const PreStep& pre = pre_steps[step];
+  std::string prefixed;  // rare (GPT-2's add_prefix_space), so a copy is fine
+  if (pre.add_prefix_space && !text.empty() && text[0] != ' ') {
+    prefixed = str_cat(" ", text);
+    text = prefixed;
+  }
+  if (pre.regex) {
+    pre.regex->split(text, [&](size_t begin, size_t end) {
+      pre_tokenize(text.substr(begin, end - begin), step + 1, emit);
+    });
+  } else {
+    pre_tokenize(text, step + 1, emit);
+  }
+}
+
+void Tokenizer::Impl::push_byte_symbol(unsigned char byte, std::vector<int32_t>& symbols,
+                                       bool& last_unk) const {
+  if (byte_ids[byte] != kNone) {
+    symbols.push_back(byte_ids[byte]);
+    last_unk = false;
+    return;
+  }
+  // The byte's character is not in the vocabulary. `tokenizers` then tries <0xNN> tokens for the
+  // UTF-8 bytes of that character, then the unknown token, and otherwise drops it.
+  if (byte_fallback) {
+    std::string character;
+    append_utf8(character, byte_level_table().byte_to_code[byte]);
+    bool all = true;
+    for (unsigned char b : character) all = all && fallback_ids[b] != kNone;
+    if (all) {
+      for (unsigned char b : character) symbols.push_back(fallback_ids[b]);
+      last_unk = false;
+      return;
+    }
+  }
+  if (unk_id != kNone && !(fuse_unk && last_unk)) {
+    symbols.push_back(unk_id);
+    last_unk = true;
+  }
+}
+
+void Tokenizer::Impl::merge_linear(std::vector<int32_t>& ids) const {
+  MergeScratch& scratch = merge_scratch();
+  std::vector<int32_t>& ranks = scratch.ranks;
+  std::vector<int32_t>& merged = scratch.merged;
+  size_t n = ids.size();
+  constexpr int32_t kNoMerge = std::numeric_limits<int32_t>::max();
+  ranks.resize(n);
+  merged.resize(n);
+  auto look_up = [&](size_t i) {  // the pair (ids[i], ids[i + 1])
+    const PairMap::Merge merge = merges.find(ids[i], ids[i + 1]);
+    ranks[i] = merge.rank == kNone ? kNoMerge : merge.rank;
+    merged[i] = merge.id;
+  };
+  for (size_t i = 0; i + 1 < n; ++i) look_up(i);
+  while (n > 1) {
+    // The lowest rank, leftmost on ties: the order `tokenizers`' merge queue pops them in.
+    size_t best = 0;
+    for (size_t i = 1; i + 1 < n; ++i) {
+      if (ranks[i] < ranks[best]) best = i;
+    }
+    if (ranks[best] == kNoMerge) break;
+    ids[best] = merged[best];
+    ids.erase(ids.begin() + static_cast<ptrdiff_t>(best) + 1);
+    ranks.erase(ranks.begin() + static_cast<ptrdiff_t>(best));
+    merged.erase(merged.begin() + static_cast<ptrdiff_t>(best));
+    --n;
+    if (best > 0) look_up(best - 1);
+    if (best + 1 < n) look_up(best);
+  }
+}
+
+void Tokenizer::Impl::merge_heap(std::vector<int32_t>& ids) const {
+  MergeScratch& scratch = merge_scratch();
+  auto& symbols = scratch.symbols;
+  auto& heap = scratch.heap;
+  const auto n = static_cast<int32_t>(ids.size());
+  symbols.resize(ids.size());
+  for (int32_t i = 0; i < n; ++i) symbols[i] = {ids[i], i - 1, i + 1 < n ? i + 1 : kNone, 0, 1};
+  heap.clear();
+  // Lowest rank first, then leftmost: as `tokenizers` orders its queue.
+  auto later = [](const MergeScratch::Candidate& a, const MergeScratch::Candidate& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
+  };
+  auto propose = [&](int32_t left) {
+    if (left == kNone || symbols[left].next == kNone) return;
+    const PairMap::Merge merge = merges.find(symbols[left].id, symbols[symbols[left].next].id);
+    if (merge.rank == kNone) return;
+    heap.push_back({0.0f, merge.rank, left, 0});
+    std::push_heap(heap.begin(), heap.end(), later);
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) propose(i);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const MergeScratch::Candidate top = heap.back();
+    heap.pop_back();
+    MergeScratch::Symbol& left = symbols[top.left];
+    if (left.length == 0 || left.next == kNone) continue;
+    // Stale when either side has merged with something else since the candidate was queued.
+    const PairMap::Merge merge = merges.find(left.id, symbols[left.next].id);
+    if (merge.rank != top.rank) continue;
+    MergeScratch::Symbol& right = symbols[left.next];
+    left.id = merge.id;
+    right.length = 0;
+    left.next = right.next;
+    if (right.next != kNone) symbols[right.next].prev = top.left;
+    propose(left.prev);
+    propose(top.left);
+  }
+  ids.clear();
+  for (int32_t i = 0; i != kNone; i = symbols[i].next) ids.push_back(symbols[i].id);
+}
+
+void Tokenizer::Impl::bpe_word(std::string_view word, WordCache& cache,
+                               std::vector<int32_t>& out) const {
+  if (word.size() == 1 && byte_ids[static_cast<unsigned char>(word[0])] != kNone) {
+    out.push_back(byte_ids[static_cast<unsigned char>(word[0])]);
+    return;
+  }
+  // The cache first: it also holds the words that are tokens, so a repeated word costs one
+  // lookup either way.
+  if (cache.find(word, out)) return;
+  if (ignore_merges && word.size() <= max_token_bytes) {
+    // Llama 3: a word that is a token is that token, whatever the merges would make of it.
+    const int32_t id = word_ids.find(word);
+    if (id != kNone) {
+      out.push_back(id);
+      cache.insert(word, &id, 1);
+      return;
+    }
+  }
+  std::vector<int32_t>& ids = merge_scratch().ids;
+  ids.clear();
+  bool last_unk = false;
+  for (unsigned char byte : word) push_byte_symbol(byte, ids, last_unk);
+  if (ids.size() <= kLinearMergeLimit) {
+    merge_linear(ids);
+  } else {
+    merge_heap(ids);
+  }
+  cache.insert(word, ids.data(), ids.size());
+  out.insert(out.end(), ids.begin(), ids.end());
+}
+
+void Tokenizer::Impl::spm_fragment(std::string_view text, bool prefix_space,
+                                   std::vector<int32_t>& out) const {
+  // SentencePiece sees spaces as "▁", and a "▁" in front of the text.
+  std::string normalized;
+  normalized.reserve(text.size() + 16);
+  if (prefix_space) normalized += kSpmSpace;
+  for (char c : text) {
+    if (c == ' ') {
+      normalized += kSpmSpace;
+    } else {
+      normalized += c;
+    }
+  }
+  MergeScratch& scratch = merge_scratch();
+  auto& symbols = scratch.symbols;
+  auto& heap = scratch.heap;
+  symbols.clear();
+  heap.clear();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(normalized.data());
+  for (size_t i = 0; i < normalized.size();) {
+    uint32_t code;
+    const size_t length = decode_char(bytes + i, normalized.size() - i, code);
+    const auto index = static_cast<int32_t>(symbols.size());
+    symbols.push_back(
+        {kNone, index - 1, kNone, static_cast<uint32_t>(i), static_cast<uint32_t>(length)});
+    if (index > 0) symbols[index - 1].next = index;
+    i += length;
+  }
+  auto piece = [&](uint32_t begin, uint32_t length) {
+    return std::string_view(normalized).substr(begin, length);
+  };
+  // Highest score first, then leftmost.
+  auto later = [](const MergeScratch::Candidate& a, const MergeScratch::Candidate& b) {
+    return a.score != b.score ? a.score < b.score : a.left > b.left;
+  };
+  auto propose = [&](int32_t left) {
+    if (left == kNone || symbols[left].next == kNone) return;
+    const MergeScratch::Symbol& a = symbols[left];
+    const MergeScratch::Symbol& b = symbols[a.next];
+    const int32_t id = piece_ids.find(piece(a.begin, a.length + b.length));
+    if (id == kNone) return;
+    heap.push_back({scores[static_cast<size_t>(id)], kNone, left, a.length + b.length});
+    std::push_heap(heap.begin(), heap.end(), later);
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) propose(i);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    const MergeScratch::Candidate top = heap.back();
+    heap.pop_back();
+    MergeScratch::Symbol& left = symbols[top.left];
+    // Symbols only grow, so an unchanged total length means neither side has merged since.
+    if (left.length == 0 || left.next == kNone ||
+        left.length + symbols[left.next].length != top.length) {
+      continue;
+    }
+    MergeScratch::Symbol& right = symbols[left.next];
+    left.length += right.length;
+    right.length = 0;
+    left.next = right.next;
+    if (right.next != kNone) symbols[right.next].prev = top.left;
+    propose(left.prev);
+    propose(top.left);
+  }
+  for (int32_t i = symbols.empty() ? kNone : 0; i != kNone; i = symbols[i].next) {
+    const std::string_view text_piece = piece(symbols[i].begin, symbols[i].length);
+    const int32_t id = piece_ids.find(text_piece);
+    if (id != kNone) {
+      out.push_back(id);
+      continue;
+    }
+    // Not a piece (only single characters get here): its bytes as <0xNN>, else unknown.
+    for (unsigned char byte : text_piece) {
+      if (fallback_ids[byte] != kNone) {
+        out.push_back(fallback_ids[byte]);
+      } else if (unk_id != kNone) {
+        out.push_back(unk_id);
+        break;
+      }
+    }
+  }
+}
+
+void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
+                             std::vector<int32_t>& out) const {
+  if (kind == Kind::SentencePiece) {
+    bool after_token = true;  // the first fragment, and each after an added token, gets a "▁"
+    auto on_token = [&](int32_t id) {
+      out.push_back(id);
+      after_token = true;
+    };
+    split_added(
+        text, raw_matcher, parse_special,
+        [&](std::string_view fragment) {
+          spm_fragment(fragment, add_space_prefix && after_token, out);
+          after_token = false;
+        },
+        on_token);
+    return;
+  }
+  WordCache& cache = thread_word_cache(cache_key);
+  auto on_token = [&](int32_t id) { out.push_back(id); };
+  auto on_word = [&](std::string_view word) { bpe_word(word, cache, out); };
+  split_added(
+      text, raw_matcher, parse_special,
+      [&](std::string_view gap) {
+        split_added(
+            gap, normalized_matcher, parse_special,
+            [&](std::string_view fragment) { pre_tokenize(fragment, 0, on_word); }, on_token);
+      },
+      on_token);
+}
+
+void Tokenizer::Impl::append_decoded(int32_t id, bool skip_special, bool& at_fragment_start,
+                                     std::string& out) const {
+  check_id(id, "decode");
+  const uint8_t flag = flags[static_cast<size_t>(id)];
+  if (kind == Kind::SentencePiece) {
+    if (flag & kMatchedInText) {
+      at_fragment_start = true;
+      if (!(skip_special && (flag & kSpecial))) out += decoded(id);
+      return;
+    }
+    if (skip_special && (flag & kSpecial)) return;
+    std::string_view piece = decoded(id);
+    if (at_fragment_start && add_space_prefix && !(flag & kByte) && !piece.empty() &&
+        piece[0] == ' ') {
+      piece.remove_prefix(1);
+    }
+    at_fragment_start = false;
+    out += piece;
+    return;
+  }
+  if (skip_special && (flag & kSpecial)) return;
+  out += decoded(id);
+}
+
+// ---- loading: Hugging Face tokenizer.json ----
+
+namespace {
+
+class JsonSource {
+ public:
+  explicit JsonSource(std::string path) : path_(std::move(path)) {}
+
+  template <class... Args>
+  [[noreturn]] void fail(Args&&... args) const {
+    EDGELM_FAIL("[tokenizer] ", path_, ": ", std::forward<Args>(args)...);
+  }
+  const json& require(const json& object, const std::string& key, const std::string& where) const {
+    const auto it = object.find(key);
+    if (it == object.end()) fail(where, key, " is missing");
+    return *it;
+  }
+  std::string string_field(const json& object, const std::string& key,
+                           const std::string& where) const {
+    const json& value = require(object, key, where);
+    if (!value.is_string()) fail(where, key, " is not a string");
+    return value.get<std::string>();
+  }
+  bool bool_field(const json& object, const std::string& key, const std::string& where,
+                  bool fallback) const {
+    const auto it = object.find(key);
+    if (it == object.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) fail(where, key, " is not true or false");
+    return it->get<bool>();
+  }
+  int32_t id_value(const json& value, const std::string& what) const {
+    if (!value.is_number_integer()) fail(what, " is not an integer id");
+    const int64_t id = value.get<int64_t>();
+    // 2^24 ids is far above any vocabulary and keeps vocab-sized tables sane.
+    if (id < 0 || id >= (int64_t{1} << 24)) fail(what, " = ", id, " is not a valid id");
+    return static_cast<int32_t>(id);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// `where` is a field path ending in '.' ("pre_tokenizer."), or empty for the top level.
+std::string field_name(const std::string& where) {
+  return where.empty() ? "the top level" : where.substr(0, where.size() - 1);
+}
+
+std::string type_of(const JsonSource& source, const json& object, const std::string& where) {
+  if (!object.is_object()) source.fail(field_name(where), " is not an object");
+  return source.string_field(object, "type", where);
+}
+
+// Escapes a literal so that PCRE2 matches it as written.
+std::string regex_literal(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c != '\0' && std::strchr("\\^$.|?*+()[]{}", c) != nullptr) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+void parse_pre_tokenizer(const JsonSource& source, const json& value,
+                         std::vector<Tokenizer::Impl::PreStep>& steps) {
+  if (value.is_null()) {
+    source.fail("pre_tokenizer is null; a byte-level BPE needs a ByteLevel pre-tokenizer");
+  }
+  std::vector<std::pair<std::string, const json*>> list;
+  const std::string type = type_of(source, value, "pre_tokenizer.");
+  if (type == "Sequence") {
+    const json& inner = source.require(value, "pretokenizers", "pre_tokenizer.");
+    if (!inner.is_array()) source.fail("pre_tokenizer.pretokenizers is not an array");
+    for (size_t i = 0; i < inner.size(); ++i) {
+      list.emplace_back(str_cat("pre_tokenizer.pretokenizers[", i, "]."), &inner[i]);
+    }
+  } else {
+    list.emplace_back("pre_tokenizer.", &value);
+  }
+  bool byte_level = false;
+  for (const auto& [where, item] : list) {
+    const std::string item_type = type_of(source, *item, where);
+    if (byte_level) source.fail(where, "type: ", item_type, " after ByteLevel is not supported");
+    if (item_type == "Split") {
+      const json& pattern = source.require(*item, "pattern", where);
+      std::string regex;
+      if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {
+        regex = pattern["Regex"].get<std::string>();
+      } else if (pattern.is_object() && pattern.contains("String") &&
+                 pattern["String"].is_string()) {
+        regex = regex_literal(pattern["String"].get<std::string>());
+      } else {
+        source.fail(where, "pattern is neither {\"Regex\": ...} nor {\"String\": ...}");
+      }
+      const std::string behavior = source.string_field(*item, "behavior", where);
+      if (behavior != "Isolated") {
+        source.fail(where, "behavior '", behavior, "' is not supported (only Isolated)");
+      }
+      if (source.bool_field(*item, "invert", where, false)) {
+        source.fail(where, "invert: true is not supported");
+      }
+      Tokenizer::Impl::PreStep step;
+      step.regex.emplace(regex, str_cat("[tokenizer] ", source.path(), ": ", where, "pattern"));
+      steps.push_back(std::move(step));
+    } else if (item_type == "ByteLevel") {
+      byte_level = true;
+      Tokenizer::Impl::PreStep step;
+      // ByteLevel's defaults in `tokenizers`: add_prefix_space and use_regex both true.
+      step.add_prefix_space = source.bool_field(*item, "add_prefix_space", where, true);
+      if (source.bool_field(*item, "use_regex", where, true)) {
+        step.regex.emplace(kGpt2Pattern, "[tokenizer] GPT-2 regex");
+      }
+      steps.push_back(std::move(step));
+    } else {
+      source.fail(where, "type '", item_type,
+                  "' is not supported (supported: Split with a regex, ByteLevel)");
+    }
+  }
+  if (!byte_level)
+    source.fail("pre_tokenizer has no ByteLevel step; only byte-level BPE is supported");
+}
+
+void parse_post_processor(const JsonSource& source, const json& value, Tokenizer::Impl& impl) {
+  if (value.is_null()) return;
+  std::vector<std::pair<std::string, const json*>> list;
+  const std::string type = type_of(source, value, "post_processor.");
+  if (type == "Sequence") {
+    const json& inner = source.require(value, "processors", "post_processor.");
+    if (!inner.is_array()) source.fail("post_processor.processors is not an array");
+    for (size_t i = 0; i < inner.size(); ++i) {
+      list.emplace_back(str_cat("post_processor.processors[", i, "]."), &inner[i]);
+    }
+  } else {
+    list.emplace_back("post_processor.", &value);
+  }
+  for (const auto& [where, item] : list) {
+    const std::string item_type = type_of(source, *item, where);
+    if (item_type == "ByteLevel") continue;  // only adjusts offsets, which edgelm does not report
+    if (item_type != "TemplateProcessing") {
+      source.fail(where, "type '", item_type,
+                  "' is not supported (supported: TemplateProcessing, ByteLevel)");
+    }
+    const json& single = source.require(*item, "single", where);
+    const json& specials = source.require(*item, "special_tokens", where);
+    if (!single.is_array()) source.fail(where, "single is not an array");
+    bool after_sequence = false;
+    for (size_t i = 0; i < single.size(); ++i) {
+      const std::string piece_where = str_cat(where, "single[", i, "]");
+      const json& piece = single[i];
+      if (piece.is_object() && piece.contains("Sequence")) {
+        after_sequence = true;
+        continue;
+      }
+      if (!piece.is_object() || !piece.contains("SpecialToken") ||
+          !piece["SpecialToken"].is_object()) {
+        source.fail(piece_where, " is neither a SpecialToken nor a Sequence");
+      }
+      const std::string name = source.string_field(piece["SpecialToken"], "id", piece_where + ".");
+      const auto entry = specials.find(name);
+      if (entry == specials.end() || !entry->is_object() || !entry->contains("ids") ||
+          !(*entry)["ids"].is_array()) {
+        source.fail(where, "special_tokens has no ids for '", name, "'");
+      }
+      for (const json& id_value : (*entry)["ids"]) {
+        const int32_t id =
+            source.id_value(id_value, str_cat(where, "special_tokens['", name, "']"));
+        (after_sequence ? impl.suffix_ids : impl.prefix_ids).push_back(id);
+      }
+    }
+  }
+  if (!impl.prefix_ids.empty()) impl.bos = impl.prefix_ids.front();
+}
+
+void check_decoder(const JsonSource& source, const json& value) {
+  if (value.is_null()) source.fail("decoder is null; a byte-level BPE needs the ByteLevel decoder");
+  const std::string type = type_of(source, value, "decoder.");
+  if (type == "ByteLevel") return;
+  if (type == "Sequence") {
+    const json& inner = source.require(value, "decoders", "decoder.");
+    if (inner.is_array() && inner.size() == 1 &&
+        type_of(source, inner[0], "decoder.decoders[0].") == "ByteLevel") {
+      return;
+    }
+  }
+  source.fail("decoder type '", type, "' is not supported (only ByteLevel)");
+}
+
+std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const json& root) {
+  auto impl = std::make_shared<Tokenizer::Impl>();
+  impl->kind = Tokenizer::Impl::Kind::ByteLevelBpe;
+  impl->source = source.path();
+  if (!root.is_object()) source.fail("not a tokenizer.json (the top level is not an object)");
+
+  const json& model = source.require(root, "model", "");
+  if (!model.is_object()) source.fail("model is not an object");
+  std::string model_type;
+  if (model.contains("type")) {
+    model_type = source.string_field(model, "type", "model.");
+  } else if (model.contains("merges")) {
+    model_type = "BPE";  // older files leave the type out; `tokenizers` recognises BPE by merges
+  } else {
+    source.fail("model.type is missing");
+  }
+  if (model_type != "BPE") {
+    source.fail("model.type '", model_type, "' is not supported (only BPE)");
+  }
+  const json& vocab = source.require(model, "vocab", "model.");
+  if (!vocab.is_object()) source.fail("model.vocab is not an object of token → id");
+  const json& merges = source.require(model, "merges", "model.");
+  if (!merges.is_array()) source.fail("model.merges is not an array");
+  if (model.contains("dropout") && !model["dropout"].is_null() &&
+      !(model["dropout"].is_number() && model["dropout"].get<double>() == 0.0)) {
+    source.fail("model.dropout is not supported (encoding would be random)");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(key) && !model[key].is_null() &&
+        !(model[key].is_string() && model[key].get<std::string>().empty())) {
+      source.fail("model.", key, " is not supported");
+    }
+  }
+  impl->ignore_merges = source.bool_field(model, "ignore_merges", "model.", false);
+  impl->fuse_unk = source.bool_field(model, "fuse_unk", "model.", false);
+  impl->byte_fallback = source.bool_field(model, "byte_fallback", "model.", false);
+
+  // Vocabulary: the model's tokens, then the added tokens (which may reuse model ids).
+  int32_t max_id = -1;
+  std::vector<std::pair<std::string, int32_t>> model_tokens;
+  model_tokens.reserve(vocab.size());
+  for (const auto& [text, id_value] : vocab.items()) {
+    const int32_t id = source.id_value(id_value, str_cat("model.vocab['", text, "']"));
+    model_tokens.emplace_back(text, id);
+    max_id = std::max(max_id, id);
+  }
+  if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
+    const json& list = root["added_tokens"];
+    if (!list.is_array()) source.fail("added_tokens is not an array");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string where = str_cat("added_tokens[", i, "].");
+      if (!list[i].is_object()) source.fail(field_name(where), " is not an object");
+      AddedToken token;
+      token.id = source.id_value(source.require(list[i], "id", where), where + "id");
+      token.content = source.string_field(list[i], "content", where);
+      token.single_word = source.bool_field(list[i], "single_word", where, false);
+      token.lstrip = source.bool_field(list[i], "lstrip", where, false);
+      token.rstrip = source.bool_field(list[i], "rstrip", where, false);
+      token.special = source.bool_field(list[i], "special", where, false);
+      // With no normalizer, "normalized" tokens are found in a second pass (see Impl::added).
+      const bool normalized = source.bool_field(list[i], "normalized", where, !token.special);
+      if (token.content.empty()) continue;  // `tokenizers` ignores them too
+      max_id = std::max(max_id, token.id);
+      const auto index = static_cast<int32_t>(impl->added.size());
+      (normalized ? impl->normalized_matcher : impl->raw_matcher).add(token.content, index);
+      impl->added.push_back(std::move(token));
+    }
+  }
+  if (max_id < 0) source.fail("model.vocab is empty");
+  impl->token_texts.resize(static_cast<size_t>(max_id) + 1);
+  impl->flags.assign(impl->token_texts.size(), 0);
+  impl->byte_ids.fill(kNone);
+  impl->fallback_ids.fill(kNone);
+  StringIdMap model_ids;  // stored text → id, model vocabulary only (what merges refer to)
+  for (const auto& [text, id] : model_tokens) {
+    impl->token_texts[static_cast<size_t>(id)] = text;
+    model_ids.set(text, id);
+    impl->text_to_id.set(text, id);
+    if (auto bytes = byte_level_to_bytes(text)) {
+      impl->word_ids.set(*bytes, id);
+      impl->max_token_bytes = std::max(impl->max_token_bytes, bytes->size());
+      if (bytes->size() == 1) impl->byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
+    }
+    if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
+      const int value = std::stoi(text.substr(3, 2), nullptr, 16);
+      impl->fallback_ids[static_cast<size_t>(value & 0xFF)] = id;
+    }
+  }
+  for (const AddedToken& token : impl->added) {
+    impl->token_texts[static_cast<size_t>(token.id)] = token.content;
+    impl->text_to_id.set(token.content, token.id);
+  }
+  if (model.contains("unk_token") && !model["unk_token"].is_null()) {
+    const std::string unk = source.string_field(model, "unk_token", "model.");
+    impl->unk_id = model_ids.find(unk);
+    if (impl->unk_id == kNone) source.fail("model.unk_token '", unk, "' is not in model.vocab");
+  }
+
+  // Merges: "a b" strings (older files) or ["a", "b"] pairs; rank = position in the list.
+  impl->merges.reserve(merges.size());
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const json& merge = merges[rank];
+    std::string left, right;
+    if (merge.is_string()) {
+      const std::string& line = merge.get_ref<const std::string&>();
+      const size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
+        source.fail("model.merges[", rank, "] '", line, "' is not two tokens separated by a space");
+      }
+      left = line.substr(0, space);
+      right = line.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    } else {
+      source.fail("model.merges[", rank, "] is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    const std::string merged = left + right;
+    const int32_t left_id = model_ids.find(left);
+    const int32_t right_id = model_ids.find(right);
+    const int32_t merged_id = model_ids.find(merged);
+    const std::string& missing = left_id == kNone ? left : right_id == kNone ? right : merged;
+    if (left_id == kNone || right_id == kNone || merged_id == kNone) {
+      source.fail("model.merges[", rank, "]: token '", missing, "' is not in model.vocab");
+    }
+    impl->merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
+  }
+
+  if (root.contains("normalizer") && !root["normalizer"].is_null()) {
+    const json& normalizer = root["normalizer"];
+    const std::string type = type_of(source, normalizer, "normalizer.");
+    const bool empty_sequence = type == "Sequence" && normalizer.contains("normalizers") &&
+                                normalizer["normalizers"].is_array() &&
+                                normalizer["normalizers"].empty();
+    if (!empty_sequence) source.fail("normalizer type '", type, "' is not supported (only null)");
+  }
+  parse_pre_tokenizer(source, source.require(root, "pre_tokenizer", ""), impl->pre_steps);
+  if (root.contains("post_processor")) parse_post_processor(source, root["post_processor"], *impl);
+  check_decoder(source, source.require(root, "decoder", ""));
+  for (int32_t id : impl->prefix_ids) {
+    if (id >= impl->vocab_size())
+      source.fail("post_processor: id ", id, " is outside the vocabulary");
+  }
+  for (int32_t id : impl->suffix_ids) {
+    if (id >= impl->vocab_size())
+      source.fail("post_processor: id ", id, " is outside the vocabulary");
+  }
+  impl->build_matchers();
+  impl->build_decoded();
+  return impl;
+}
+
+// ---- loading: GGUF ----
+
+enum GgufTokenType : int64_t {
+  kGgufNormal = 1,
+  kGgufUnknown = 2,
+  kGgufControl = 3,
+  kGgufUserDefined = 4,
+  kGgufUnused = 5,
+  kGgufByte = 6,
+};
+
+std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file) {
+  auto impl = std::make_shared<Tokenizer::Impl>();
+  impl->source = file.path();
+  auto fail = [&](auto&&... args) -> void {
+    EDGELM_FAIL("[tokenizer] ", file.path(), ": ", args...);
+  };
+  const std::string model = file.get_string("tokenizer.ggml.model");
+  if (model != "gpt2" && model != "llama") {
+    fail("tokenizer.ggml.model '", model, "' is not supported (supported: gpt2, llama)");
+  }
+  std::vector<std::string> tokens = file.get_string_array("tokenizer.ggml.tokens");
+  if (tokens.empty()) fail("tokenizer.ggml.tokens is empty");
+  std::vector<int64_t> types(tokens.size(), kGgufNormal);
+  if (file.find("tokenizer.ggml.token_type") != nullptr) {
+    types = file.get_int_array("tokenizer.ggml.token_type");
+    if (types.size() != tokens.size()) {
+      fail("tokenizer.ggml.token_type has ", types.size(), " entries for ", tokens.size(),
+           " tokens");
+    }
+  }
+  impl->token_texts = std::move(tokens);
+  impl->flags.assign(impl->token_texts.size(), 0);
+  impl->byte_ids.fill(kNone);
+  impl->fallback_ids.fill(kNone);
+  const auto n = static_cast<int32_t>(impl->token_texts.size());
+  for (int32_t id = 0; id < n; ++id) {
+    const std::string& text = impl->token_texts[static_cast<size_t>(id)];
+    if (impl->text_to_id.find(text) == kNone) impl->text_to_id.set(text, id);
+    // Control and user-defined tokens are found in text before the model runs, like the added
+    // tokens of a tokenizer.json; control tokens are the special ones.
+    const int64_t type = types[static_cast<size_t>(id)];
+    if ((type == kGgufControl || type == kGgufUserDefined) && !text.empty()) {
+      AddedToken token;
+      token.id = id;
+      token.content = text;
+      token.special = type == kGgufControl;
+      impl->raw_matcher.add(text, static_cast<int32_t>(impl->added.size()));
+      impl->added.push_back(std::move(token));
+    }
+  }
+  auto optional_id = [&](const char* key) -> std::optional<int32_t> {
+    const auto value = file.find_int(key);
+    if (!value) return std::nullopt;
+    if (*value < 0 || *value >= n) fail(key, " = ", *value, " is outside the vocabulary of ", n);
+    return static_cast<int32_t>(*value);
+  };
+  impl->bos = optional_id("tokenizer.ggml.bos_token_id");
+  const std::optional<int32_t> eos = optional_id("tokenizer.ggml.eos_token_id");
+  if (impl->bos && file.find_bool("tokenizer.ggml.add_bos_token").value_or(true)) {
+    impl->prefix_ids.push_back(*impl->bos);
+  }
+  if (eos && file.find_bool("tokenizer.ggml.add_eos_token").value_or(false)) {
+    impl->suffix_ids.push_back(*eos);
+  }
+
+  if (model == "gpt2") {
+    impl->kind = Tokenizer::Impl::Kind::ByteLevelBpe;
+    const std::string pre = file.find_string("tokenizer.ggml.pre").value_or("default");
+    Tokenizer::Impl::PreStep step;
+    if (pre == "gpt-2" || pre == "gpt2") {
+      step.regex.emplace(kGpt2Pattern, "[tokenizer] GPT-2 regex");
+    } else {
+      if (pre != "llama-bpe" && pre != "llama3" && pre != "smaug-bpe" && pre != "default") {
+        log_warn("[tokenizer] ", file.path(), ": unknown tokenizer.ggml.pre '", pre,
+                 "'; using the Llama 3 pre-tokenizer regex");
+      }
+      step.regex.emplace(kLlama3Pattern, "[tokenizer] Llama 3 regex");
+      impl->ignore_merges = true;  // as Llama 3's tokenizer.json says
+    }
+    impl->pre_steps.push_back(std::move(step));
+    for (int32_t id = 0; id < n; ++id) {
+      if (auto bytes = byte_level_to_bytes(impl->token_texts[static_cast<size_t>(id)])) {
+        if (impl->word_ids.find(*bytes) == kNone) impl->word_ids.set(*bytes, id);
+        impl->max_token_bytes = std::max(impl->max_token_bytes, bytes->size());
+        if (bytes->size() == 1 &&
+            impl->byte_ids[static_cast<unsigned char>((*bytes)[0])] == kNone) {
+          impl->byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
+        }
+      }
+    }
+    const std::vector<std::string> merges = file.get_string_array("tokenizer.ggml.merges");
+    impl->merges.reserve(merges.size());
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      const std::string& line = merges[rank];
+      const size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
+        fail("tokenizer.ggml.merges[", rank, "] '", line,
+             "' is not two tokens separated by a space");
+      }
+      const std::string left = line.substr(0, space), right = line.substr(space + 1);
+      const int32_t left_id = impl->text_to_id.find(left);
+      const int32_t right_id = impl->text_to_id.find(right);
+      const int32_t merged_id = impl->text_to_id.find(left + right);
+      if (left_id == kNone || right_id == kNone || merged_id == kNone) {
+        fail("tokenizer.ggml.merges[", rank, "] '", line,
+             "' names a token not in tokenizer.ggml.tokens");
+      }
+      impl->merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
+    }
+  } else {
+    impl->kind = Tokenizer::Impl::Kind::SentencePiece;
+    const std::vector<double> scores = file.get_float_array("tokenizer.ggml.scores");
+    if (scores.size() != impl->token_texts.size()) {
+      fail("tokenizer.ggml.scores has ", scores.size(), " entries for ", n, " tokens");
+    }
+    impl->scores.assign(scores.begin(), scores.end());
+    impl->add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+    for (int32_t id = 0; id < n; ++id) {
+      const std::string& text = impl->token_texts[static_cast<size_t>(id)];
+      const int64_t type = types[static_cast<size_t>(id)];
+      if (type == kGgufByte) {
+        if (text.size() != 6 || !text.starts_with("<0x") || text.back() != '>' ||
+            !std::isxdigit(static_cast<unsigned char>(text[3])) ||
+            !std::isxdigit(static_cast<unsigned char>(text[4]))) {
+          fail("byte token ", id, " is '", text, "', not <0xNN>");
+        }
+        impl->flags[static_cast<size_t>(id)] |= Tokenizer::Impl::kByte;
+        impl->fallback_ids[static_cast<size_t>(std::stoi(text.substr(3, 2), nullptr, 16))] = id;
+      } else if (type == kGgufNormal || type == kGgufUserDefined) {
+        // Merges may produce only these: SentencePiece never makes a control, unknown or unused
+        // piece out of text.
+        if (impl->piece_ids.find(text) == kNone) impl->piece_ids.set(text, id);
+      } else if (type == kGgufUnknown) {
+        if (impl->unk_id == kNone) impl->unk_id = id;
+        impl->flags[static_cast<size_t>(id)] |= Tokenizer::Impl::kSpecial;
+      }
+    }
+    if (auto unk = optional_id("tokenizer.ggml.unknown_token_id")) impl->unk_id = *unk;
+  }
+  impl->build_matchers();
+  impl->build_decoded();
+  return impl;
+}
+
+}  // namespace
+
+// ---- public API ----
+
+Tokenizer Tokenizer::from_hf_json(const std::string& path) {
+  const JsonSource source(path);
+  const std::shared_ptr<MappedFile> file = MappedFile::open(path);
+  if (file->size() == 0) source.fail("the file is empty");
+  json root;
+  try {
+    root = json::parse(file->data(), file->data() + file->size());
+  } catch (const json::exception& e) {
+    source.fail("not valid JSON (", e.what(), ")");
+  }
+  try {
+    std::shared_ptr<Impl> impl = parse_hf_json(source, root);
+    impl->cache_key = next_tokenizer_key.fetch_add(1);
+    return Tokenizer(std::move(impl));
+  } catch (const json::exception& e) {
+    source.fail("unexpected structure (", e.what(), ")");
+  }
+}
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
+  std::shared_ptr<Impl> impl = parse_gguf(file);
+  impl->cache_key = next_tokenizer_key.fetch_add(1);
+  return Tokenizer(std::move(impl));
+}
+
+Tokenizer Tokenizer::from_model_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
+    const fs::path json_path = fs::path(path) / "tokenizer.json";
+    if (!fs::exists(json_path, error)) {
+      EDGELM_FAIL("[tokenizer] ", path, ": no tokenizer.json in the model folder");
+    }
+    return from_hf_json(json_path.string());
+  }
+  if (!fs::exists(path, error)) EDGELM_FAIL("[tokenizer] ", path, ": no such file or folder");
+  const std::shared_ptr<MappedFile> file = MappedFile::open(path);
+  if (file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0) {
+    return from_gguf(GgufFile::open(path));
+  }
+  return from_hf_json(path);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (add_bos) ids.insert(ids.end(), impl_->prefix_ids.begin(), impl_->prefix_ids.end());
+  if (is_valid_utf8(text)) {
+    impl_->encode(text, parse_special, ids);
+  } else {
+    std::string repaired;
+    repaired.reserve(text.size() + 16);
+    append_utf8_repaired(repaired, text, true);
+    impl_->encode(repaired, parse_special, ids);
+  }
+  if (add_bos) ids.insert(ids.end(), impl_->suffix_ids.begin(), impl_->suffix_ids.end());
+  return ids;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string bytes;
+  bool at_fragment_start = true;
+  for (int32_t id : ids) impl_->append_decoded(id, skip_special, at_fragment_start, bytes);
+  if (is_valid_utf8(bytes)) return bytes;
+  std::string text;
+  append_utf8_repaired(text, bytes, true);
+  return text;
+}
+
+std::string Tokenizer::token_text(int32_t id) const {
+  impl_->check_id(id, "token_text");
+  return impl_->token_texts[static_cast<size_t>(id)];
+}
+
+std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
+  const int32_t id = impl_->text_to_id.find(token);
+  if (id == kNone) return std::nullopt;
+  return id;
+}
+
+int64_t Tokenizer::vocab_size() const {
+  return impl_->vocab_size();
+}
+
+std::optional<int32_t> Tokenizer::bos_id() const {
+  return impl_->bos;
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  if (id < 0 || id >= impl_->vocab_size()) return false;
+  return (impl_->flags[static_cast<size_t>(id)] & Impl::kSpecial) != 0;
+}
+
+std::string Tokenizer::describe() const {
+  return str_cat(impl_->kind == Impl::Kind::ByteLevelBpe ? "byte-level BPE" : "SentencePiece BPE",
+                 ", ", impl_->vocab_size(), " tokens (", impl_->added.size(), " added) from ",
+                 impl_->source);
+}
+
+size_t append_utf8_repaired(std::string& out, std::string_view bytes, bool final) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  size_t run_start = 0;  // start of the valid run not yet appended
+  size_t i = 0;
+  while (i < n) {
+    if (p[i] < 0x80) {
+      ++i;
+      continue;
+    }
+    const Utf8Step step = utf8_step(p + i, n - i);
+    if (step.status == Utf8Status::Valid) {
+      i += step.length;
+      continue;
+    }
+    out.append(bytes.substr(run_start, i - run_start));
+    if (step.status == Utf8Status::Incomplete && !final) return i;
+    out += kReplacement;
+    i += step.length;
+    run_start = i;
+  }
+  out.append(bytes.substr(run_start, n - run_start));
+  return n;
+}
+
+TokenStreamDecoder::TokenStreamDecoder(Tokenizer tokenizer, bool skip_special)
+    : tokenizer_(std::move(tokenizer)), skip_special_(skip_special) {}
+
+std::string TokenStreamDecoder::push(int32_t id) {
+  tokenizer_.impl_->append_decoded(id, skip_special_, at_fragment_start_, pending_);
+  std::string out;
+  const size_t consumed = append_utf8_repaired(out, pending_, false);
+  pending_.erase(0, consumed);
+  return out;
+}
+
+std::string TokenStreamDecoder::finish() {
+  std::string out;
+  append_utf8_repaired(out, pending_, true);
+  pending_.clear();
+  at_fragment_start_ = true;
+  return out;
+}
+
+}  // namespace edgelm
