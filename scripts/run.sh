@@ -3,7 +3,8 @@
 # Arguments go to bin/generate. Without --model-path/-m, a random-weight model with real
 # Llama-3.2-1B shapes is made once with make_model (Q4_0 GGUF, ~0.7 GB, in build/models/) and used;
 # EDGELM_PRESET and EDGELM_QUANT choose another (e.g. EDGELM_PRESET=tiny for a seconds-long demo).
-# Without a prompt, a fixed list of token ids is used (text prompts need the tokenizer).
+# Without a prompt, a fixed text prompt is used (the made models carry a synthetic byte-level
+# vocabulary, so their random weights produce random text).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -22,9 +23,8 @@ if ! has --model-path && ! has -m; then
   fi
   args+=(--model-path "$model")
 fi
-if ! has --prompt-ids && ! has --prompt && ! has -p; then
-  if [[ "${EDGELM_PRESET:-llama-3.2-1b}" == llama-3.2-* ]]; then ids=128000,791,6460,315,279,1917,374; else ids=312,5,77,21,9; fi
-  args+=(--prompt-ids "$ids")
+if ! has --prompt-ids && ! has --prompt && ! has -p && ! has --interactive && ! has -i; then
+  args+=(--prompt "The capital of France is")
 fi
 has -n || has --n-predict || args+=(-n 16)
 exec build/bin/generate "${args[@]}"
