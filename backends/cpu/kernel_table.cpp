@@ -1,8 +1,13 @@
 #include <cstdlib>
+#include <new>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/portable/portable.h"
 #include "core/error.h"
+
+#if defined(EDGELM_HAVE_X86_KERNELS)
+#include "backends/cpu/x86/x86.h"
+#endif
 
 namespace edgelm::cpu {
 namespace {
@@ -36,6 +41,64 @@ KernelTable make_portable_table() {
   return table;
 }
 
+#if defined(EDGELM_HAVE_X86_KERNELS)
+
+// The x86 tables start from the portable one, so every entry without a SIMD kernel (row
+// conversions, BF16 attention...) stays the reference.
+KernelTable make_avx2_table() {
+  KernelTable table = portable_kernels();
+  table.isa = "avx2";
+  auto at = [](DType dtype) { return static_cast<size_t>(dtype); };
+  table.matmul[at(DType::F32)] = f32_matmul__avx2;
+  table.matmul[at(DType::F16)] = f16_matmul__avx2;
+  table.matmul[at(DType::BF16)] = bf16_matmul__avx2;
+  table.matmul[at(DType::Q8_0)] = q8_0_matmul__avx2;
+  table.matmul[at(DType::Q4_0)] = q4_0_matmul__avx2;
+  table.attention[at(DType::F32)] = f32_attention__avx2;
+  table.attention[at(DType::F16)] = f16_attention__avx2;
+  table.rms_norm = f32_rms_norm__avx2;
+  table.rope = f32_rope__avx2;
+  table.softmax = f32_softmax__avx2;
+  table.silu_mul = f32_silu_mul__avx2;
+  table.add = f32_add__avx2;
+  return table;
+}
+
+KernelTable make_avx512_table() {
+  KernelTable table = portable_kernels();
+  table.isa = "avx512";
+  auto at = [](DType dtype) { return static_cast<size_t>(dtype); };
+  table.matmul[at(DType::F32)] = f32_matmul__avx512;
+  table.matmul[at(DType::F16)] = f16_matmul__avx512;
+  table.matmul[at(DType::BF16)] = bf16_matmul__avx512;
+  table.matmul[at(DType::Q8_0)] = q8_0_matmul__avx512;
+  table.matmul[at(DType::Q4_0)] = q4_0_matmul__avx512;
+  table.attention[at(DType::F32)] = f32_attention__avx512;
+  table.attention[at(DType::F16)] = f16_attention__avx512;
+  table.rms_norm = f32_rms_norm__avx512;
+  table.rope = f32_rope__avx512;
+  table.softmax = f32_softmax__avx512;
+  table.silu_mul = f32_silu_mul__avx512;
+  table.add = f32_add__avx512;
+  return table;
+}
+
+// What avx2.cpp and avx512.cpp were compiled for (their -m flags). __builtin_cpu_supports also
+// checks that the OS saves the YMM/ZMM state.
+bool cpu_has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+
+bool cpu_has_avx512() {
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
+#endif  // EDGELM_HAVE_X86_KERNELS
+
 }  // namespace
 
 const KernelTable& portable_kernels() {
@@ -44,7 +107,16 @@ const KernelTable& portable_kernels() {
 }
 
 std::vector<const KernelTable*> available_kernel_tables() {
-  return {&portable_kernels()};
+  std::vector<const KernelTable*> tables = {&portable_kernels()};
+#if defined(EDGELM_HAVE_X86_KERNELS)
+  static const KernelTable avx2 = make_avx2_table();
+  static const KernelTable avx512 = make_avx512_table();
+  static const bool has_avx2 = cpu_has_avx2();
+  static const bool has_avx512 = cpu_has_avx512();
+  if (has_avx2) tables.push_back(&avx2);
+  if (has_avx512) tables.push_back(&avx512);
+#endif
+  return tables;
 }
 
 const KernelTable& select_kernels(const std::string& isa) {
@@ -63,5 +135,67 @@ const KernelTable& select_kernels(const std::string& isa) {
       "[cpu] instruction set '", wanted,
       "' (EDGELM_CPU_ISA or --isa) is not available in this build on this CPU; available: ", names);
 }
+
+#if defined(EDGELM_HAVE_X86_KERNELS)
+
+// Helpers for the x86 kernel files, compiled here without ISA flags (see x86.h).
+namespace x86 {
+
+AttentionView attention_view(const AttentionArgs& args) {
+  AttentionView view{};
+  view.q = args.q.data<float>();
+  view.k = args.k.raw();
+  view.v = args.v.raw();
+  view.q_pos = args.q_pos.data<int32_t>();
+  view.kv_pos = args.kv_pos.data<int32_t>();
+  view.out = args.out.data<float>();
+  view.mass = args.mass.defined() ? args.mass.data<float>() : nullptr;
+  view.n_queries = args.q.dim(0);
+  view.n_heads = args.q.dim(1);
+  view.head_dim = args.q.dim(2);
+  view.n_slots = args.k.dim(0);
+  view.n_kv_heads = args.k.dim(1);
+  view.mass_first_query = args.mass_first_query;
+  view.scale = args.scale;
+  return view;
+}
+
+namespace {
+
+struct ScratchBuffers {
+  static constexpr std::align_val_t kAlignment{64};
+  void* data[static_cast<int>(Scratch::kCount)] = {};
+  size_t capacity[static_cast<int>(Scratch::kCount)] = {};
+
+  ScratchBuffers() = default;
+  ScratchBuffers(const ScratchBuffers&) = delete;
+  ScratchBuffers& operator=(const ScratchBuffers&) = delete;
+  ~ScratchBuffers() {
+    for (void* pointer : data) ::operator delete(pointer, kAlignment);
+  }
+};
+
+}  // namespace
+
+void* scratch(Scratch slot, size_t bytes) {
+  thread_local ScratchBuffers buffers;
+  const auto index = static_cast<int>(slot);
+  if (buffers.data[index] == nullptr || bytes > buffers.capacity[index]) {
+    // Grow by at least half again, so a slowly rising size (attention over a growing cache)
+    // reallocates O(log n) times; even 0 bytes get a real (64-byte) buffer.
+    size_t capacity = buffers.capacity[index] + buffers.capacity[index] / 2;
+    if (capacity < bytes) capacity = bytes;
+    if (capacity == 0) capacity = 64;
+    void* grown = ::operator new(capacity, ScratchBuffers::kAlignment);
+    ::operator delete(buffers.data[index], ScratchBuffers::kAlignment);
+    buffers.data[index] = grown;
+    buffers.capacity[index] = capacity;
+  }
+  return buffers.data[index];
+}
+
+}  // namespace x86
+
+#endif  // EDGELM_HAVE_X86_KERNELS
 
 }  // namespace edgelm::cpu

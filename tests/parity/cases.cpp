@@ -22,8 +22,10 @@ constexpr double kOneRounding = 1e-12;
 // real bug (a wrong index, a dropped term) gives NMSE far above 1e-6.
 constexpr double kFloatMath = 1e-10;
 // Quantized matmul may quantize activations to 8 bits per 32-block (as GGML's dot products do):
-// step max|x|/127, error variance step²/12 → NMSE ≈ 3e-5 on Gaussian rows; bound 1e-4.
-constexpr double kQuantizedActivations = 1e-4;
+// step max|x|/127, error variance step²/12 → NMSE ≈ 3e-5 on Gaussian rows on average. Cases with
+// only a few outputs scatter around that (the SIMD kernels measure up to 8.6e-5 over 30 seeds),
+// so the bound is 10x the mean; a real bug (wrong nibble, scale or block) gives NMSE > 1e-2.
+constexpr double kQuantizedActivations = 3e-4;
 // Quantizing casts are compared with their input, so the tolerance is the format's own error on
 // Gaussian data: Q8_0 ≈ 2e-5 (step max/127), Q4_0 ≈ 6e-3 (step max/8); bounds with 3-5x headroom.
 constexpr double kQ8_0Format = 1e-4;

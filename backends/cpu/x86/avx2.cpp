@@ -1,0 +1,756 @@
+// AVX2 + FMA + F16C kernels (this file is compiled with -mavx2 -mfma -mf16c; the table is only
+// offered when the CPU reports all three). Semantics are those of backends/cpu/portable/; results
+// differ from it only by float rounding, and for Q8_0/Q4_0 matmul by quantizing the activations to
+// 8 bits per 32-block (see kQuantizedActivations in tests/parity/cases.cpp).
+//
+// Nothing here calls an inline or template function from a shared header (see x86.h).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/x86/x86.h"
+#include "core/quant.h"
+
+namespace edgelm::cpu {
+namespace {
+
+using x86::Scratch;
+
+int64_t min_of(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+int32_t hsum_i32(__m128i v) {
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+  return _mm_cvtsi128_si32(v);
+}
+
+int32_t hsum_i32(__m256i v) {
+  return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+float half_to_float(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// e^x for float lanes, relative error ~1e-7 (a few ulp), so softmax and silu stay far inside the
+// 1e-10 NMSE bound. x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in a high part exact in float and a
+// low correction, so r carries no cancellation error); e^r is its Taylor series to degree 7, whose
+// truncation error (ln2/2)^8/8! ≈ 5e-9 is below float rounding; 2^n is built in the exponent bits.
+// Inputs below -87.3 (results below the smallest normal float) and -inf give 0; inputs are capped
+// at 88 (e^88 ≈ 1.7e38), which no caller reaches: softmax and attention exponentiate x - max ≤ 0,
+// and silu's e^-x only matters where it is small.
+__m256 exp_ps(__m256 x) {
+  const __m256 min_input = _mm256_set1_ps(-87.3f);
+  const __m256 in_range = _mm256_cmp_ps(x, min_input, _CMP_GE_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, min_input), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i exponent =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(exponent)), in_range);
+}
+
+// How far ahead of the blocks being multiplied the weights are prefetched. Weight rows are read
+// once per token, straight from DRAM; the hardware prefetcher alone left the multiply waiting on
+// memory (single-thread Q4_0 GEMV went from ~16 to ~20 GB/s with 2 KiB ahead).
+constexpr int kPrefetchBytes = 2048;
+
+// ---------------------------------------------------------------------------------------------
+// Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
+// accumulator a vector of partial sums along K, reduced once at the end of the row.
+
+struct F32Weights {
+  using Element = float;
+  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+  static float at(const float* p) { return *p; }
+};
+
+struct F16Weights {
+  using Element = uint16_t;
+  static __m256 load8(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float at(const uint16_t* p) { return half_to_float(*p); }
+};
+
+struct BF16Weights {
+  using Element = uint16_t;
+  static __m256 load8(const uint16_t* p) {
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static float at(const uint16_t* p) { return bf16_to_float(*p); }
+};
+
+// y[m0 + i, n0 + j] for i < MR, j < NR. x: [M, K]; w: [N, K]; y: [M, N].
+template <class Weights, int MR, int NR>
+void float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
+                int64_t m0, int64_t n0) {
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  const float* x_rows[MR];
+  const typename Weights::Element* w_rows[NR];
+  for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
+  for (int j = 0; j < NR; ++j) w_rows[j] = w + (n0 + j) * K;
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256 wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = Weights::load8(w_rows[j] + k);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 xv = _mm256_loadu_ps(x_rows[i] + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float sum = hsum(acc[i][j]);
+      for (int64_t t = k; t < K; ++t) sum += x_rows[i][t] * Weights::at(w_rows[j] + t);
+      y[(m0 + i) * N + n0 + j] = sum;
+    }
+  }
+}
+
+// One band of MR rows of x against weight rows [n_begin, n_end). Four weight rows per tile when
+// decoding (MR = 1: four independent FMA chains hide the FMA latency); two otherwise, so the MR x 2
+// accumulators, two weight vectors and an x vector fit the 16 YMM registers.
+template <class Weights, int MR>
+void float_band(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
+                int64_t m0, int64_t n_begin, int64_t n_end) {
+  constexpr int NR = MR == 1 ? 4 : 2;
+  int64_t n = n_begin;
+  for (; n + NR <= n_end; n += NR) float_tile<Weights, MR, NR>(x, w, y, N, K, m0, n);
+  for (; n < n_end; ++n) float_tile<Weights, MR, 1>(x, w, y, N, K, m0, n);
+}
+
+// Weight rows per chunk: about 128 KiB of weights, which stay in L2 while every band of x passes.
+int64_t weight_chunk_rows(size_t row_bytes) {
+  const int64_t rows = static_cast<int64_t>((size_t{128} << 10) / (row_bytes ? row_bytes : 1));
+  return rows < 4 ? 4 : rows;
+}
+
+template <class Weights>
+void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                  int64_t n_begin, int64_t n_end) {
+  const auto* weights = static_cast<const typename Weights::Element*>(w);
+  const int64_t chunk = weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights));
+  for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
+    const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4)
+      float_band<Weights, 4>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+    switch (M - m) {
+      case 3:
+        float_band<Weights, 3>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 2:
+        float_band<Weights, 2>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 1:
+        float_band<Weights, 1>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quantized-weight matmul (Q8_0, Q4_0). Each call quantizes the rows of x to 8 bits per 32-block
+// (scale max|x|/127, as GGML's Q8_0) once, then every block product is an integer dot product
+// scaled by d_w·d_x. Blocks are taken eight at a time so the eight integer sums are reduced into
+// one vector and scaled with one multiply-add against the eight block scales.
+
+constexpr int kBlock = 32;
+
+// Rows of x quantized for one call, in per-thread scratch.
+struct QuantizedX {
+  const int8_t* qs;     // [M, K] values, in the byte order the weight format reads (see below)
+  const float* scale;   // [M, K / 32] d_x per block
+  const int32_t* sum8;  // [M, K / 32] 8·Σ qs per block: Q4_0's offset of 8 folded out
+  int64_t blocks;       // K / 32
+  int64_t pair_blocks;  // blocks [0, pair_blocks) are stored in pair order
+};
+
+// Pair order (Q4_0): blocks 2j and 2j+1 occupy 64 bytes as [2j: 0..15][2j+1: 0..15][2j: 16..31]
+// [2j+1: 16..31], matching one 256-bit load of both blocks' nibbles split into low nibbles
+// (elements 0..15) and high nibbles (elements 16..31). An odd last block is stored in order.
+QuantizedX quantize_x(const float* x, int64_t M, int64_t K, bool pair_order) {
+  const int64_t blocks = K / kBlock;
+  // M·K is a multiple of 32, so the scales after the values stay aligned.
+  const size_t qs_bytes = static_cast<size_t>(M * K);
+  auto* base = static_cast<char*>(x86::scratch(
+      Scratch::kActivations, qs_bytes + static_cast<size_t>(M * blocks) * 2 * sizeof(float)));
+  auto* qs = reinterpret_cast<int8_t*>(base);
+  auto* scale = reinterpret_cast<float*>(base + qs_bytes);
+  auto* sum8 = reinterpret_cast<int32_t*>(scale + M * blocks);
+  const int64_t pair_blocks = pair_order ? blocks & ~int64_t{1} : 0;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  // packs_epi32/packs_epi16 interleave the 128-bit halves; this puts the 4-byte groups back.
+  const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* src = x + m * K + b * kBlock;
+      __m256 v[4];
+      for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(src + 8 * j);
+      const __m256 max01 =
+          _mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask));
+      const __m256 max23 =
+          _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask));
+      const float max_abs = hmax(_mm256_max_ps(max01, max23));
+      const __m256 inverse = _mm256_set1_ps(max_abs > 0.0f ? 127.0f / max_abs : 0.0f);
+      __m256i q[4];
+      for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inverse));
+      const __m256i total =
+          _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+      const __m256i bytes = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+          unshuffle);
+      int8_t* row = qs + m * K;
+      if (b < pair_blocks) {
+        int8_t* pair = row + (b & ~int64_t{1}) * kBlock + (b & 1) * 16;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(pair), _mm256_castsi256_si128(bytes));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(pair + 32), _mm256_extracti128_si256(bytes, 1));
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + b * kBlock), bytes);
+      }
+      scale[m * blocks + b] = max_abs / 127.0f;
+      sum8[m * blocks + b] = 8 * hsum_i32(total);
+    }
+  }
+  return {qs, scale, sum8, blocks, pair_blocks};
+}
+
+// Scales of eight consecutive blocks as floats. One gather of the 32-bit words starting at each
+// block (the scale is their low half) replaces eight scalar loads and inserts.
+template <class Block>
+__m256 block_scales8(const Block* w) {
+  const __m256i offsets = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i words = _mm256_i32gather_epi32(
+      reinterpret_cast<const int*>(w),
+      _mm256_mullo_epi32(offsets, _mm256_set1_epi32(static_cast<int>(sizeof(Block)))), 1);
+  // Keep the low 16 bits of each word, packed into the low 128 bits in block order.
+  const __m256i halves = _mm256_packus_epi32(_mm256_and_si256(words, _mm256_set1_epi32(0xffff)),
+                                             _mm256_setzero_si256());
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(halves, 0x08)));
+}
+
+struct Q4_0Format {
+  using Block = BlockQ4_0;
+  static constexpr bool kPairOrder = true;
+  static constexpr bool kOffset = true;  // nibbles are 0..15; subtract 8·Σx afterwards
+
+  // sums[i] = Σ nibble·x over each of the blocks w[0..8) for the x rows x_rows[i] (pointing at the
+  // first of those blocks, in pair order). maddubs multiplies the unsigned nibbles by the signed x
+  // bytes; pair sums reach at most 2·15·127, so the 16-bit lanes never saturate.
+  template <int MR>
+  static void dot8(const Block* w, const int8_t* const* x_rows, __m256i* sums) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i quad[2][MR];  // [blocks 0..3 | 4..7]: lanes [b0, b2 | b1, b3] partly summed
+    for (int half = 0; half < 2; ++half) {
+      __m256i pair_sums[2][MR];  // lanes 0..3: even block, 4..7: odd block
+      for (int p = 0; p < 2; ++p) {
+        const int first = 4 * half + 2 * p;
+        const __m256i packed = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[first].qs))),
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[first + 1].qs)), 1);
+        const __m256i low = _mm256_and_si256(packed, low4);
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+        for (int i = 0; i < MR; ++i) {
+          const auto* xp = reinterpret_cast<const __m256i*>(x_rows[i] + first * kBlock);
+          const __m256i products =
+              _mm256_add_epi16(_mm256_maddubs_epi16(low, _mm256_loadu_si256(xp)),
+                               _mm256_maddubs_epi16(high, _mm256_loadu_si256(xp + 1)));
+          pair_sums[p][i] = _mm256_madd_epi16(products, ones);
+        }
+      }
+      for (int i = 0; i < MR; ++i)
+        quad[half][i] = _mm256_hadd_epi32(pair_sums[0][i], pair_sums[1][i]);
+    }
+    // hadd leaves [b0, b2, b4, b6 | b1, b3, b5, b7]; the permutation restores block order.
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int i = 0; i < MR; ++i)
+      sums[i] = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(quad[0][i], quad[1][i]), order);
+  }
+
+  // Σ nibble·x for one block; x_low holds x elements 0..15, x_high elements 16..31.
+  static int32_t dot1(const Block& w, const int8_t* x_low, const int8_t* x_high) {
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs));
+    const __m128i products =
+        _mm_add_epi16(_mm_maddubs_epi16(_mm_and_si128(packed, low4),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x_low))),
+                      _mm_maddubs_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x_high))));
+    return hsum_i32(_mm_madd_epi16(products, _mm_set1_epi16(1)));
+  }
+};
+
+struct Q8_0Format {
+  using Block = BlockQ8_0;
+  static constexpr bool kPairOrder = false;
+  static constexpr bool kOffset = false;
+
+  // Signed by signed through maddubs: |w| as the unsigned operand, x with w's sign moved onto it.
+  // Pair sums reach at most 2·128·127 < 2^15, so the 16-bit lanes never saturate.
+  static __m256i dot_block(__m256i w_abs, __m256i w, const int8_t* x) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(xv, w)),
+                             _mm256_set1_epi16(1));
+  }
+
+  template <int MR>
+  static void dot8(const Block* w, const int8_t* const* x_rows, __m256i* sums) {
+    __m256i halves[2][MR];  // blocks 0..3 and 4..7, each lanes [b0..b3 | b0..b3] partly summed
+    for (int half = 0; half < 2; ++half) {
+      __m256i pairs[2][MR];
+      for (int p = 0; p < 2; ++p) {
+        const int first = 4 * half + 2 * p;
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[first].qs));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[first + 1].qs));
+        const __m256i w0_abs = _mm256_abs_epi8(w0);
+        const __m256i w1_abs = _mm256_abs_epi8(w1);
+        for (int i = 0; i < MR; ++i) {
+          const int8_t* xp = x_rows[i] + first * kBlock;
+          pairs[p][i] =
+              _mm256_hadd_epi32(dot_block(w0_abs, w0, xp), dot_block(w1_abs, w1, xp + kBlock));
+        }
+      }
+      for (int i = 0; i < MR; ++i) halves[half][i] = _mm256_hadd_epi32(pairs[0][i], pairs[1][i]);
+    }
+    for (int i = 0; i < MR; ++i) {
+      sums[i] = _mm256_add_epi32(_mm256_permute2x128_si256(halves[0][i], halves[1][i], 0x20),
+                                 _mm256_permute2x128_si256(halves[0][i], halves[1][i], 0x31));
+    }
+  }
+
+  static int32_t dot1(const Block& w, const int8_t* x_low, const int8_t* /*x_high*/) {
+    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
+    return hsum_i32(dot_block(_mm256_abs_epi8(wv), wv, x_low));
+  }
+};
+
+// y[m0 + i, n] for i < MR: one weight row against MR quantized rows of x.
+template <class Format, int MR>
+void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float* y, int64_t N,
+                int64_t K, int64_t m0, int64_t n) {
+  const int64_t blocks = xq.blocks;
+  const int8_t* x_rows[MR];
+  for (int i = 0; i < MR; ++i) x_rows[i] = xq.qs + (m0 + i) * K;
+  __m256 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    const int8_t* x_at[MR];
+    for (int i = 0; i < MR; ++i) x_at[i] = x_rows[i] + b * kBlock;
+    __m256i sums[MR];
+    const char* ahead = reinterpret_cast<const char*>(w_row + b) + kPrefetchBytes;
+    for (size_t line = 0; line < 8 * sizeof(*w_row); line += 64)
+      _mm_prefetch(ahead + line, _MM_HINT_T0);
+    Format::template dot8<MR>(w_row + b, x_at, sums);
+    const __m256 w_scale = block_scales8(w_row + b);
+    for (int i = 0; i < MR; ++i) {
+      const int64_t at = (m0 + i) * blocks + b;
+      if constexpr (Format::kOffset) {
+        sums[i] = _mm256_sub_epi32(
+            sums[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.sum8 + at)));
+      }
+      const __m256 scale = _mm256_mul_ps(w_scale, _mm256_loadu_ps(xq.scale + at));
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[i]), scale, acc[i]);
+    }
+  }
+  float tail[MR] = {};
+  for (; b < blocks; ++b) {
+    const float w_scale = half_to_float(w_row[b].d);
+    for (int i = 0; i < MR; ++i) {
+      const int8_t* x_low = x_rows[i] + b * kBlock;
+      const int8_t* x_high = x_low + 16;
+      if (b < xq.pair_blocks) {
+        x_low = x_rows[i] + (b & ~int64_t{1}) * kBlock + (b & 1) * 16;
+        x_high = x_low + 32;
+      }
+      const int64_t at = (m0 + i) * blocks + b;
+      int32_t sum = Format::dot1(w_row[b], x_low, x_high);
+      if constexpr (Format::kOffset) sum -= xq.sum8[at];
+      tail[i] += w_scale * xq.scale[at] * static_cast<float>(sum);
+    }
+  }
+  for (int i = 0; i < MR; ++i) y[(m0 + i) * N + n] = hsum(acc[i]) + tail[i];
+}
+
+template <class Format, int MR>
+void quant_band(const QuantizedX& xq, const typename Format::Block* w, float* y, int64_t N,
+                int64_t K, int64_t m0, int64_t n_begin, int64_t n_end) {
+  for (int64_t n = n_begin; n < n_end; ++n)
+    quant_tile<Format, MR>(xq, w + n * xq.blocks, y, N, K, m0, n);
+}
+
+template <class Format>
+void quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                  int64_t n_begin, int64_t n_end) {
+  // Every thread quantizes all of x for itself: M·K is small next to the N·K weights it streams.
+  const QuantizedX xq = quantize_x(x, M, K, Format::kPairOrder);
+  const auto* blocks = static_cast<const typename Format::Block*>(w);
+  const int64_t chunk = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
+  for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
+    const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4)
+      quant_band<Format, 4>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+    switch (M - m) {
+      case 3:
+        quant_band<Format, 3>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 2:
+        quant_band<Format, 2>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 1:
+        quant_band<Format, 1>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention
+
+float dot(const float* a, const float* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8)
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  float sum = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// y += alpha · x
+void axpy(float* y, float alpha, const float* x, int64_t n) {
+  const __m256 a = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
+// y += x
+void accumulate(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+// p[i] = e^(p[i] - max) for i < n; returns Σ p[i]. Masked entries (-inf) become 0.
+float exp_shifted(float* p, int64_t n, float max_value) {
+  const __m256 shift = _mm256_set1_ps(max_value);
+  __m256 total = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(p + i), shift));
+    _mm256_storeu_ps(p + i, e);
+    total = _mm256_add_ps(total, e);
+  }
+  float sum = hsum(total);
+  for (; i < n; ++i) {
+    p[i] = static_cast<float>(std::exp(static_cast<double>(p[i]) - max_value));
+    sum += p[i];
+  }
+  return sum;
+}
+
+void scale_in_place(float* p, float factor, int64_t n) {
+  const __m256 f = _mm256_set1_ps(factor);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), f));
+  for (; i < n; ++i) p[i] *= factor;
+}
+
+struct F32Cache {
+  // A row of the cache as floats: the row itself.
+  static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
+    return static_cast<const float*>(cache) + offset;
+  }
+};
+
+struct F16Cache {
+  // A row of the cache as floats, converted into `buffer` once and reused by every query head of
+  // the group.
+  static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
+    const uint16_t* half = static_cast<const uint16_t*>(cache) + offset;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(buffer + i, F16Weights::load8(half + i));
+    for (; i < n; ++i) buffer[i] = half_to_float(half[i]);
+    return buffer;
+  }
+};
+
+// As f32_attention__portable, in float: per kv head g, each query's group of heads scores every
+// visible slot (reading each K row once for the whole group), takes a softmax, and sums V rows
+// (read once per group as well) weighted by it.
+template <class Cache>
+void attention_groups(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  const x86::AttentionView a = x86::attention_view(args);
+  const int64_t group_size = a.n_heads / a.n_kv_heads;
+  const int64_t head_dim = a.head_dim;
+  const int64_t n_slots = a.n_slots;
+  constexpr float kMasked = -INFINITY;
+
+  // scores [group_size, n_slots], group_mass [n_slots], head_max [group_size]
+  auto* scores = static_cast<float*>(
+      x86::scratch(Scratch::kScores,
+                   sizeof(float) * static_cast<size_t>((group_size + 1) * n_slots + group_size)));
+  float* group_mass = scores + group_size * n_slots;
+  float* head_max = group_mass + n_slots;
+  // accumulators [group_size, head_dim], K row and V row buffers [head_dim] each
+  auto* accumulators = static_cast<float*>(x86::scratch(
+      Scratch::kAccumulators, sizeof(float) * static_cast<size_t>((group_size + 2) * head_dim)));
+  float* k_buffer = accumulators + group_size * head_dim;
+  float* v_buffer = k_buffer + head_dim;
+
+  for (int64_t g = group_begin; g < group_end; ++g) {
+    std::memset(group_mass, 0, sizeof(float) * static_cast<size_t>(n_slots));
+    const int64_t first_head = g * group_size;
+    for (int64_t i = 0; i < a.n_queries; ++i) {
+      const int32_t position = a.q_pos[i];
+      const float* q_group =
+          a.q + (i * a.n_heads + first_head) * head_dim;  // [group_size, head_dim]
+      for (int64_t h = 0; h < group_size; ++h) head_max[h] = kMasked;
+      for (int64_t s = 0; s < n_slots; ++s) {
+        if (a.kv_pos[s * a.n_kv_heads + g] > position) {
+          for (int64_t h = 0; h < group_size; ++h) scores[h * n_slots + s] = kMasked;
+          continue;
+        }
+        const float* k_row = Cache::row(a.k, (s * a.n_kv_heads + g) * head_dim, head_dim, k_buffer);
+        for (int64_t h = 0; h < group_size; ++h) {
+          const float score = dot(q_group + h * head_dim, k_row, head_dim) * a.scale;
+          scores[h * n_slots + s] = score;
+          if (score > head_max[h]) head_max[h] = score;
+        }
+      }
+      for (int64_t h = 0; h < group_size; ++h) {
+        float* out_row = a.out + (i * a.n_heads + first_head + h) * head_dim;
+        if (head_max[h] == kMasked) {  // nothing visible: zeros, and no mass
+          std::memset(out_row, 0, sizeof(float) * static_cast<size_t>(head_dim));
+          continue;
+        }
+        float* p = scores + h * n_slots;
+        const float total = exp_shifted(p, n_slots, head_max[h]);
+        scale_in_place(p, 1.0f / total, n_slots);
+        std::memset(accumulators + h * head_dim, 0, sizeof(float) * static_cast<size_t>(head_dim));
+      }
+      for (int64_t s = 0; s < n_slots; ++s) {
+        if (a.kv_pos[s * a.n_kv_heads + g] > position) continue;
+        const float* v_row = nullptr;
+        for (int64_t h = 0; h < group_size; ++h) {
+          const float weight = scores[h * n_slots + s];
+          if (head_max[h] == kMasked || weight == 0.0f) continue;
+          if (v_row == nullptr)
+            v_row = Cache::row(a.v, (s * a.n_kv_heads + g) * head_dim, head_dim, v_buffer);
+          axpy(accumulators + h * head_dim, weight, v_row, head_dim);
+        }
+      }
+      for (int64_t h = 0; h < group_size; ++h) {
+        if (head_max[h] == kMasked) continue;
+        std::memcpy(a.out + (i * a.n_heads + first_head + h) * head_dim,
+                    accumulators + h * head_dim, sizeof(float) * static_cast<size_t>(head_dim));
+        if (i >= a.mass_first_query) accumulate(group_mass, scores + h * n_slots, n_slots);
+      }
+    }
+    if (a.mass != nullptr) {
+      std::memcpy(a.mass + g * n_slots, group_mass, sizeof(float) * static_cast<size_t>(n_slots));
+    }
+  }
+}
+
+}  // namespace
+
+void f32_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                      int64_t n_begin, int64_t n_end) {
+  float_matmul<F32Weights>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void f16_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                      int64_t n_begin, int64_t n_end) {
+  float_matmul<F16Weights>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void bf16_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end) {
+  float_matmul<BF16Weights>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void q8_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end) {
+  quant_matmul<Q8_0Format>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end) {
+  quant_matmul<Q4_0Format>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+// Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the
+// models use); the inverse RMS itself in double.
+void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= dim; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * j);
+      acc[j] = _mm256_fmadd_ps(v, v, acc[j]);
+    }
+  }
+  for (; i + 8 <= dim; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    acc[0] = _mm256_fmadd_ps(v, v, acc[0]);
+  }
+  double sum_squares =
+      hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < dim; ++i) sum_squares += static_cast<double>(x[i]) * x[i];
+  const auto inverse_rms =
+      static_cast<float>(1.0 / std::sqrt(sum_squares / static_cast<double>(dim) + eps));
+  const __m256 scale = _mm256_set1_ps(inverse_rms);
+  i = 0;
+  for (; i + 8 <= dim; i += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), scale);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, _mm256_loadu_ps(weight + i)));
+  }
+  for (; i < dim; ++i) y[i] = x[i] * inverse_rms * weight[i];
+}
+
+// The cosines and sines are computed once per call in double (from the float32 angle) and rounded
+// to float; the rotation runs across the pair index, eight pairs at a time, for every head.
+void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
+                    const float* inv_freq) {
+  const int64_t half = head_dim / 2;
+  auto* cosines = static_cast<float*>(
+      x86::scratch(Scratch::kRotation, sizeof(float) * 2 * static_cast<size_t>(half)));
+  float* sines = cosines + half;
+  for (int64_t i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(position) * inv_freq[i];
+    cosines[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+    sines[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const float* first = x + h * head_dim;
+    const float* second = first + half;
+    float* out_first = out + h * head_dim;
+    float* out_second = out_first + half;
+    int64_t i = 0;
+    // Both halves are loaded before either is stored, so out may alias x.
+    for (; i + 8 <= half; i += 8) {
+      const __m256 a = _mm256_loadu_ps(first + i);
+      const __m256 b = _mm256_loadu_ps(second + i);
+      const __m256 c = _mm256_loadu_ps(cosines + i);
+      const __m256 s = _mm256_loadu_ps(sines + i);
+      _mm256_storeu_ps(out_first + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+      _mm256_storeu_ps(out_second + i, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)));
+    }
+    for (; i < half; ++i) {
+      const float a = first[i];
+      const float b = second[i];
+      out_first[i] = a * cosines[i] - b * sines[i];
+      out_second[i] = b * cosines[i] + a * sines[i];
+    }
+  }
+}
+
+void f32_softmax__avx2(const float* x, float* y, int64_t n) {
+  __m256 max_vector = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) max_vector = _mm256_max_ps(max_vector, _mm256_loadu_ps(x + i));
+  float max_value = hmax(max_vector);
+  for (; i < n; ++i) max_value = x[i] > max_value ? x[i] : max_value;
+  // y may alias x: each element is read before its own store.
+  const __m256 shift = _mm256_set1_ps(max_value);
+  __m256 total = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
+    _mm256_storeu_ps(y + i, e);
+    total = _mm256_add_ps(total, e);
+  }
+  float sum = hsum(total);
+  for (; i < n; ++i) {
+    y[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - max_value));
+    sum += y[i];
+  }
+  scale_in_place(y, 1.0f / sum, n);
+}
+
+void f32_silu_mul__avx2(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp_ps(_mm256_xor_ps(g, sign));
+    const __m256 product = _mm256_mul_ps(g, _mm256_loadu_ps(up + i));
+    _mm256_storeu_ps(out + i, _mm256_div_ps(product, _mm256_add_ps(one, e)));
+  }
+  for (; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void f32_add__avx2(const float* a, const float* b, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  for (; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void f32_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  attention_groups<F32Cache>(args, group_begin, group_end);
+}
+
+void f16_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  attention_groups<F16Cache>(args, group_begin, group_end);
+}
+
+}  // namespace edgelm::cpu

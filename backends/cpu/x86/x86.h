@@ -1,0 +1,86 @@
+// x86 CPU kernels: one file per instruction set (avx2.cpp: AVX2 + FMA + F16C; avx512.cpp: AVX-512
+// F/BW/VL/DQ + VNNI), each compiled with its own -m flags. kernel_table.cpp fills a KernelTable per
+// ISA from these declarations and the portable kernels for entries left portable.
+//
+// The ISA files call no inline or template function from a shared header: the linker keeps one
+// copy of such a function for the whole program, and a copy compiled with -mavx512f could be the
+// one a portable caller ends up running on a CPU without AVX-512. What they need from the Tensor
+// API and the heap comes through the out-of-line helpers below (defined in kernel_table.cpp,
+// which is compiled without ISA flags).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/backend.h"
+
+namespace edgelm::cpu {
+
+#if defined(EDGELM_HAVE_X86_KERNELS)
+
+void f32_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                      int64_t n_begin, int64_t n_end);
+void f16_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                      int64_t n_begin, int64_t n_end);
+void bf16_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end);
+void q8_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end);
+void q4_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end);
+void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps);
+void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
+                    const float* inv_freq);
+void f32_softmax__avx2(const float* x, float* y, int64_t n);
+void f32_silu_mul__avx2(const float* gate, const float* up, float* out, int64_t n);
+void f32_add__avx2(const float* a, const float* b, float* out, int64_t n);
+void f32_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+void f16_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+
+void f32_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                        int64_t n_begin, int64_t n_end);
+void f16_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                        int64_t n_begin, int64_t n_end);
+void bf16_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                         int64_t n_begin, int64_t n_end);
+void q8_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                         int64_t n_begin, int64_t n_end);
+void q4_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                         int64_t n_begin, int64_t n_end);
+void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t dim, float eps);
+void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
+                      int32_t position, const float* inv_freq);
+void f32_softmax__avx512(const float* x, float* y, int64_t n);
+void f32_silu_mul__avx512(const float* gate, const float* up, float* out, int64_t n);
+void f32_add__avx512(const float* a, const float* b, float* out, int64_t n);
+void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+
+namespace x86 {
+
+// AttentionArgs as plain pointers and sizes (see AttentionArgs for the layouts).
+struct AttentionView {
+  const float* q;         // [n_queries, n_heads, head_dim]
+  const void* k;          // F32|F16 [n_slots, n_kv_heads, head_dim]
+  const void* v;          // same as k
+  const int32_t* q_pos;   // [n_queries]
+  const int32_t* kv_pos;  // [n_slots, n_kv_heads]
+  float* out;             // [n_queries, n_heads, head_dim]
+  float* mass;            // [n_kv_heads, n_slots], or null when not exported
+  int64_t n_queries, n_heads, head_dim, n_slots, n_kv_heads;
+  int64_t mass_first_query;
+  float scale;
+};
+AttentionView attention_view(const AttentionArgs& args);
+
+// Per-thread scratch memory, one growing buffer per slot: a kernel asks for the bytes it needs on
+// every call and gets the same 64-byte aligned buffer back once it is large enough, so steady-state
+// decoding allocates nothing. The contents are not preserved across a call that grows a buffer.
+enum class Scratch { kActivations, kScores, kAccumulators, kRotation, kCount };
+void* scratch(Scratch slot, size_t bytes);
+
+}  // namespace x86
+
+#endif  // EDGELM_HAVE_X86_KERNELS
+
+}  // namespace edgelm::cpu
