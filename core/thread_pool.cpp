@@ -13,13 +13,22 @@ namespace {
 // ops of a decode step (microseconds), short enough not to burn a core between tokens.
 constexpr int kSpinPolls = 1 << 14;
 
-inline void cpu_relax() {
+// Every this many polls, a spinning thread yields its core: when the machine is oversubscribed the
+// thread it waits for may be descheduled, and yielding lets it run instead of burning the slice.
+constexpr int kPollsPerYield = 64;
+
+inline void spin_pause(int spin) {
+  if (spin % kPollsPerYield == kPollsPerYield - 1) {
+    std::this_thread::yield();
+    return;
+  }
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
 }
+
 
 thread_local const ThreadPool* tls_current_pool = nullptr;
 
@@ -53,7 +62,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     uint32_t now = generation_.load(std::memory_order_acquire);
     for (int spin = 0; now == seen && spin < kSpinPolls; ++spin) {
-      cpu_relax();
+      spin_pause(spin);
       now = generation_.load(std::memory_order_acquire);
     }
     while (now == seen) {
@@ -94,7 +103,7 @@ void ThreadPool::run_erased(void (*function)(void*, int), void* context) {
 
   uint32_t left = pending_.load(std::memory_order_acquire);
   for (int spin = 0; left != 0 && spin < kSpinPolls; ++spin) {
-    cpu_relax();
+    spin_pause(spin);
     left = pending_.load(std::memory_order_acquire);
   }
   while (left != 0) {
