@@ -3,6 +3,7 @@
 // growing while slots shrink; SnapKV and H2O pick planted tokens (GQA by group average); memory
 // pressure triggers at the threshold and not before.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -27,7 +28,7 @@ cpu::CpuBackend& backend() {
 
 LlamaModel& tiny_model() {
   static LlamaModel model = [] {
-    const fs::path dir = fs::path(::testing::TempDir()) / "edgelm_eviction_tiny";
+    const fs::path dir = fs::path(::testing::TempDir()) / ("edgelm_eviction_tiny_" + std::to_string(::getpid()));
     const std::string path = make_model({.preset = "tiny",
                                          .format = "hf",
                                          .quant = DType::F32,

@@ -2,6 +2,7 @@
 // transformers fixtures, the KV cache against full recomputation, prefill against step-by-step
 // decode, safetensors against GGUF, and quantized weights against F32.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -146,7 +147,8 @@ class MadeModel : public ::testing::TestWithParam<std::string> {
  protected:
   std::string make(const std::string& format, DType quant, uint64_t seed = 7) {
     const fs::path dir = fs::path(::testing::TempDir()) /
-                         ("edgelm_" + GetParam() + "_" + format + "_" + dtype_name(quant));
+                         ("edgelm_" + GetParam() + "_" + format + "_" + dtype_name(quant) + "_" +
+                          std::to_string(::getpid()));  // ctest runs tests in parallel processes
     return make_model({.preset = GetParam(),
                        .format = format,
                        .quant = quant,
@@ -222,7 +224,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, MadeModel,
 // Quantized weights stay close to F32: mean KL divergence of the next-token distributions and
 // top-1 agreement over a sequence, for Q8_0 and Q4_0 (quantized on load from the F32 file).
 TEST(QuantizedWeights, StayWithinBoundsOfF32) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "edgelm_quant_tiny_long";
+  const fs::path dir = fs::path(::testing::TempDir()) / ("edgelm_quant_tiny_long_" + std::to_string(::getpid()));
   const std::string path = make_model({.preset = "tiny-long",
                                        .format = "hf",
                                        .quant = DType::F32,

@@ -4,6 +4,7 @@
 // Kernel scratch grows to the largest size seen and is then reused, so the run first warms up
 // to the cache length it measures at, clears the cache and measures a whole second run.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -90,7 +91,7 @@ TEST(ZeroAllocationHook, CountsAllocations) {
 
 TEST_P(ZeroAllocation, DecodeStepsAllocateNothing) {
   cpu::CpuBackend backend(cpu::CpuOptions{.n_threads = 2, .isa = GetParam()});
-  const fs::path dir = fs::path(::testing::TempDir()) / "edgelm_zero_alloc";
+  const fs::path dir = fs::path(::testing::TempDir()) / ("edgelm_zero_alloc_" + std::to_string(::getpid()));
   for (DType weights : {DType::F32, DType::Q8_0, DType::Q4_0}) {
     const std::string path = make_model(
         {.preset = "tiny", .format = "gguf", .quant = weights, .seed = 2, .out_dir = dir.string()});

@@ -8,6 +8,14 @@
 #if defined(EDGELM_HAVE_X86_KERNELS)
 #include "backends/cpu/x86/x86.h"
 #endif
+#if defined(EDGELM_HAVE_ARM_KERNELS)
+#include "backends/cpu/arm/arm.h"
+#if defined(__linux__)
+#include <sys/auxv.h>
+#elif defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
+#endif
 
 namespace edgelm::cpu {
 namespace {
@@ -99,6 +107,56 @@ bool cpu_has_avx512() {
 
 #endif  // EDGELM_HAVE_X86_KERNELS
 
+#if defined(EDGELM_HAVE_ARM_KERNELS)
+
+// NEON is part of every AArch64 CPU; entries without a NEON kernel stay the reference.
+KernelTable make_neon_table() {
+  KernelTable table = portable_kernels();
+  table.isa = "neon";
+  auto at = [](DType dtype) { return static_cast<size_t>(dtype); };
+  table.matmul[at(DType::F32)] = f32_matmul__neon;
+  table.matmul[at(DType::F16)] = f16_matmul__neon;
+  table.matmul[at(DType::BF16)] = bf16_matmul__neon;
+  table.matmul[at(DType::Q8_0)] = q8_0_matmul__neon;
+  table.matmul[at(DType::Q4_0)] = q4_0_matmul__neon;
+  table.attention[at(DType::F32)] = f32_attention__neon;
+  table.attention[at(DType::F16)] = f16_attention__neon;
+  table.rms_norm = f32_rms_norm__neon;
+  table.rope = f32_rope__neon;
+  table.softmax = f32_softmax__neon;
+  table.silu_mul = f32_silu_mul__neon;
+  table.add = f32_add__neon;
+  return table;
+}
+
+// The NEON table with the quantized matmuls on SDOT (Armv8.2 dot product).
+KernelTable make_neon_dotprod_table() {
+  KernelTable table = make_neon_table();
+  table.isa = "neon_dotprod";
+  auto at = [](DType dtype) { return static_cast<size_t>(dtype); };
+  table.matmul[at(DType::Q8_0)] = q8_0_matmul__neon_dotprod;
+  table.matmul[at(DType::Q4_0)] = q4_0_matmul__neon_dotprod;
+  return table;
+}
+
+// What neon_dotprod.cpp was compiled for (+dotprod), as the kernel reports it to user space.
+bool cpu_has_dotprod() {
+#if defined(__linux__)  // Linux and Android
+#ifndef HWCAP_ASIMDDP
+  constexpr unsigned long HWCAP_ASIMDDP = 1ul << 20;  // older libc headers (asm/hwcap.h value)
+#endif
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#elif defined(__APPLE__)
+  int has = 0;
+  size_t size = sizeof(has);
+  return sysctlbyname("hw.optional.arm.FEAT_DotProd", &has, &size, nullptr, 0) == 0 && has != 0;
+#else
+  return false;
+#endif
+}
+
+#endif  // EDGELM_HAVE_ARM_KERNELS
+
 }  // namespace
 
 const KernelTable& portable_kernels() {
@@ -115,6 +173,13 @@ std::vector<const KernelTable*> available_kernel_tables() {
   static const bool has_avx512 = cpu_has_avx512();
   if (has_avx2) tables.push_back(&avx2);
   if (has_avx512) tables.push_back(&avx512);
+#endif
+#if defined(EDGELM_HAVE_ARM_KERNELS)
+  static const KernelTable neon = make_neon_table();
+  static const KernelTable neon_dotprod = make_neon_dotprod_table();
+  static const bool has_dotprod = cpu_has_dotprod();
+  tables.push_back(&neon);
+  if (has_dotprod) tables.push_back(&neon_dotprod);
 #endif
   return tables;
 }

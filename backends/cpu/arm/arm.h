@@ -1,0 +1,58 @@
+// AArch64 CPU kernels: neon.cpp (Advanced SIMD, part of every AArch64 CPU, so compiled without
+// extra flags) and neon_dotprod.cpp (the quantized matmul again with the SDOT instruction,
+// compiled with -march=armv8.2-a+dotprod). kernel_table.cpp fills the "neon" table from neon.cpp
+// and the portable kernels, and offers "neon_dotprod" (the same table with the SDOT matmuls) only
+// when the CPU reports the dot-product extension.
+//
+// neon_dotprod.cpp calls no inline or template function from a shared header: the linker keeps
+// one copy of such a function for the whole program, and a copy compiled with +dotprod could be
+// the one a baseline caller ends up running on a CPU without SDOT. What it needs beyond its own
+// code (the per-thread scratch) comes through the out-of-line helpers below, defined in neon.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/backend.h"
+
+namespace edgelm::cpu {
+
+#if defined(EDGELM_HAVE_ARM_KERNELS)
+
+void f32_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                      int64_t n_begin, int64_t n_end);
+void f16_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                      int64_t n_begin, int64_t n_end);
+void bf16_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end);
+void q8_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end);
+void q4_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end);
+void f32_rms_norm__neon(const float* x, const float* weight, float* y, int64_t dim, float eps);
+void f32_rope__neon(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
+                    const float* inv_freq);
+void f32_softmax__neon(const float* x, float* y, int64_t n);
+void f32_silu_mul__neon(const float* gate, const float* up, float* out, int64_t n);
+void f32_add__neon(const float* a, const float* b, float* out, int64_t n);
+void f32_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+void f16_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+
+void q8_0_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                               int64_t K, int64_t n_begin, int64_t n_end);
+void q4_0_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                               int64_t K, int64_t n_begin, int64_t n_end);
+
+namespace arm {
+
+// Per-thread scratch memory, one growing buffer per slot: a kernel asks for the bytes it needs on
+// every call and gets the same 64-byte aligned buffer back once it is large enough, so steady-state
+// decoding allocates nothing. The contents are not preserved across a call that grows a buffer.
+enum class Scratch { kActivations, kScores, kAccumulators, kRotation, kCount };
+void* scratch(Scratch slot, size_t bytes);
+
+}  // namespace arm
+
+#endif  // EDGELM_HAVE_ARM_KERNELS
+
+}  // namespace edgelm::cpu

@@ -1,0 +1,509 @@
+// AArch64 Advanced SIMD (NEON) kernels. NEON and the F16<->F32 conversions used here are part of
+// every AArch64 CPU, so this file is compiled without extra flags and its table is always offered.
+// Semantics are those of backends/cpu/portable/; results differ from it only by float rounding,
+// and for Q8_0/Q4_0 matmul by quantizing the activations to 8 bits per 32-block (see
+// kQuantizedActivations in tests/parity/cases.cpp).
+//
+// Being baseline code, this file may use the Tensor API and the standard library freely; only
+// neon_dotprod.cpp has to keep to itself (see arm.h).
+#include <arm_neon.h>
+
+#include <cmath>
+#include <cstring>
+#include <new>
+
+#include "backends/cpu/arm/arm.h"
+#include "backends/cpu/arm/neon_quant_matmul.h"
+#include "core/quant.h"
+
+namespace edgelm::cpu {
+namespace {
+
+using arm::Scratch;
+
+float bf16_to_float(uint16_t bits) {
+  const uint32_t widened = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &widened, sizeof(value));
+  return value;
+}
+
+// e^x for float lanes, relative error ~1e-7 (a few ulp), so softmax and silu stay far inside the
+// 1e-10 NMSE bound. x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in a high part exact in float and a
+// low correction, so r carries no cancellation error); e^r is its Taylor series to degree 7, whose
+// truncation error (ln2/2)^8/8! ≈ 5e-9 is below float rounding; 2^n is built in the exponent bits.
+// Inputs below -87.3 (results below the smallest normal float) and -inf give 0; inputs are capped
+// at 88 (e^88 ≈ 1.7e38), which no caller reaches: softmax and attention exponentiate x - max ≤ 0,
+// and silu's e^-x only matters where it is small.
+float32x4_t exp_f32x4(float32x4_t x) {
+  const float32x4_t min_input = vdupq_n_f32(-87.3f);
+  const uint32x4_t in_range = vcgeq_f32(x, min_input);
+  x = vminq_f32(vmaxq_f32(x, min_input), vdupq_n_f32(88.0f));
+  // FCVTNS: round to nearest (even), as _mm256_round_ps in the x86 kernels.
+  const int32x4_t n_int = vcvtnq_s32_f32(vmulq_n_f32(x, 1.44269504088896341f));
+  const float32x4_t n = vcvtq_f32_s32(n_int);
+  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+  float32x4_t p = vdupq_n_f32(1.0f / 5040.0f);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 720.0f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 120.0f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 24.0f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f / 6.0f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+  const int32x4_t exponent = vshlq_n_s32(vaddq_s32(n_int, vdupq_n_s32(127)), 23);
+  const float32x4_t result = vmulq_f32(p, vreinterpretq_f32_s32(exponent));
+  return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(result), in_range));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
+// accumulator a vector of partial sums along K, reduced once at the end of the row.
+
+struct F32Weights {
+  using Element = float;
+  static float32x4_t load4(const float* p) { return vld1q_f32(p); }
+  static float at(const float* p) { return *p; }
+};
+
+struct F16Weights {
+  using Element = uint16_t;
+  static float32x4_t load4(const uint16_t* p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+  }
+  static float at(const uint16_t* p) { return half_to_float(*p); }
+};
+
+struct BF16Weights {
+  using Element = uint16_t;
+  // A bfloat16 is the high half of a float32.
+  static float32x4_t load4(const uint16_t* p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+  }
+  static float at(const uint16_t* p) { return bf16_to_float(*p); }
+};
+
+// y[m0 + i, n0 + j] for i < MR, j < NR. x: [M, K]; w: [N, K]; y: [M, N].
+template <class Weights, int MR, int NR>
+void float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
+                int64_t m0, int64_t n0) {
+  float32x4_t acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = vdupq_n_f32(0.0f);
+  const float* x_rows[MR];
+  const typename Weights::Element* w_rows[NR];
+  for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
+  for (int j = 0; j < NR; ++j) w_rows[j] = w + (n0 + j) * K;
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    float32x4_t wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = Weights::load4(w_rows[j] + k);
+    for (int i = 0; i < MR; ++i) {
+      const float32x4_t xv = vld1q_f32(x_rows[i] + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = vfmaq_f32(acc[i][j], xv, wv[j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float sum = vaddvq_f32(acc[i][j]);
+      for (int64_t t = k; t < K; ++t) sum += x_rows[i][t] * Weights::at(w_rows[j] + t);
+      y[(m0 + i) * N + n0 + j] = sum;
+    }
+  }
+}
+
+// One band of MR rows of x against weight rows [n_begin, n_end). At least eight independent FMA
+// chains hide the FMA latency (4 cycles on two pipes on Cortex-A7x): eight weight rows per tile
+// when decoding (MR = 1), four otherwise; MR·NR accumulators, NR weight vectors and one x vector
+// fit the 32 vector registers.
+template <class Weights, int MR>
+void float_band(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
+                int64_t m0, int64_t n_begin, int64_t n_end) {
+  constexpr int NR = MR == 1 ? 8 : 4;
+  int64_t n = n_begin;
+  for (; n + NR <= n_end; n += NR) float_tile<Weights, MR, NR>(x, w, y, N, K, m0, n);
+  for (; n < n_end; ++n) float_tile<Weights, MR, 1>(x, w, y, N, K, m0, n);
+}
+
+template <class Weights>
+void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                  int64_t n_begin, int64_t n_end) {
+  const auto* weights = static_cast<const typename Weights::Element*>(w);
+  const int64_t chunk = weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights));
+  for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
+    const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4)
+      float_band<Weights, 4>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+    switch (M - m) {
+      case 3:
+        float_band<Weights, 3>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 2:
+        float_band<Weights, 2>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 1:
+        float_band<Weights, 1>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quantized matmul without the dot-product extension: one 32-element block as signed 8x8→16-bit
+// products (SMULL/SMLAL), widened pairwise into 32-bit lanes (SADDLP/SADALP).
+
+struct NeonDot {
+  // Four lanes that sum to Σ w·x over the block at x. |w| ≤ 128 and |x| ≤ 127, so a product is at
+  // most 16256 in magnitude and two of them per 16-bit lane stay below 2^15.
+  static int32x4_t block(int8x16_t w_low, int8x16_t w_high, const int8_t* x) {
+    const int8x16_t x_low = vld1q_s8(x);
+    const int8x16_t x_high = vld1q_s8(x + 16);
+    int16x8_t products_low = vmull_s8(vget_low_s8(w_low), vget_low_s8(x_low));
+    products_low = vmlal_high_s8(products_low, w_low, x_low);
+    int16x8_t products_high = vmull_s8(vget_low_s8(w_high), vget_low_s8(x_high));
+    products_high = vmlal_high_s8(products_high, w_high, x_high);
+    return vpadalq_s16(vpaddlq_s16(products_low), products_high);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Attention
+
+float dot(const float* a, const float* b, int64_t n) {
+  float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 4; ++j)
+      acc[j] = vfmaq_f32(acc[j], vld1q_f32(a + i + 4 * j), vld1q_f32(b + i + 4 * j));
+  }
+  for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], vld1q_f32(a + i), vld1q_f32(b + i));
+  float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// y += alpha · x
+void axpy(float* y, float alpha, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), alpha));
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
+// y += x
+void accumulate(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vld1q_f32(x + i)));
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+// p[i] = e^(p[i] - max) for i < n; returns Σ p[i]. Masked entries (-inf) become 0.
+float exp_shifted(float* p, int64_t n, float max_value) {
+  const float32x4_t shift = vdupq_n_f32(max_value);
+  float32x4_t total = vdupq_n_f32(0.0f);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t e = exp_f32x4(vsubq_f32(vld1q_f32(p + i), shift));
+    vst1q_f32(p + i, e);
+    total = vaddq_f32(total, e);
+  }
+  float sum = vaddvq_f32(total);
+  for (; i < n; ++i) {
+    p[i] = static_cast<float>(std::exp(static_cast<double>(p[i]) - max_value));
+    sum += p[i];
+  }
+  return sum;
+}
+
+void scale_in_place(float* p, float factor, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(p + i, vmulq_n_f32(vld1q_f32(p + i), factor));
+  for (; i < n; ++i) p[i] *= factor;
+}
+
+struct F32Cache {
+  using Element = float;
+  // A row of the cache as floats: the row itself.
+  static const float* row(const float* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
+    return cache + offset;
+  }
+};
+
+struct F16Cache {
+  using Element = uint16_t;
+  // A row of the cache as floats, converted into `buffer` once and reused by every query head of
+  // the group.
+  static const float* row(const uint16_t* cache, int64_t offset, int64_t n, float* buffer) {
+    const uint16_t* half = cache + offset;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(buffer + i, F16Weights::load4(half + i));
+    for (; i < n; ++i) buffer[i] = half_to_float(half[i]);
+    return buffer;
+  }
+};
+
+// As f32_attention__portable, in float: per kv head g, each query's group of heads scores every
+// visible slot (reading each K row once for the whole group), takes a softmax, and sums V rows
+// (read once per group as well) weighted by it.
+template <class Cache>
+void attention_groups(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  using Element = typename Cache::Element;
+  const float* q = args.q.data<float>();                // [n_queries, n_heads, head_dim]
+  const Element* k = args.k.data<Element>();            // [n_slots, n_kv_heads, head_dim]
+  const Element* v = args.v.data<Element>();            // [n_slots, n_kv_heads, head_dim]
+  const int32_t* q_pos = args.q_pos.data<int32_t>();    // [n_queries]
+  const int32_t* kv_pos = args.kv_pos.data<int32_t>();  // [n_slots, n_kv_heads]
+  float* out = args.out.data<float>();                  // [n_queries, n_heads, head_dim]
+  float* mass = args.mass.defined() ? args.mass.data<float>() : nullptr;  // [n_kv_heads, n_slots]
+  const int64_t n_queries = args.q.dim(0);
+  const int64_t n_heads = args.q.dim(1);
+  const int64_t head_dim = args.q.dim(2);
+  const int64_t n_slots = args.k.dim(0);
+  const int64_t n_kv_heads = args.k.dim(1);
+  const int64_t group_size = n_heads / n_kv_heads;
+  constexpr float kMasked = -INFINITY;
+
+  // scores [group_size, n_slots], group_mass [n_slots], head_max [group_size]
+  auto* scores = static_cast<float*>(
+      arm::scratch(Scratch::kScores,
+                   sizeof(float) * static_cast<size_t>((group_size + 1) * n_slots + group_size)));
+  float* group_mass = scores + group_size * n_slots;
+  float* head_max = group_mass + n_slots;
+  // accumulators [group_size, head_dim], K row and V row buffers [head_dim] each
+  auto* accumulators = static_cast<float*>(arm::scratch(
+      Scratch::kAccumulators, sizeof(float) * static_cast<size_t>((group_size + 2) * head_dim)));
+  float* k_buffer = accumulators + group_size * head_dim;
+  float* v_buffer = k_buffer + head_dim;
+
+  for (int64_t g = group_begin; g < group_end; ++g) {
+    std::memset(group_mass, 0, sizeof(float) * static_cast<size_t>(n_slots));
+    const int64_t first_head = g * group_size;
+    for (int64_t i = 0; i < n_queries; ++i) {
+      const int32_t position = q_pos[i];
+      const float* q_group = q + (i * n_heads + first_head) * head_dim;  // [group_size, head_dim]
+      for (int64_t h = 0; h < group_size; ++h) head_max[h] = kMasked;
+      for (int64_t s = 0; s < n_slots; ++s) {
+        if (kv_pos[s * n_kv_heads + g] > position) {
+          for (int64_t h = 0; h < group_size; ++h) scores[h * n_slots + s] = kMasked;
+          continue;
+        }
+        const float* k_row = Cache::row(k, (s * n_kv_heads + g) * head_dim, head_dim, k_buffer);
+        for (int64_t h = 0; h < group_size; ++h) {
+          const float score = dot(q_group + h * head_dim, k_row, head_dim) * args.scale;
+          scores[h * n_slots + s] = score;
+          if (score > head_max[h]) head_max[h] = score;
+        }
+      }
+      for (int64_t h = 0; h < group_size; ++h) {
+        float* out_row = out + (i * n_heads + first_head + h) * head_dim;
+        if (head_max[h] == kMasked) {  // nothing visible: zeros, and no mass
+          std::memset(out_row, 0, sizeof(float) * static_cast<size_t>(head_dim));
+          continue;
+        }
+        float* p = scores + h * n_slots;
+        const float total = exp_shifted(p, n_slots, head_max[h]);
+        scale_in_place(p, 1.0f / total, n_slots);
+        std::memset(accumulators + h * head_dim, 0, sizeof(float) * static_cast<size_t>(head_dim));
+      }
+      for (int64_t s = 0; s < n_slots; ++s) {
+        if (kv_pos[s * n_kv_heads + g] > position) continue;
+        const float* v_row = nullptr;
+        for (int64_t h = 0; h < group_size; ++h) {
+          const float weight = scores[h * n_slots + s];
+          if (head_max[h] == kMasked || weight == 0.0f) continue;
+          if (v_row == nullptr)
+            v_row = Cache::row(v, (s * n_kv_heads + g) * head_dim, head_dim, v_buffer);
+          axpy(accumulators + h * head_dim, weight, v_row, head_dim);
+        }
+      }
+      for (int64_t h = 0; h < group_size; ++h) {
+        if (head_max[h] == kMasked) continue;
+        std::memcpy(out + (i * n_heads + first_head + h) * head_dim, accumulators + h * head_dim,
+                    sizeof(float) * static_cast<size_t>(head_dim));
+        if (i >= args.mass_first_query) accumulate(group_mass, scores + h * n_slots, n_slots);
+      }
+    }
+    if (mass != nullptr) {
+      std::memcpy(mass + g * n_slots, group_mass, sizeof(float) * static_cast<size_t>(n_slots));
+    }
+  }
+}
+
+struct ScratchBuffers {
+  static constexpr std::align_val_t kAlignment{64};
+  void* data[static_cast<int>(Scratch::kCount)] = {};
+  size_t capacity[static_cast<int>(Scratch::kCount)] = {};
+
+  ScratchBuffers() = default;
+  ScratchBuffers(const ScratchBuffers&) = delete;
+  ScratchBuffers& operator=(const ScratchBuffers&) = delete;
+  ~ScratchBuffers() {
+    for (void* pointer : data) ::operator delete(pointer, kAlignment);
+  }
+};
+
+}  // namespace
+
+void* arm::scratch(Scratch slot, size_t bytes) {
+  thread_local ScratchBuffers buffers;
+  const auto index = static_cast<int>(slot);
+  if (buffers.data[index] == nullptr || bytes > buffers.capacity[index]) {
+    // Grow by at least half again, so a slowly rising size (attention over a growing cache)
+    // reallocates O(log n) times; even 0 bytes get a real (64-byte) buffer.
+    size_t capacity = buffers.capacity[index] + buffers.capacity[index] / 2;
+    if (capacity < bytes) capacity = bytes;
+    if (capacity == 0) capacity = 64;
+    void* grown = ::operator new(capacity, ScratchBuffers::kAlignment);
+    ::operator delete(buffers.data[index], ScratchBuffers::kAlignment);
+    buffers.data[index] = grown;
+    buffers.capacity[index] = capacity;
+  }
+  return buffers.data[index];
+}
+
+void f32_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                      int64_t n_begin, int64_t n_end) {
+  float_matmul<F32Weights>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void f16_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                      int64_t n_begin, int64_t n_end) {
+  float_matmul<F16Weights>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void bf16_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end) {
+  float_matmul<BF16Weights>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void q8_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end) {
+  quant_matmul<Q8_0Format, NeonDot>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                       int64_t n_begin, int64_t n_end) {
+  quant_matmul<Q4_0Format, NeonDot>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+// Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the
+// models use); the inverse RMS itself in double.
+void f32_rms_norm__neon(const float* x, const float* weight, float* y, int64_t dim, float eps) {
+  float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  int64_t i = 0;
+  for (; i + 16 <= dim; i += 16) {
+    for (int j = 0; j < 4; ++j) {
+      const float32x4_t v = vld1q_f32(x + i + 4 * j);
+      acc[j] = vfmaq_f32(acc[j], v, v);
+    }
+  }
+  for (; i + 4 <= dim; i += 4) {
+    const float32x4_t v = vld1q_f32(x + i);
+    acc[0] = vfmaq_f32(acc[0], v, v);
+  }
+  double sum_squares = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+  for (; i < dim; ++i) sum_squares += static_cast<double>(x[i]) * x[i];
+  const auto inverse_rms =
+      static_cast<float>(1.0 / std::sqrt(sum_squares / static_cast<double>(dim) + eps));
+  i = 0;
+  // y may alias x: each element is read before its own store.
+  for (; i + 4 <= dim; i += 4) {
+    const float32x4_t v = vmulq_n_f32(vld1q_f32(x + i), inverse_rms);
+    vst1q_f32(y + i, vmulq_f32(v, vld1q_f32(weight + i)));
+  }
+  for (; i < dim; ++i) y[i] = x[i] * inverse_rms * weight[i];
+}
+
+// The cosines and sines are computed once per call in double (from the float32 angle) and rounded
+// to float; the rotation runs across the pair index, four pairs at a time, for every head.
+void f32_rope__neon(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
+                    const float* inv_freq) {
+  const int64_t half = head_dim / 2;
+  auto* cosines = static_cast<float*>(
+      arm::scratch(Scratch::kRotation, sizeof(float) * 2 * static_cast<size_t>(half)));
+  float* sines = cosines + half;
+  for (int64_t i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(position) * inv_freq[i];
+    cosines[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+    sines[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const float* first = x + h * head_dim;
+    const float* second = first + half;
+    float* out_first = out + h * head_dim;
+    float* out_second = out_first + half;
+    int64_t i = 0;
+    // Both halves are loaded before either is stored, so out may alias x.
+    for (; i + 4 <= half; i += 4) {
+      const float32x4_t a = vld1q_f32(first + i);
+      const float32x4_t b = vld1q_f32(second + i);
+      const float32x4_t c = vld1q_f32(cosines + i);
+      const float32x4_t s = vld1q_f32(sines + i);
+      vst1q_f32(out_first + i, vfmsq_f32(vmulq_f32(a, c), b, s));
+      vst1q_f32(out_second + i, vfmaq_f32(vmulq_f32(b, c), a, s));
+    }
+    for (; i < half; ++i) {
+      const float a = first[i];
+      const float b = second[i];
+      out_first[i] = a * cosines[i] - b * sines[i];
+      out_second[i] = b * cosines[i] + a * sines[i];
+    }
+  }
+}
+
+void f32_softmax__neon(const float* x, float* y, int64_t n) {
+  float32x4_t max_vector = vdupq_n_f32(-INFINITY);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) max_vector = vmaxq_f32(max_vector, vld1q_f32(x + i));
+  float max_value = vmaxvq_f32(max_vector);
+  for (; i < n; ++i) max_value = x[i] > max_value ? x[i] : max_value;
+  // y may alias x: each element is read before its own store.
+  const float32x4_t shift = vdupq_n_f32(max_value);
+  float32x4_t total = vdupq_n_f32(0.0f);
+  for (i = 0; i + 4 <= n; i += 4) {
+    const float32x4_t e = exp_f32x4(vsubq_f32(vld1q_f32(x + i), shift));
+    vst1q_f32(y + i, e);
+    total = vaddq_f32(total, e);
+  }
+  float sum = vaddvq_f32(total);
+  for (; i < n; ++i) {
+    y[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - max_value));
+    sum += y[i];
+  }
+  scale_in_place(y, 1.0f / sum, n);
+}
+
+void f32_silu_mul__neon(const float* gate, const float* up, float* out, int64_t n) {
+  const float32x4_t one = vdupq_n_f32(1.0f);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float32x4_t g = vld1q_f32(gate + i);
+    const float32x4_t e = exp_f32x4(vnegq_f32(g));
+    const float32x4_t product = vmulq_f32(g, vld1q_f32(up + i));
+    vst1q_f32(out + i, vdivq_f32(product, vaddq_f32(one, e)));
+  }
+  for (; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void f32_add__neon(const float* a, const float* b, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(out + i, vaddq_f32(vld1q_f32(a + i), vld1q_f32(b + i)));
+  for (; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void f32_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  attention_groups<F32Cache>(args, group_begin, group_end);
+}
+
+void f16_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  attention_groups<F16Cache>(args, group_begin, group_end);
+}
+
+}  // namespace edgelm::cpu

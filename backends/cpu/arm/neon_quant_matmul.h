@@ -1,0 +1,195 @@
+// Quantized-weight matmul (Q8_0, Q4_0) for AArch64, shared by neon.cpp and neon_dotprod.cpp, which
+// differ only in the integer dot product of one 32-element block (their `Dot` policy). Each call
+// quantizes the rows of x to 8 bits per 32-block (scale max|x|/127, as GGML's Q8_0) once; every
+// block product is then an integer dot product scaled by d_w·d_x. Blocks are taken four at a
+// time, so the four integer sums are reduced into one vector and scaled with one multiply-add
+// against the four block scales.
+//
+// Included by those two files only. Everything here is in an unnamed namespace on purpose: each
+// file gets its own copy, compiled with its own flags, so no SDOT-using copy of a function can be
+// shared with the baseline file by the linker (see arm.h).
+#pragma once
+
+#include <arm_neon.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/arm/arm.h"
+#include "core/quant.h"
+
+namespace edgelm::cpu {
+namespace {  // NOLINT(cert-dcl59-cpp): one internal copy per including ISA file, see above
+
+constexpr int kBlock = 32;
+
+int64_t min_of(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+// Weight rows per chunk: about 64 KiB of weights, which stay in the L2 of even the small cores of
+// phones (Cortex-A55: 64-256 KiB) while every band of x passes over them.
+int64_t weight_chunk_rows(size_t row_bytes) {
+  const int64_t rows = static_cast<int64_t>((size_t{64} << 10) / (row_bytes ? row_bytes : 1));
+  return rows < 4 ? 4 : rows;
+}
+
+// Rows of x quantized for one call, in per-thread scratch.
+struct QuantizedX {
+  const int8_t* qs;    // [M, K] values in -127..127 (never -128: see Dot::block)
+  const float* scale;  // [M, K / 32] d_x per block
+  int64_t blocks;      // K / 32
+};
+
+QuantizedX quantize_x(const float* x, int64_t M, int64_t K) {
+  const int64_t blocks = K / kBlock;
+  // M·K is a multiple of 32, so the scales after the values stay aligned.
+  const size_t qs_bytes = static_cast<size_t>(M * K);
+  auto* base = static_cast<char*>(arm::scratch(
+      arm::Scratch::kActivations, qs_bytes + static_cast<size_t>(M * blocks) * sizeof(float)));
+  auto* qs = reinterpret_cast<int8_t*>(base);
+  auto* scale = reinterpret_cast<float*>(base + qs_bytes);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* src = x + m * K + b * kBlock;
+      float32x4_t v[8];
+      for (int j = 0; j < 8; ++j) v[j] = vld1q_f32(src + 4 * j);
+      float32x4_t max_vector = vabsq_f32(v[0]);
+      for (int j = 1; j < 8; ++j) max_vector = vmaxq_f32(max_vector, vabsq_f32(v[j]));
+      const float max_abs = vmaxvq_f32(max_vector);
+      const float inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
+      // Round to nearest even, as the x86 kernels do; |v|·127/max ≤ 127, so the saturating
+      // narrowings never clip.
+      int16x8_t halves[4];
+      for (int j = 0; j < 4; ++j) {
+        halves[j] = vcombine_s16(vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[2 * j], inverse))),
+                                 vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[2 * j + 1], inverse))));
+      }
+      int8_t* dst = qs + m * K + b * kBlock;
+      vst1q_s8(dst, vcombine_s8(vqmovn_s16(halves[0]), vqmovn_s16(halves[1])));
+      vst1q_s8(dst + 16, vcombine_s8(vqmovn_s16(halves[2]), vqmovn_s16(halves[3])));
+      scale[m * blocks + b] = max_abs / 127.0f;
+    }
+  }
+  return {qs, scale, blocks};
+}
+
+// Weight block formats: the 32 values of one block as two vectors of signed bytes, elements 0..15
+// and 16..31, the order in which x is stored.
+struct Q8_0Format {
+  using Block = BlockQ8_0;
+  static void load(const Block& w, int8x16_t& low, int8x16_t& high) {
+    low = vld1q_s8(w.qs);
+    high = vld1q_s8(w.qs + 16);
+  }
+};
+
+struct Q4_0Format {
+  using Block = BlockQ4_0;
+  // Element i is the low nibble of qs[i], element i + 16 the high one; the offset of 8 is taken
+  // off here, so both formats share the signed dot product.
+  static void load(const Block& w, int8x16_t& low, int8x16_t& high) {
+    const uint8x16_t packed = vld1q_u8(w.qs);
+    const int8x16_t eight = vdupq_n_s8(8);
+    low = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(0x0f))), eight);
+    high = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(packed, 4)), eight);
+  }
+};
+
+float half_to_float(uint16_t bits) {
+  return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(bits))), 0);
+}
+
+// Scales of four consecutive blocks as floats.
+template <class Block>
+float32x4_t block_scales4(const Block* w) {
+  uint16x4_t bits = vdup_n_u16(w[0].d);
+  bits = vset_lane_u16(w[1].d, bits, 1);
+  bits = vset_lane_u16(w[2].d, bits, 2);
+  bits = vset_lane_u16(w[3].d, bits, 3);
+  return vcvt_f32_f16(vreinterpret_f16_u16(bits));
+}
+
+// y[m0 + i, n] for i < MR: one weight row against MR quantized rows of x. Each weight block is
+// decoded once for the MR rows.
+template <class Format, class Dot, int MR>
+void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float* y, int64_t N,
+                int64_t K, int64_t m0, int64_t n) {
+  const int64_t blocks = xq.blocks;
+  const int8_t* x_rows[MR];
+  const float* x_scales[MR];
+  float32x4_t acc[MR];
+  for (int i = 0; i < MR; ++i) {
+    x_rows[i] = xq.qs + (m0 + i) * K;
+    x_scales[i] = xq.scale + (m0 + i) * blocks;
+    acc[i] = vdupq_n_f32(0.0f);
+  }
+  int64_t b = 0;
+  for (; b + 4 <= blocks; b += 4) {
+    int32x4_t partial[MR][4];  // per row and block: four lanes that sum to the block's dot product
+    for (int j = 0; j < 4; ++j) {
+      int8x16_t low, high;
+      Format::load(w_row[b + j], low, high);
+      for (int i = 0; i < MR; ++i)
+        partial[i][j] = Dot::block(low, high, x_rows[i] + (b + j) * kBlock);
+    }
+    const float32x4_t w_scale = block_scales4(w_row + b);
+    for (int i = 0; i < MR; ++i) {
+      // Two pairwise additions leave [Σ block b, Σ b+1, Σ b+2, Σ b+3]. The sums are below
+      // 32·128·127 < 2^24 in magnitude, so their conversion to float is exact.
+      const int32x4_t sums = vpaddq_s32(vpaddq_s32(partial[i][0], partial[i][1]),
+                                        vpaddq_s32(partial[i][2], partial[i][3]));
+      acc[i] =
+          vfmaq_f32(acc[i], vcvtq_f32_s32(sums), vmulq_f32(w_scale, vld1q_f32(x_scales[i] + b)));
+    }
+  }
+  float tail[MR] = {};
+  for (; b < blocks; ++b) {
+    int8x16_t low, high;
+    Format::load(w_row[b], low, high);
+    const float w_scale = half_to_float(w_row[b].d);
+    for (int i = 0; i < MR; ++i) {
+      const int32_t sum = vaddvq_s32(Dot::block(low, high, x_rows[i] + b * kBlock));
+      tail[i] += w_scale * x_scales[i][b] * static_cast<float>(sum);
+    }
+  }
+  for (int i = 0; i < MR; ++i) y[(m0 + i) * N + n] = vaddvq_f32(acc[i]) + tail[i];
+}
+
+template <class Format, class Dot, int MR>
+void quant_band(const QuantizedX& xq, const typename Format::Block* w, float* y, int64_t N,
+                int64_t K, int64_t m0, int64_t n_begin, int64_t n_end) {
+  for (int64_t n = n_begin; n < n_end; ++n)
+    quant_tile<Format, Dot, MR>(xq, w + n * xq.blocks, y, N, K, m0, n);
+}
+
+template <class Format, class Dot>
+void quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                  int64_t n_begin, int64_t n_end) {
+  // Every thread quantizes all of x for itself: M·K is small next to the N·K weights it streams.
+  const QuantizedX xq = quantize_x(x, M, K);
+  const auto* blocks = static_cast<const typename Format::Block*>(w);
+  const int64_t chunk = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
+  for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
+    const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4)
+      quant_band<Format, Dot, 4>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+    switch (M - m) {
+      case 3:
+        quant_band<Format, Dot, 3>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 2:
+        quant_band<Format, Dot, 2>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 1:
+        quant_band<Format, Dot, 1>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace edgelm::cpu

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Cross-builds edgelm for 64-bit Arm Linux in build-aarch64/ (Debian's g++-aarch64-linux-gnu, the
+# target's libraries from Debian multiarch arm64 packages, scripts/aarch64-linux-gnu.cmake) and runs
+# the test suites under qemu-user through ctest: the op parity matrix on cpu:portable, cpu:neon and
+# cpu:neon_dotprod, the harness self-test, the zero-allocation test on every table, and the other
+# unit tests (model, KV cache, eviction, tokenizer, loaders). Then the run-time choice of tables
+# is checked on two emulated CPUs (QEMU's "max" has the dot-product extension, a Cortex-A53 does
+# not, so only cpu:neon may be offered there) and the parity matrix runs again on the A53. Ends
+# with the worst NMSE per op and table. Extra arguments go to both ctest runs. Installs
+# packages with sudo when not root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$(date +%s)
+build_dir=build-aarch64
+jobs=$(nproc)
+
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
+
+# --- Packages: the cross compiler and QEMU for the host; for the target, what the library and the
+# tests link (PCRE2, GoogleTest) and what bin/CMakeLists.txt requires at configure time (Google
+# Benchmark for micro_bench, which is not built here). Header-only dependencies (nlohmann-json,
+# CLI11, Eigen) are architecture-independent and shared with the host build.
+host_packages=(cmake ninja-build pkg-config g++-aarch64-linux-gnu qemu-user
+               nlohmann-json3-dev libcli11-dev libeigen3-dev)
+target_packages=(libpcre2-dev:arm64 libgtest-dev:arm64 libbenchmark-dev:arm64)
+
+missing=()
+for package in "${host_packages[@]}" "${target_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "test_aarch64: all packages present"
+else
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "test_aarch64: enabling the arm64 architecture (multiarch)"
+    "${as_root[@]}" dpkg --add-architecture arm64
+  fi
+  echo "test_aarch64: installing ${missing[*]}"
+  "${as_root[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
+fi
+
+# --- Build. The unit tests below (and test_backend for the summary); the rest of bin/ is not
+# needed. test_half is left out: it uses _Float16, which GCC's C++ front end accepts only from
+# GCC 13 on, while the compiler defines __FLT16_MAX__ on AArch64.
+tests=(test_op_parity test_parity_selftest test_zero_alloc test_attention test_rope test_quant
+       test_tensor test_thread_pool test_kv_cache test_llama test_eviction test_sampler
+       test_tokenizer test_gguf test_safetensors)
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE=scripts/aarch64-linux-gnu.cmake \
+  -DCMAKE_BUILD_TYPE=Release -DEDGELM_BUILD_TESTS=ON >/dev/null
+cmake --build "$build_dir" -j "$jobs" --target "${tests[@]}" test_backend
+built=$(date +%s)
+
+# --- Tests, under QEMU (the toolchain file sets it as the emulator, so ctest uses it). Tests of
+# programs not built here report as *_NOT_BUILT; the CLI tests run the target's programs from bash,
+# which cannot start them without binfmt_misc.
+not_here='_NOT_BUILT$|^generate_errors$|^tokenize_cli$'
+# Several tests write their model files to fixed names under the temp directory, so two of them
+# running at once (or another build's tests on this machine) can truncate a file the other has
+# mapped. They get a temp directory of their own and run one at a time; the op parity cases
+# (most of the suite) write no files and run in parallel.
+test_tmp="$PWD/$build_dir/test-tmp"
+rm -rf "$test_tmp"
+mkdir -p "$test_tmp"
+export TEST_TMPDIR="$test_tmp/" TMPDIR="$test_tmp"
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" -R 'OpParity' "$@"
+ctest --test-dir "$build_dir" --output-on-failure -j 1 -E "OpParity|$not_here" "$@"
+
+# --- Table selection. test_backend runs the same matrix as test_op_parity in one process and
+# exits non-zero on any failure (ctest's discovered list would name cpu:neon_dotprod cases that
+# select nothing on the A53 and so pass without running).
+test_backend=(qemu-aarch64 "$build_dir/bin/test_backend")
+backends_max=$("${test_backend[@]}" --list | sed -n 1p)
+backends_a53=$(QEMU_CPU=cortex-a53 "${test_backend[@]}" --list | sed -n 1p)
+echo "test_aarch64: QEMU max:   $backends_max"
+echo "test_aarch64: Cortex-A53: $backends_a53"
+if [[ " $backends_max " != *" cpu:neon "* || " $backends_max " != *" cpu:neon_dotprod "* ||
+      " $backends_a53 " != *" cpu:neon "* || " $backends_a53 " == *" cpu:neon_dotprod "* ]]; then
+  echo "test_aarch64: FAILED: wrong kernel tables offered (expected neon and neon_dotprod on max," \
+    "neon alone on the A53)" >&2
+  exit 1
+fi
+a53_report=$(QEMU_CPU=cortex-a53 "${test_backend[@]}") || {
+  echo "$a53_report"
+  echo "test_aarch64: FAILED: the parity matrix on the Cortex-A53" >&2
+  exit 1
+}
+echo "test_aarch64: Cortex-A53 $(echo "$a53_report" | tail -n 1)"
+finished=$(date +%s)
+
+# --- Summary: worst NMSE per op (matmul, attention and cast per dtype) for each NEON table; exact
+# ops (tolerance 0: data movement, decoding) are left out, a failure there has failed above.
+echo
+if command -v python3 >/dev/null; then
+  "${test_backend[@]}" --json | python3 -c '
+import collections, json, sys
+report = json.load(sys.stdin)
+worst = collections.defaultdict(float)
+tolerance = collections.defaultdict(float)
+for r in report["results"]:
+    if r["result"] == "skip" or r["backend"] == "cpu:portable" or r["tolerance"] == 0:
+        continue
+    op, dtype = r["case"].split("/")[:2]
+    op = op + "/" + dtype if op in ("matmul", "attention", "cast") else op
+    tolerance[op] = max(tolerance[op], r["tolerance"])
+    worst[(op, r["backend"])] = max(worst[(op, r["backend"])], r["nmse"])
+backends = sorted({b for _, b in worst})
+print("%-16s %10s" % ("op (QEMU max)", "tolerance") + "".join(" %16s" % b for b in backends))
+for op in sorted(tolerance):
+    print("%-16s %10.1e" % (op, tolerance[op]) + "".join(" %16.3e" % worst[(op, b)] for b in backends))
+print("parity: %d passed, %d failed, %d skipped" % (report["passed"], report["failed"],
+                                                   report["skipped"]))
+'
+fi
+echo "test_aarch64: passed; packages and build $((built - started)) s, tests $((finished - built)) s," \
+  "total $((finished - started)) s"
