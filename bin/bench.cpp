@@ -1,0 +1,572 @@
+// bench: throughput of the whole model path, in the manner of llama.cpp's llama-bench. For every
+// model x backend x thread count it runs prompt-processing tests (pp<p>: one forward pass over p
+// tokens) and text-generation tests (tg<n>: n single-token decode steps), each after d tokens
+// already in the KV cache (-d; that prefill is not timed). Each test runs once untimed to warm up,
+// then -r times on a fresh KV cache, and reports the mean and standard deviation of tokens/s.
+//
+// Rows also carry the load time, the peak resident memory, and for tg tests the fraction of the
+// memory-bandwidth limit reached: bench measures the streaming read bandwidth once per thread
+// count, and the limit is that bandwidth divided by the bytes one decode step must read (every
+// weight matrix once, plus the K/V rows attention reads at that depth).
+//
+//   bench -m model-q4_0.gguf -p 128,512 -n 128 -t 1,2 -r 3
+//   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 -p 0 -n 64 -d 0,1024 -o json
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/registry.h"
+#include "bin/cli_util.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "models/loader.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// ---- peak memory ----
+
+// Restarts the kernel's peak-RSS counter (VmHWM) at the current RSS, so each model's rows report
+// its own peak rather than the largest of the models before it (and not the bandwidth buffer).
+// Returns false where that is not possible (not Linux, or /proc not writable).
+bool reset_peak_rss() {
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";
+  clear_refs.flush();
+  return clear_refs.good();
+}
+
+// VmHWM of /proc/self/status (the counter reset_peak_rss restarts), else getrusage's ru_maxrss
+// (the peak over the process's whole life).
+size_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0)
+      return static_cast<size_t>(std::stoull(line.substr(6))) * 1024;
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+// ---- memory bandwidth ----
+
+// Sum of 64-bit words. Four independent accumulators keep the add chain off the critical path
+// (the compiler vectorises each), so a pass is limited by how fast memory delivers the words.
+uint64_t sum_words(const uint64_t* words, size_t n) {
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += words[i];
+    s1 += words[i + 1];
+    s2 += words[i + 2];
+    s3 += words[i + 3];
+  }
+  for (; i < n; ++i) s0 += words[i];
+  return s0 + s1 + s2 + s3;
+}
+
+// Streaming read bandwidth in bytes/s with `n_threads` threads, each summing its contiguous share
+// of a `bytes` buffer; the best of `passes` timed passes. The buffer is written first (by the
+// same threads), so its pages are real memory rather than the shared zero page.
+double measure_read_bandwidth(int n_threads, size_t bytes, int passes) {
+  const size_t n_words = bytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> words(new uint64_t[n_words]);
+  edgelm::ThreadPool pool(n_threads);
+  auto share = [&](int index, size_t& begin, size_t& end) {
+    begin = n_words * static_cast<size_t>(index) / static_cast<size_t>(n_threads);
+    end = n_words * static_cast<size_t>(index + 1) / static_cast<size_t>(n_threads);
+  };
+  pool.run([&](int index) {
+    size_t begin = 0, end = 0;
+    share(index, begin, end);
+    for (size_t i = begin; i < end; ++i) words[i] = i * 0x9E3779B97F4A7C15ull;
+  });
+  // One sum per thread, a cache line apart so the threads do not share a line.
+  std::vector<uint64_t> sums(static_cast<size_t>(n_threads) * 8);
+  double best = 0.0;
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto start = Clock::now();
+    pool.run([&](int index) {
+      size_t begin = 0, end = 0;
+      share(index, begin, end);
+      sums[static_cast<size_t>(index) * 8] = sum_words(words.get() + begin, end - begin);
+    });
+    const double seconds = seconds_since(start);
+    best = std::max(best, static_cast<double>(n_words * sizeof(uint64_t)) / seconds);
+  }
+  // Use the sums, so the reads cannot be optimised away.
+  uint64_t total = 0;
+  for (uint64_t s : sums) total += s;
+  if (total == 1) std::fprintf(stderr, " ");
+  return best;
+}
+
+// ---- tests ----
+
+struct TestSpec {
+  int64_t n_prompt = 0;  // pp test when > 0
+  int64_t n_gen = 0;     // tg test when > 0
+  int64_t n_depth = 0;
+
+  std::string name() const {
+    std::string text =
+        n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+    if (n_depth > 0) text += " @ d" + std::to_string(n_depth);
+    return text;
+  }
+  int64_t tokens() const { return n_prompt > 0 ? n_prompt : n_gen; }
+};
+
+// Deterministic pseudo-random token ids (splitmix64) below the special tokens: Llama 3 keeps its
+// 256 reserved/special ids at the end of the vocabulary, make_model's tiny vocabularies their 8.
+std::vector<int32_t> make_token_ids(int64_t count, int64_t vocab_size) {
+  const int64_t limit = vocab_size > 512 ? vocab_size - 256 : std::max<int64_t>(1, vocab_size - 8);
+  std::vector<int32_t> ids(static_cast<size_t>(count));
+  uint64_t state = 0x5EED;
+  for (int32_t& id : ids) {
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    id = static_cast<int32_t>(z % static_cast<uint64_t>(limit));
+  }
+  return ids;
+}
+
+// Runs `test` once on a fresh KV cache and returns the timed seconds: the forward pass over the
+// prompt (pp) or the n decode steps (tg). The depth prefill before it is not timed.
+double run_test_once(edgelm::LlamaModel& model, const TestSpec& test, edgelm::DType kv_type,
+                     std::span<const int32_t> ids) {
+  edgelm::KvCache cache = model.make_cache(test.n_depth + test.tokens(), kv_type);
+  if (test.n_depth > 0) model.forward(ids.first(static_cast<size_t>(test.n_depth)), cache);
+  const std::span<const int32_t> timed =
+      ids.subspan(static_cast<size_t>(test.n_depth), static_cast<size_t>(test.tokens()));
+  const auto start = Clock::now();
+  if (test.n_prompt > 0) {
+    model.forward(timed, cache);
+  } else {
+    for (size_t i = 0; i < timed.size(); ++i) model.forward(timed.subspan(i, 1), cache);
+  }
+  return seconds_since(start);
+}
+
+struct Stats {
+  double mean = 0.0;
+  double stddev = 0.0;  // sample standard deviation (n - 1), 0 for one sample
+};
+
+Stats stats_of(const std::vector<double>& values) {
+  Stats s;
+  for (double v : values) s.mean += v;
+  s.mean /= static_cast<double>(values.size());
+  if (values.size() > 1) {
+    double squares = 0.0;
+    for (double v : values) squares += (v - s.mean) * (v - s.mean);
+    s.stddev = std::sqrt(squares / static_cast<double>(values.size() - 1));
+  }
+  return s;
+}
+
+// ---- model description ----
+
+struct ModelSummary {
+  size_t bytes = 0;  // every weight tensor once (a tied output counted once)
+  int64_t params = 0;
+  std::string type;  // "llama 1.2B Q4_0"
+};
+
+ModelSummary summarize(const edgelm::LlamaWeights& weights, edgelm::DType weight_type) {
+  ModelSummary summary;
+  auto count = [&](const edgelm::Tensor& t) {
+    summary.bytes += t.nbytes();
+    summary.params += t.numel();
+  };
+  count(weights.embedding);
+  count(weights.output_norm);
+  const bool tied = weights.output.buffer() == weights.embedding.buffer() &&
+                    weights.output.byte_offset() == weights.embedding.byte_offset();
+  if (!tied) count(weights.output);
+  for (const edgelm::LlamaLayerWeights& w : weights.layers) {
+    for (const edgelm::Tensor* t :
+         {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down}) {
+      count(*t);
+    }
+  }
+  std::string dtype = edgelm::dtype_name(weight_type);
+  for (char& c : dtype) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  char size[32];
+  if (summary.params >= 1'000'000'000) {
+    std::snprintf(size, sizeof size, "%.1fB", static_cast<double>(summary.params) / 1e9);
+  } else if (summary.params >= 1'000'000) {
+    std::snprintf(size, sizeof size, "%.0fM", static_cast<double>(summary.params) / 1e6);
+  } else {
+    std::snprintf(size, sizeof size, "%.0fK", static_cast<double>(summary.params) / 1e3);
+  }
+  summary.type = edgelm::str_cat("llama ", size, " ", dtype);
+  return summary;
+}
+
+std::string format_bytes(double bytes) {
+  char text[32];
+  if (bytes >= 1024.0 * 1024.0 * 1024.0) {
+    std::snprintf(text, sizeof text, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  } else {
+    std::snprintf(text, sizeof text, "%.2f MiB", bytes / (1024.0 * 1024.0));
+  }
+  return text;
+}
+
+std::string format_params(int64_t params) {
+  char text[32];
+  if (params >= 1'000'000'000) {
+    std::snprintf(text, sizeof text, "%.2f B", static_cast<double>(params) / 1e9);
+  } else {
+    std::snprintf(text, sizeof text, "%.2f M", static_cast<double>(params) / 1e6);
+  }
+  return text;
+}
+
+// "cpu (avx512)" for the cpu alias, the name itself when it already names the kernels.
+std::string backend_label(const std::string& name, edgelm::Backend& backend) {
+  auto* cpu = dynamic_cast<edgelm::cpu::CpuBackend*>(&backend);
+  if (cpu == nullptr || name != "cpu") return name;
+  return name + " (" + cpu->kernels().isa + ")";
+}
+
+std::string iso_time_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+// ---- output ----
+
+// Prints rows as they finish: a markdown table, or a JSON array of objects (llama-bench's field
+// names where the two overlap).
+class Report {
+ public:
+  explicit Report(bool json) : json_(json) {}
+
+  void begin(const std::string& header) {
+    if (json_) {
+      std::printf("[\n");
+    } else {
+      std::printf("%s\n", header.c_str());
+      std::printf(
+          "| model | size | params | backend | threads | test | t/s | bw limit t/s | bw %% | "
+          "load s | peak RSS |\n");
+      std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    }
+    std::fflush(stdout);
+  }
+
+  void row(const nlohmann::json& row) {
+    if (json_) {
+      std::printf("%s%s", rows_ > 0 ? ",\n" : "",
+                  row.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      const bool tg = row["n_gen"].get<int64_t>() > 0;
+      std::string bw_limit, bw_percent;
+      if (tg) {
+        bw_limit = str_format("%.2f", row["bw_limit_ts"].get<double>());
+        bw_percent = str_format("%.1f", 100.0 * row["bw_fraction"].get<double>());
+      }
+      std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %.2f | %s |\n",
+                  row["model_type"].get<std::string>().c_str(),
+                  format_bytes(row["model_size"].get<double>()).c_str(),
+                  format_params(row["model_n_params"].get<int64_t>()).c_str(),
+                  row["backend_label"].get<std::string>().c_str(), row["n_threads"].get<int>(),
+                  row["test"].get<std::string>().c_str(), row["avg_ts"].get<double>(),
+                  row["stddev_ts"].get<double>(), bw_limit.c_str(), bw_percent.c_str(),
+                  row["load_s"].get<double>(),
+                  format_bytes(row["peak_rss_bytes"].get<double>()).c_str());
+    }
+    ++rows_;
+    std::fflush(stdout);
+  }
+
+  void end() {
+    if (json_) std::printf("%s]\n", rows_ > 0 ? "\n" : "");
+    std::fflush(stdout);
+  }
+
+ private:
+  template <class... Args>
+  static std::string str_format(const char* format, Args... args) {
+    char text[64];
+    std::snprintf(text, sizeof text, format, args...);
+    return text;
+  }
+
+  bool json_;
+  int rows_ = 0;
+};
+
+// ---- main ----
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "Measures prompt processing (pp) and text generation (tg) speed of Llama models, "
+      "llama-bench style, with each decode speed set against the memory-bandwidth limit."};
+  std::vector<std::string> models;
+  std::vector<int64_t> prompts = {512};
+  std::vector<int64_t> gens = {128};
+  std::vector<int64_t> depths = {0};
+  std::vector<int> threads;
+  int repetitions = 5;
+  std::vector<std::string> backends = {"cpu"};
+  std::string weight_type_text;
+  std::string kv_type_text = "f16";
+  int64_t chunk = 64;
+  size_t bw_mib = 1024;
+  int bw_passes = 5;
+  std::string output = "md";
+  app.add_option("-m,--model", models,
+                 "Hugging Face folder or .gguf file (repeatable, or a comma list)")
+      ->required()
+      ->delimiter(',');
+  app.add_option("-p,--n-prompt", prompts, "Prompt lengths, a pp test each (0: none; default 512)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("-n,--n-gen", gens, "Generated lengths, a tg test each (0: none; default 128)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("-d,--n-depth", depths,
+                 "Tokens already in the KV cache before each test, prefilled untimed (default 0)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("-t,--threads", threads, "CPU thread counts (default: one per hardware thread)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  app.add_option("-r,--repetitions", repetitions, "Timed runs of each test (default 5)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--backend", backends, "Backends, e.g. cpu or cpu:portable,cpu:avx512")
+      ->delimiter(',');
+  app.add_option("--weight-type", weight_type_text,
+                 "Convert weights on load: f32|f16|q8_0|q4_0 (default: the file's)");
+  app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
+  app.add_option("--chunk", chunk, "Prefill chunk: tokens per forward step (default 64)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  app.add_option("--bw-mib", bw_mib,
+                 "Buffer of the bandwidth measurement, MiB (default 1024; keep it far above the "
+                 "last-level cache)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  app.add_option("--bw-passes", bw_passes, "Timed passes of the bandwidth measurement (best kept)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("-o,--output", output, "md|json (default md)")
+      ->check(CLI::IsMember({"md", "json"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    EDGELM_FAIL(e.what());
+  }
+
+  // Everything that can be checked without loading a model, first.
+  for (const std::string& path : models) {
+    if (!std::filesystem::exists(path)) EDGELM_FAIL("-m: '", path, "' does not exist");
+  }
+  const std::vector<std::string> known = edgelm::backend_names();
+  for (const std::string& name : backends) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      EDGELM_FAIL("--backend: '", name, "' is not available here; available: ", list);
+    }
+  }
+  if (threads.empty()) {
+    const unsigned hardware = std::thread::hardware_concurrency();
+    threads.push_back(hardware == 0 ? 1 : static_cast<int>(hardware));
+  }
+  const edgelm::DType kv_type =
+      edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
+  edgelm::LoadOptions load_options;
+  if (!weight_type_text.empty()) {
+    load_options.weight_type = edgelm::cli::parse_dtype(
+        weight_type_text, "--weight-type",
+        {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0});
+  }
+  std::vector<TestSpec> tests;
+  for (int64_t depth : depths) {
+    for (int64_t p : prompts) {
+      if (p > 0) tests.push_back({.n_prompt = p, .n_gen = 0, .n_depth = depth});
+    }
+    for (int64_t n : gens) {
+      if (n > 0) tests.push_back({.n_prompt = 0, .n_gen = n, .n_depth = depth});
+    }
+  }
+  if (tests.empty()) EDGELM_FAIL("-p and -n are all 0: no test to run");
+
+  // Bandwidth once per thread count, before any model is mapped, so nothing else competes.
+  std::vector<double> bandwidth(threads.size());
+  std::string bw_header;
+  for (size_t i = 0; i < threads.size(); ++i) {
+    const auto same =
+        std::find(threads.begin(), threads.begin() + static_cast<long>(i), threads[i]);
+    if (same != threads.begin() + static_cast<long>(i)) {
+      bandwidth[i] = bandwidth[static_cast<size_t>(same - threads.begin())];
+      continue;
+    }
+    std::fprintf(stderr, "bench: measuring read bandwidth, %d thread%s...\n", threads[i],
+                 threads[i] == 1 ? "" : "s");
+    bandwidth[i] = measure_read_bandwidth(threads[i], bw_mib << 20, bw_passes);
+    char entry[64];
+    std::snprintf(entry, sizeof entry, "%s%d thread%s %.1f GB/s", bw_header.empty() ? "" : " | ",
+                  threads[i], threads[i] == 1 ? "" : "s", bandwidth[i] / 1e9);
+    bw_header += entry;
+  }
+  char bw_line[512];
+  std::snprintf(bw_line, sizeof bw_line,
+                "read bandwidth (streaming 64-bit loads over %zu MiB, best of %d): %s", bw_mib,
+                bw_passes, bw_header.c_str());
+  const std::string header = edgelm::str_cat(
+      bw_line, "\n", "KV cache ", edgelm::dtype_name(kv_type), ", prefill chunk ", chunk, ", ",
+      repetitions, " repetitions after one warm-up; bw limit = read bandwidth / bytes read per ",
+      "decoded token (weights + K/V at the test's mean depth)\n");
+
+  Report report(output == "json");
+  report.begin(header);
+  const std::string test_time = iso_time_now();
+  for (const std::string& model_path : models) {
+    for (const std::string& backend_name : backends) {
+      // The model is loaded (and converted) once per backend, with the first thread count's
+      // backend; the other thread counts run the same weights through backends of their own.
+      const bool peak_is_per_model = reset_peak_rss();
+      auto load_backend = edgelm::create_backend(backend_name, {.n_threads = threads[0]});
+      const auto load_start = Clock::now();
+      edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *load_backend, load_options);
+      const double load_s = seconds_since(load_start);
+      const ModelSummary summary = summarize(loaded.weights, loaded.weight_type);
+      const std::string model_name = std::filesystem::path(model_path).filename().string();
+      std::fprintf(stderr, "bench: loaded %s (%s, %s, %s) in %.2f s\n", model_name.c_str(),
+                   loaded.format.c_str(), summary.type.c_str(),
+                   format_bytes(static_cast<double>(summary.bytes)).c_str(), load_s);
+      int64_t longest = 0;
+      for (const TestSpec& test : tests) longest = std::max(longest, test.n_depth + test.tokens());
+      const std::vector<int32_t> ids = make_token_ids(longest, loaded.config.vocab_size);
+      const edgelm::LlamaConfig& config = loaded.config;
+      const double kv_bytes_per_slot =
+          static_cast<double>(2 * config.n_layers * config.kv_dim() *
+                              static_cast<int64_t>(edgelm::dtype_row_bytes(kv_type, 1)));
+
+      for (size_t ti = 0; ti < threads.size(); ++ti) {
+        const int n_threads = threads[ti];
+        std::unique_ptr<edgelm::Backend> own_backend;
+        edgelm::Backend* backend = load_backend.get();
+        if (ti > 0) {
+          own_backend = edgelm::create_backend(backend_name, {.n_threads = n_threads});
+          backend = own_backend.get();
+        }
+        edgelm::LlamaModel model(*backend, loaded.config, loaded.weights, chunk);
+        const std::string label = backend_label(backend_name, *backend);
+        for (const TestSpec& test : tests) {
+          const std::string where =
+              edgelm::str_cat("[", summary.type, " ", label, " t", n_threads, "] ", test.name());
+          std::fprintf(stderr, "bench: %s warm-up...\n", where.c_str());
+          // The warm-up maps the weights in and wakes the threads; it needs no depth, and a few
+          // decode steps touch every weight as well as 128 would.
+          TestSpec warm_up = test;
+          warm_up.n_depth = 0;
+          if (warm_up.n_gen > 0) warm_up.n_gen = std::min<int64_t>(warm_up.n_gen, 16);
+          run_test_once(model, warm_up, kv_type, ids);
+          std::vector<double> samples_ns, samples_ts;
+          for (int rep = 0; rep < repetitions; ++rep) {
+            const double seconds = run_test_once(model, test, kv_type, ids);
+            samples_ns.push_back(seconds * 1e9);
+            samples_ts.push_back(static_cast<double>(test.tokens()) / seconds);
+            std::fprintf(stderr, "bench: %s rep %d/%d: %.2f t/s\n", where.c_str(), rep + 1,
+                         repetitions, samples_ts.back());
+          }
+          const Stats ns = stats_of(samples_ns);
+          const Stats ts = stats_of(samples_ts);
+          nlohmann::json row = {
+              {"model_filename", model_path},
+              {"model_type", summary.type},
+              {"model_size", summary.bytes},
+              {"model_n_params", summary.params},
+              {"backend", backend_name},
+              {"backend_label", label},
+              {"device", backend->device()},
+              {"n_threads", n_threads},
+              {"weight_type", edgelm::dtype_name(loaded.weight_type)},
+              {"kv_type", edgelm::dtype_name(kv_type)},
+              {"type_k", edgelm::dtype_name(kv_type)},
+              {"type_v", edgelm::dtype_name(kv_type)},
+              {"n_prompt", test.n_prompt},
+              {"n_gen", test.n_gen},
+              {"n_depth", test.n_depth},
+              {"n_ubatch", chunk},
+              {"test", test.name()},
+              {"test_time", test_time},
+              {"repetitions", repetitions},
+              {"avg_ns", ns.mean},
+              {"stddev_ns", ns.stddev},
+              {"avg_ts", ts.mean},
+              {"stddev_ts", ts.stddev},
+              {"samples_ns", samples_ns},
+              {"samples_ts", samples_ts},
+              {"load_s", load_s},
+              {"peak_rss_bytes", peak_rss_bytes()},
+              {"peak_rss_scope", peak_is_per_model ? "model" : "process"},
+              {"bw_gbs", bandwidth[ti] / 1e9},
+              {"bytes_per_token", nullptr},
+              {"bw_limit_ts", nullptr},
+              {"bw_fraction", nullptr},
+          };
+          if (test.n_gen > 0) {
+            // Step i attends over depth + i + 1 slots; the mean over the n steps is taken.
+            const double mean_slots =
+                static_cast<double>(test.n_depth) + static_cast<double>(test.n_gen + 1) / 2.0;
+            const double bytes_per_token = static_cast<double>(model.weight_bytes_per_token()) +
+                                           kv_bytes_per_slot * mean_slots;
+            const double limit = bandwidth[ti] / bytes_per_token;
+            row["bytes_per_token"] = bytes_per_token;
+            row["bw_limit_ts"] = limit;
+            row["bw_fraction"] = ts.mean / limit;
+          }
+          report.row(row);
+        }
+      }
+    }
+  }
+  report.end();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,491 @@
+// micro_bench: Google Benchmark over the CPU kernel tables (every table this CPU can run, from
+// available_kernel_tables()) at Llama-3.2-1B and 3B shapes: matmul as decode GEMV (M=1) and
+// prefill GEMM (M=64, 512) for F32/F16/Q8_0/Q4_0 weights, rms_norm, softmax, silu_mul, rope and
+// decode attention over an F16 KV cache. Ops run through a CpuBackend built for one table and
+// thread count, so the numbers include the backend's thread split, as in the model. Eigen's GEMM
+// (y = x * W^T on the same F32 matrices, one thread, built with the project's compiler flags) runs
+// beside ours for the dense F32 prefill shapes; its label names the SIMD it was compiled for.
+//
+// Each benchmark reports bytes/s (weights + activations read and written) and, for matmul and
+// attention, FLOP/s (2 per multiply-add), as Google Benchmark rate counters. Weight matrices are
+// cycled over copies filling 256 MiB, so a GEMV streams its weights from memory as decoding does
+// rather than finding them in the last-level cache.
+//
+// Names: <op>/<isa>/<dtype>/<model>.<what>/<size>/t<threads>, e.g.
+//   matmul/avx512/q4_0/1b.ffn_up.8192x2048/M1/t1     matmul/eigen/f32/1b.attn_qo.2048x2048/M512/t1
+//   attention/avx2/f16/1b.h32kv8d64/slots2048/t1     rms_norm/portable/f32/1b.2048/rows64/t1
+//
+// The default set is a curated slice that runs in about two minutes; --full registers the whole
+// product (every table x dtype x matrix x M x threads; the portable kernels take seconds per call
+// on the large shapes, so combine it with a filter). Examples:
+//   micro_bench --benchmark_filter='matmul/.*/q4_0/.*/M1/'          # decode GEMV, Q4_0, all ISAs
+//   micro_bench --benchmark_filter='matmul/(avx512|eigen)/f32/.*/M512'  # ours vs Eigen
+//   micro_bench --full --benchmark_filter='3b\..*/M64/t2'
+//   micro_bench --benchmark_format=json --benchmark_out=micro.json
+#include <benchmark/benchmark.h>
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels.h"
+#include "core/buffer.h"
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace {
+
+using edgelm::DType;
+using edgelm::Tensor;
+
+// ---- shapes ----
+
+struct ModelShape {
+  const char* tag;  // "1b", "3b"
+  int64_t hidden, intermediate, n_heads, n_kv_heads, head_dim, vocab;
+};
+
+constexpr ModelShape kLlama1B{"1b", 2048, 8192, 32, 8, 64, 128256};
+constexpr ModelShape kLlama3B{"3b", 3072, 8192, 24, 8, 128, 128256};
+
+// A weight matrix [N, K] of the model: y[M, N] = x[M, K] * W^T.
+struct MatrixShape {
+  std::string name;  // "attn_qo" (wq and wo), "attn_kv", "ffn_up" (gate and up), "ffn_down", ...
+  int64_t N, K;
+};
+
+std::vector<MatrixShape> matrices_of(const ModelShape& m) {
+  const int64_t q_dim = m.n_heads * m.head_dim;
+  return {{"attn_qo", q_dim, m.hidden},
+          {"attn_kv", m.n_kv_heads * m.head_dim, m.hidden},
+          {"ffn_up", m.intermediate, m.hidden},
+          {"ffn_down", m.hidden, m.intermediate},
+          {"output", m.vocab, m.hidden}};
+}
+
+const MatrixShape& matrix_named(const std::vector<MatrixShape>& matrices, const std::string& name) {
+  for (const MatrixShape& matrix : matrices) {
+    if (matrix.name == name) return matrix;
+  }
+  EDGELM_FAIL("[micro_bench] no matrix named ", name);
+}
+
+constexpr DType kWeightTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};
+
+// ---- shared state ----
+
+// All tensors come from one allocator that outlives every backend.
+edgelm::Memory& memory() {
+  static edgelm::HostMemory host;
+  return host;
+}
+
+// One backend per (table, threads), made on first use and kept: making one starts threads.
+edgelm::cpu::CpuBackend& backend_for(const std::string& isa, int n_threads) {
+  static std::map<std::pair<std::string, int>, std::unique_ptr<edgelm::cpu::CpuBackend>> backends;
+  auto& slot = backends[{isa, n_threads}];
+  if (!slot) {
+    // The shared allocator is not owned: a shared_ptr with a no-op deleter.
+    std::shared_ptr<edgelm::Memory> shared(&memory(), [](edgelm::Memory*) {});
+    slot = std::make_unique<edgelm::cpu::CpuBackend>(
+        edgelm::cpu::CpuOptions{.n_threads = n_threads, .isa = isa, .memory = shared});
+  }
+  return *slot;
+}
+
+// Deterministic values in [-1, 1) (a 64-bit LCG); the kernels' speed does not depend on them.
+void fill_random(float* values, int64_t n, uint64_t seed) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    values[i] = static_cast<float>(static_cast<int32_t>(state >> 32)) * (1.0f / 2147483648.0f);
+  }
+}
+
+Tensor random_tensor(DType dtype, edgelm::Shape shape, uint64_t seed) {
+  Tensor t = Tensor::empty(memory(), dtype, shape);
+  const int64_t cols = shape.last();
+  std::vector<float> row(static_cast<size_t>(cols));
+  const edgelm::cpu::RowFromF32Fn convert =
+      edgelm::cpu::portable_kernels().row_from_f32[static_cast<size_t>(dtype)];
+  auto* bytes = static_cast<std::byte*>(t.raw());
+  for (int64_t r = 0; r < shape.rows(); ++r) {
+    fill_random(row.data(), cols, seed * 1000003 + static_cast<uint64_t>(r));
+    convert(row.data(), bytes + static_cast<size_t>(r) * t.row_bytes(), cols);
+  }
+  return t;
+}
+
+// Weights cycled over: copies of one matrix filling at least this many bytes, 8x the 32 MiB
+// last-level cache of the dev VM, so consecutive calls read their weights from memory.
+constexpr size_t kRotationBytes = size_t{256} << 20;
+
+struct WeightSet {
+  DType dtype = DType::F32;
+  int64_t N = 0, K = 0;
+  std::vector<Tensor> copies;
+};
+
+// The weights of the benchmark running now. Benchmarks are registered grouped by weight, so one
+// slot makes each matrix once and holds at most one model-sized matrix at a time.
+const WeightSet& weights_for(DType dtype, int64_t N, int64_t K) {
+  static std::unique_ptr<WeightSet> current;
+  if (current && current->dtype == dtype && current->N == N && current->K == K) return *current;
+  current.reset();
+  auto set = std::make_unique<WeightSet>();
+  set->dtype = dtype;
+  set->N = N;
+  set->K = K;
+  set->copies.push_back(random_tensor(dtype, {N, K}, 7));
+  const size_t bytes = set->copies[0].nbytes();
+  while (set->copies.size() * bytes < kRotationBytes) {
+    Tensor copy = Tensor::empty(memory(), dtype, {N, K});
+    std::memcpy(copy.raw(), set->copies[0].raw(), bytes);
+    set->copies.push_back(copy);
+  }
+  current = std::move(set);
+  return *current;
+}
+
+// Bytes/s and FLOP/s as rate counters (per iteration, divided by the time); 1000-based, so the
+// printed G/s are GB/s and GFLOP/s.
+void set_rates(benchmark::State& state, double bytes, double flops) {
+  state.counters["bytes"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                               benchmark::Counter::OneK::kIs1000);
+  if (flops > 0) {
+    state.counters["FLOPs"] = benchmark::Counter(
+        flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1000);
+  }
+}
+
+// Runs `body` with edgelm errors reported as a skipped benchmark instead of ending the run.
+template <class Body>
+void guarded(benchmark::State& state, Body&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+std::string shape_label(int64_t a, int64_t b) {
+  return std::to_string(a) + "x" + std::to_string(b);
+}
+
+// ---- matmul ----
+
+struct MatmulCase {
+  const ModelShape* model;
+  MatrixShape matrix;
+  DType dtype;
+  std::string isa;  // a kernel table, or "eigen"
+  int64_t M;
+  int threads;
+};
+
+void run_matmul(benchmark::State& state, const MatmulCase& c) {
+  guarded(state, [&] {
+    const int64_t M = c.M, N = c.matrix.N, K = c.matrix.K;
+    const WeightSet& weights = weights_for(c.dtype, N, K);
+    const Tensor x = random_tensor(DType::F32, {M, K}, 3);
+    const Tensor y = Tensor::empty(memory(), DType::F32, {M, N});
+    size_t next = 0;
+    if (c.isa == "eigen") {
+      using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+      const Eigen::Map<const RowMajor> xs(x.data<float>(), M, K);
+      Eigen::Map<RowMajor> ys(y.data<float>(), M, N);
+      state.SetLabel(Eigen::SimdInstructionSetsInUse());
+      for (auto _ : state) {
+        const Eigen::Map<const RowMajor> w(weights.copies[next].data<float>(), N, K);
+        ys.noalias() = xs * w.transpose();
+        next = (next + 1) % weights.copies.size();
+      }
+    } else {
+      edgelm::cpu::CpuBackend& backend = backend_for(c.isa, c.threads);
+      for (auto _ : state) {
+        backend.matmul(x, weights.copies[next], y);
+        next = (next + 1) % weights.copies.size();
+      }
+    }
+    const double weight_bytes = static_cast<double>(weights.copies[0].nbytes());
+    set_rates(state, weight_bytes + 4.0 * static_cast<double>(M * K + M * N),
+              2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K));
+  });
+}
+
+// The curated default (about two minutes): decode GEMV on the 1B matrices that make up most of a
+// decode step, for every table; prefill on the attention and MLP-up shapes (M=512 on the best
+// table only); two threads and the 3B shapes on the best table only.
+std::vector<MatmulCase> default_matmul_cases(const std::vector<std::string>& isas) {
+  const std::string best = isas.back();
+  std::vector<MatmulCase> cases;
+  const std::vector<MatrixShape> m1 = matrices_of(kLlama1B);
+  const std::vector<MatrixShape> m3 = matrices_of(kLlama3B);
+  for (DType dtype : kWeightTypes) {
+    for (const std::string& isa : isas) {
+      // The portable kernels are the scalar oracle: one small GEMV shows their cost.
+      const std::vector<std::string> decode =
+          isa == "portable" ? std::vector<std::string>{"attn_qo"}
+                            : std::vector<std::string>{"attn_qo", "ffn_up", "ffn_down", "output"};
+      for (const std::string& name : decode) {
+        cases.push_back({&kLlama1B, matrix_named(m1, name), dtype, isa, 1, 1});
+      }
+      if (isa == "portable") continue;
+      for (const char* name : {"attn_qo", "ffn_up"}) {
+        for (int64_t M : {64, 512}) {
+          if (M == 512 && isa != best) continue;
+          cases.push_back({&kLlama1B, matrix_named(m1, name), dtype, isa, M, 1});
+          if (dtype == DType::F32 && isa == best) {
+            cases.push_back({&kLlama1B, matrix_named(m1, name), dtype, "eigen", M, 1});
+          }
+        }
+      }
+    }
+    for (const char* name : {"ffn_up", "output"}) {
+      cases.push_back({&kLlama1B, matrix_named(m1, name), dtype, best, 1, 2});
+    }
+    for (const char* name : {"attn_qo", "ffn_up"}) {
+      cases.push_back({&kLlama3B, matrix_named(m3, name), dtype, best, 1, 1});
+    }
+    if (best == "portable") continue;  // no SIMD table: prefill on the oracle takes minutes
+    cases.push_back({&kLlama3B, matrix_named(m3, "ffn_up"), dtype, best, 512, 1});
+    if (dtype == DType::F32) {
+      cases.push_back({&kLlama3B, matrix_named(m3, "ffn_up"), dtype, "eigen", 512, 1});
+    }
+  }
+  return cases;
+}
+
+std::vector<MatmulCase> full_matmul_cases(const std::vector<std::string>& isas) {
+  std::vector<MatmulCase> cases;
+  for (const ModelShape* model : {&kLlama1B, &kLlama3B}) {
+    for (const MatrixShape& matrix : matrices_of(*model)) {
+      for (DType dtype : kWeightTypes) {
+        for (int64_t M : {1, 64, 512}) {
+          for (const std::string& isa : isas) {
+            for (int threads : {1, 2}) cases.push_back({model, matrix, dtype, isa, M, threads});
+          }
+          if (dtype == DType::F32 && M > 1) cases.push_back({model, matrix, dtype, "eigen", M, 1});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+void register_matmul(std::vector<MatmulCase> cases) {
+  // Grouped by weight matrix (stable, so the order within a group stays), so weights_for makes
+  // each matrix once.
+  auto key = [](const MatmulCase& c) {
+    return std::make_tuple(std::string(c.model->tag), c.matrix.name, static_cast<int>(c.dtype));
+  };
+  std::stable_sort(cases.begin(), cases.end(),
+                   [&](const MatmulCase& a, const MatmulCase& b) { return key(a) < key(b); });
+  for (const MatmulCase& c : cases) {
+    const std::string name = edgelm::str_cat(
+        "matmul/", c.isa, "/", edgelm::dtype_name(c.dtype), "/", c.model->tag, ".", c.matrix.name,
+        ".", shape_label(c.matrix.N, c.matrix.K), "/M", c.M, "/t", c.threads);
+    benchmark::RegisterBenchmark(name.c_str(), [c](benchmark::State& state) {
+      run_matmul(state, c);
+    })->UseRealTime();
+  }
+}
+
+// ---- row and element-wise ops ----
+
+void register_row_ops(const std::vector<std::string>& isas, bool full) {
+  const std::vector<const ModelShape*> models =
+      full ? std::vector<const ModelShape*>{&kLlama1B, &kLlama3B}
+           : std::vector<const ModelShape*>{&kLlama1B};
+  const std::vector<int64_t> row_counts = {1, 64};  // a decode step, a prefill chunk
+  for (const ModelShape* m : models) {
+    for (const std::string& isa : isas) {
+      for (int64_t rows : row_counts) {
+        // y = x / rms(x) * w: reads x and w, writes y.
+        const int64_t dim = m->hidden;
+        benchmark::RegisterBenchmark(
+            edgelm::str_cat("rms_norm/", isa, "/f32/", m->tag, ".", dim, "/rows", rows, "/t1")
+                .c_str(),
+            [isa, rows, dim](benchmark::State& state) {
+              guarded(state, [&] {
+                edgelm::cpu::CpuBackend& backend = backend_for(isa, 1);
+                const Tensor x = random_tensor(DType::F32, {rows, dim}, 1);
+                const Tensor w = random_tensor(DType::F32, {dim}, 2);
+                const Tensor y = Tensor::empty(memory(), DType::F32, {rows, dim});
+                for (auto _ : state) backend.rms_norm(x, w, 1e-5f, y);
+                set_rates(state, 4.0 * static_cast<double>(2 * rows * dim + dim), 0);
+                state.SetItemsProcessed(state.iterations() * rows * dim);
+              });
+            })
+            ->UseRealTime();
+        // out = silu(gate) * up over the MLP's intermediate activations.
+        const int64_t n = m->intermediate;
+        benchmark::RegisterBenchmark(
+            edgelm::str_cat("silu_mul/", isa, "/f32/", m->tag, ".", n, "/rows", rows, "/t1")
+                .c_str(),
+            [isa, rows, n](benchmark::State& state) {
+              guarded(state, [&] {
+                edgelm::cpu::CpuBackend& backend = backend_for(isa, 1);
+                const Tensor gate = random_tensor(DType::F32, {rows, n}, 1);
+                const Tensor up = random_tensor(DType::F32, {rows, n}, 2);
+                const Tensor out = Tensor::empty(memory(), DType::F32, {rows, n});
+                for (auto _ : state) backend.silu_mul(gate, up, out);
+                set_rates(state, 4.0 * static_cast<double>(3 * rows * n), 0);
+                state.SetItemsProcessed(state.iterations() * rows * n);
+              });
+            })
+            ->UseRealTime();
+      }
+      // Softmax over one vocabulary row, as sampling does.
+      const int64_t vocab = m->vocab;
+      benchmark::RegisterBenchmark(
+          edgelm::str_cat("softmax/", isa, "/f32/", m->tag, ".", vocab, "/rows1/t1").c_str(),
+          [isa, vocab](benchmark::State& state) {
+            guarded(state, [&] {
+              edgelm::cpu::CpuBackend& backend = backend_for(isa, 1);
+              const Tensor x = random_tensor(DType::F32, {1, vocab}, 1);
+              const Tensor y = Tensor::empty(memory(), DType::F32, {1, vocab});
+              for (auto _ : state) backend.softmax(x, y);
+              set_rates(state, 4.0 * static_cast<double>(2 * vocab), 0);
+              state.SetItemsProcessed(state.iterations() * vocab);
+            });
+          })
+          ->UseRealTime();
+      // RoPE on the queries of a prefill chunk.
+      const int64_t tokens = 64, heads = m->n_heads, head_dim = m->head_dim;
+      benchmark::RegisterBenchmark(
+          edgelm::str_cat("rope/", isa, "/f32/", m->tag, ".h", heads, "d", head_dim, "/tokens",
+                          tokens, "/t1")
+              .c_str(),
+          [isa, tokens, heads, head_dim](benchmark::State& state) {
+            guarded(state, [&] {
+              edgelm::cpu::CpuBackend& backend = backend_for(isa, 1);
+              const Tensor x = random_tensor(DType::F32, {tokens, heads, head_dim}, 1);
+              const Tensor out = Tensor::empty(memory(), DType::F32, {tokens, heads, head_dim});
+              const Tensor positions = Tensor::empty(memory(), DType::I32, {tokens});
+              for (int64_t t = 0; t < tokens; ++t) {
+                positions.data<int32_t>()[t] = static_cast<int32_t>(1000 + t);
+              }
+              const Tensor inv_freq = Tensor::empty(memory(), DType::F32, {head_dim / 2});
+              for (int64_t i = 0; i < head_dim / 2; ++i) {
+                inv_freq.data<float>()[i] = static_cast<float>(std::pow(
+                    500000.0, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim)));
+              }
+              for (auto _ : state) backend.rope(x, positions, inv_freq, out);
+              set_rates(state, 4.0 * static_cast<double>(2 * tokens * heads * head_dim), 0);
+              state.SetItemsProcessed(state.iterations() * tokens * heads * head_dim);
+            });
+          })
+          ->UseRealTime();
+    }
+  }
+}
+
+// ---- attention ----
+
+// One decode query (all heads) over `slots` cached keys and values.
+void run_attention(benchmark::State& state, const ModelShape& m, DType kv_type, int64_t slots,
+                   const std::string& isa, int threads) {
+  guarded(state, [&] {
+    edgelm::cpu::CpuBackend& backend = backend_for(isa, threads);
+    edgelm::AttentionArgs args;
+    args.q = random_tensor(DType::F32, {1, m.n_heads, m.head_dim}, 1);
+    args.k = random_tensor(kv_type, {slots, m.n_kv_heads, m.head_dim}, 2);
+    args.v = random_tensor(kv_type, {slots, m.n_kv_heads, m.head_dim}, 3);
+    args.q_pos = Tensor::empty(memory(), DType::I32, {1});
+    args.q_pos.data<int32_t>()[0] = static_cast<int32_t>(slots);
+    args.kv_pos = Tensor::empty(memory(), DType::I32, {slots, m.n_kv_heads});
+    for (int64_t s = 0; s < slots; ++s) {
+      for (int64_t g = 0; g < m.n_kv_heads; ++g) {
+        args.kv_pos.data<int32_t>()[s * m.n_kv_heads + g] = static_cast<int32_t>(s);
+      }
+    }
+    args.out = Tensor::empty(memory(), DType::F32, {1, m.n_heads, m.head_dim});
+    args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m.head_dim)));
+    for (auto _ : state) backend.attention(args);
+    const double kv_bytes = static_cast<double>(args.k.nbytes() + args.v.nbytes());
+    const double q_bytes = static_cast<double>(args.q.nbytes() + args.out.nbytes());
+    // q.k and p.v: two multiply-adds per (head, slot, element).
+    set_rates(state, kv_bytes + q_bytes, 4.0 * static_cast<double>(m.n_heads * slots * m.head_dim));
+  });
+}
+
+void register_attention(const std::vector<std::string>& isas, bool full) {
+  const std::string best = isas.back();
+  const std::vector<DType> kv_types =
+      full ? std::vector<DType>{DType::F16, DType::F32} : std::vector<DType>{DType::F16};
+  for (const ModelShape* m : {&kLlama1B, &kLlama3B}) {
+    for (DType kv_type : kv_types) {
+      for (int64_t slots : {512, 2048}) {
+        for (const std::string& isa : isas) {
+          for (int threads : {1, 2}) {
+            if (threads == 2 && !full && (isa != best || slots != 2048)) continue;
+            benchmark::RegisterBenchmark(
+                edgelm::str_cat("attention/", isa, "/", edgelm::dtype_name(kv_type), "/", m->tag,
+                                ".h", m->n_heads, "kv", m->n_kv_heads, "d", m->head_dim, "/slots",
+                                slots, "/t", threads)
+                    .c_str(),
+                [m, kv_type, slots, isa, threads](benchmark::State& state) {
+                  run_attention(state, *m, kv_type, slots, isa, threads);
+                })
+                ->UseRealTime();
+          }
+        }
+      }
+    }
+  }
+}
+
+// Removes `flag` from argv (before Google Benchmark sees it); true when it was there.
+bool take_flag(int& argc, char** argv, const char* flag) {
+  bool found = false;
+  int kept = 0;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0 && std::strcmp(argv[i], flag) == 0) {
+      found = true;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  return found;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const bool full = take_flag(argc, argv, "--full");
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--help") == 0) {
+        std::printf(
+            "micro_bench [--full] [Google Benchmark flags]\n"
+            "  --full  register every table x dtype x shape x M x threads (long; use a "
+            "filter)\n\n");
+      }
+    }
+    std::vector<std::string> isas;
+    for (const edgelm::cpu::KernelTable* table : edgelm::cpu::available_kernel_tables()) {
+      isas.emplace_back(table->isa);
+    }
+    register_matmul(full ? full_matmul_cases(isas) : default_matmul_cases(isas));
+    register_attention(isas, full);
+    register_row_ops(isas, full);
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "micro_bench: %s\n", e.what());
+    return 1;
+  }
+}
