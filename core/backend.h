@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/buffer.h"
 #include "core/dtype.h"
@@ -34,6 +35,14 @@ static_assert(kOpCount == 12, "update op_name(), the docs and the parity cases f
 
 const char* op_name(OpKind op);
 std::span<const OpKind> all_ops();
+
+// Time spent in one kernel of one op, summed over calls (from device profiling events).
+struct OpTiming {
+  std::string op;      // op_name(): "matmul"
+  std::string kernel;  // the kernel that ran: "matmul_q4_0_gemv"
+  int64_t calls = 0;
+  double seconds = 0.0;
+};
 
 // Arguments of attention(); see Backend::attention.
 struct AttentionArgs {
@@ -65,9 +74,24 @@ class Backend {
   //   rms_norm, rope, silu_mul, add, softmax: {x} (F32 only in every backend so far)
   virtual bool supports(OpKind op, std::initializer_list<DType> dtypes) const = 0;
 
+  // True when this backend's ops can read and write `buffer` in place. The CPU backend can use
+  // any buffer with a host mapping; a GPU backend only its own device buffers. Loaders move
+  // tensors into memory() when this is false (e.g. weights mapped from a file).
+  virtual bool can_use(const Buffer& buffer) const { return buffer.host_ptr() != nullptr; }
+
   // Waits until all work submitted so far has finished and its results are visible through
   // host_ptr(). Synchronous backends return at once.
   virtual void synchronize() {}
+
+  // Bytes this backend has moved between host and device memory with explicit transfer commands
+  // since it was created (OpenCL: write, read and copy enqueues). Zero-copy backends keep this at
+  // 0 on the model path; the CPU backend never transfers.
+  virtual uint64_t host_device_copy_bytes() const { return 0; }
+
+  // Per-kernel device time since creation or the last reset, when the backend was created with
+  // profiling on (OpenCL --profile); empty otherwise. Call after synchronize().
+  virtual std::vector<OpTiming> op_timings() const { return {}; }
+  virtual void reset_op_timings() {}
 
   // Op preconditions (shapes, dtypes, index ranges) are checked with EDGELM_CHECK and throw
   // edgelm::Error. Outputs are written through the const handles; they may not alias inputs

@@ -25,7 +25,12 @@ KvCache::KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n
     layer.v = Tensor::empty(memory, dtype, {capacity, n_kv_heads, head_dim});
     layer.positions = Tensor::empty(memory, DType::I32, {capacity, n_kv_heads, 1});
   }
+  // Appends always fill slots [size, size + n), so their slot list is a window of the identity
+  // table, written once here and never again: an asynchronous backend may still be reading one
+  // window while the next append is queued.
   slots_ = Tensor::empty(memory, DType::I32, {capacity});
+  auto* identity = slots_.data<int32_t>();
+  for (int64_t slot = 0; slot < capacity; ++slot) identity[slot] = static_cast<int32_t>(slot);
   keep_ = Tensor::empty(memory, DType::I32, {n_kv_heads, capacity});
 }
 
@@ -44,15 +49,14 @@ void KvCache::append(int64_t layer_index, const Tensor& k, const Tensor& v,
   EDGELM_CHECK(layer.size + n <= capacity_, "[kv_cache] layer ", layer_index,
                " is full: ", layer.size, " + ", n, " tokens exceed the capacity of ", capacity_,
                " (raise --max-seq-len or enable eviction)");
-  backend_.synchronize();  // the scratch slot list may still be read by a previous append
-  auto* slots = slots_.data<int32_t>();
+  // The new position rows are written from the host without waiting for the queue: nothing
+  // queued reads rows past the filled slots, and compact() drains the queue before `size` drops.
   auto* kv_pos = layer.positions.data<int32_t>();
   for (int64_t t = 0; t < n; ++t) {
     const int64_t slot = layer.size + t;
-    slots[t] = static_cast<int32_t>(slot);
     for (int64_t g = 0; g < n_kv_heads_; ++g) kv_pos[slot * n_kv_heads_ + g] = positions[t];
   }
-  const Tensor slot_list = slots_.slice(0, n);
+  const Tensor slot_list = slots_.slice(layer.size, n);
   backend_.kv_append(k, slot_list, layer.k);
   backend_.kv_append(v, slot_list, layer.v);
   layer.size += n;
@@ -75,6 +79,8 @@ void KvCache::compact(int64_t layer_index, const Tensor& keep) {
   backend_.kv_compact(filled_k, keep);
   backend_.kv_compact(layer.v.slice(0, layer.size), keep);
   backend_.kv_compact(layer.positions.slice(0, layer.size), keep);
+  // The compaction reads rows up to the old size, which the next append rewrites from the host.
+  backend_.synchronize();
   layer.size = keep.dim(1);
 }
 

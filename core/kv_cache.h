@@ -85,7 +85,7 @@ class KvCache {
   DType dtype_;
   int64_t next_position_ = 0;
   std::vector<Layer> layers_;
-  Tensor slots_;  // I32 [capacity]: scratch for kv_append's slot list
+  Tensor slots_;  // I32 [capacity]: slots_[s] = s; kv_append's slot lists are windows of it
   Tensor keep_;   // I32 [n_kv_heads, capacity]: scratch for prune_prefix
 };
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "models/gguf.h"
@@ -13,12 +14,28 @@
 namespace edgelm {
 namespace {
 
-// Converts a tensor that lives in a file mapping to `target` in backend memory, or returns it as it
-// is when no conversion is needed (the backend reads host memory directly).
+// The tensor itself when `backend` can use its buffer in place (the CPU reading a file mapping),
+// else a copy in backend memory, written through its host mapping (a GPU backend's shared
+// buffers: the bytes land where the device reads them, with no transfer command).
+Tensor place(Backend& backend, const Tensor& source) {
+  if (backend.can_use(*source.buffer())) return source;
+  Tensor placed = Tensor::empty(backend.memory(), source.dtype(), source.shape());
+  EDGELM_CHECK(placed.raw() != nullptr, "[load] backend ", backend.name(),
+               " memory has no host mapping to load weights through");
+  std::memcpy(placed.raw(), source.raw(), source.nbytes());
+  return placed;
+}
+
+// Converts a tensor that lives in a file mapping to `target` in backend memory, or places it as it
+// is when no conversion is needed. A backend that can read the mapping converts itself; for one
+// that cannot (a GPU), the CPU's best kernels convert, reading the mapping and writing through the
+// destination's host pointer — the same bytes the default CPU backend would produce.
 Tensor convert(Backend& backend, const Tensor& source, DType target, const std::string& name,
                const std::string& path) {
-  if (source.dtype() == target) return source;
-  if (!backend.supports(OpKind::Cast, {source.dtype(), target})) {
+  if (source.dtype() == target) return place(backend, source);
+  static cpu::CpuBackend host_cpu;  // threads start on first use only
+  Backend& converter = backend.can_use(*source.buffer()) ? backend : host_cpu;
+  if (!converter.supports(OpKind::Cast, {source.dtype(), target})) {
     EDGELM_FAIL("[load] ", path, ": tensor '", name, "': cannot convert ",
                 dtype_name(source.dtype()), " to ", dtype_name(target));
   }
@@ -28,7 +45,9 @@ Tensor convert(Backend& backend, const Tensor& source, DType target, const std::
                 dtype_block_size(target), ")");
   }
   Tensor converted = Tensor::empty(backend.memory(), target, source.shape());
-  backend.cast(source, converted);
+  EDGELM_CHECK(converted.raw() != nullptr, "[load] backend ", backend.name(),
+               " memory has no host mapping to load weights through");
+  converter.cast(source, converted);
   return converted;
 }
 
