@@ -1,5 +1,6 @@
 // Backends by name, for binaries and tests: "cpu" (best kernels for this CPU), "cpu:<isa>" for
-// each kernel table this CPU can run (cpu:portable is the reference), later "opencl".
+// each kernel table this CPU can run (cpu:portable is the reference), and "opencl" when the binary
+// has the OpenCL backend and an OpenCL device is present.
 #pragma once
 
 #include <memory>
@@ -11,10 +12,21 @@
 namespace edgelm {
 
 struct BackendOptions {
-  int n_threads = 0;  // CPU threads; 0 = one per hardware thread
+  int n_threads = 0;     // CPU threads; 0 = one per hardware thread
+  int cl_platform = -1;  // OpenCL platform index; -1: the first with a GPU, else any
+  int cl_device = -1;    // OpenCL device index in that platform; -1: its first GPU, else first
+  bool profile = false;  // OpenCL: time every kernel (Backend::op_timings)
 };
 
-// Every name create_backend accepts on this machine, the default "cpu" first.
+// True when this binary was built with the OpenCL backend (EDGELM_OPENCL=ON).
+bool opencl_built();
+
+// Lines describing every OpenCL device ("<platform>:<device> name (type, ...)"), for
+// --list-devices; a single explanatory line when there is none or OpenCL is not built.
+std::vector<std::string> opencl_device_lines();
+
+// Every name create_backend accepts on this machine, the default "cpu" first; "opencl" only when a
+// device is present (create_backend("opencl") still explains why when it is not).
 std::vector<std::string> backend_names();
 
 // Throws edgelm::Error naming the available backends when `name` is unknown.

@@ -1,0 +1,71 @@
+// Host side of kernels/convert.cl: embed and cast.
+#include "backends/opencl/checks.h"
+#include "backends/opencl/opencl_backend.h"
+
+namespace edgelm::opencl {
+
+void OpenClBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  EDGELM_CHECK(supports(OpKind::Embed, {table.dtype()}), "[opencl] embed: unsupported table dtype ",
+               table.describe());
+  EDGELM_CHECK(table.rank() == 2 && ids.rank() == 1 && out.rank() == 2,
+               "[opencl] embed: expected table [vocab, dim], ids [n], out [n, dim]; got ",
+               table.describe(), ", ", ids.describe(), ", ", out.describe());
+  check_dtype(ids, DType::I32, "embed", "ids");
+  check_dtype(out, DType::F32, "embed", "out");
+  EDGELM_CHECK(out.dim(0) == ids.dim(0) && out.dim(1) == table.dim(1), "[opencl] embed: out ",
+               out.describe(), " does not match ids ", ids.describe(), " and table ",
+               table.describe());
+  const int64_t vocab = table.dim(0);
+  const int64_t dim = table.dim(1);
+  check_int32(vocab, "embed", "vocab");
+  check_int32(out.numel(), "embed", "elements");
+  // Index tensors are written by the host (see docs/opencl_backend.md), so they can be checked
+  // through the mapping without waiting for the queue.
+  if (const auto* values = ids.data<int32_t>()) {
+    for (int64_t i = 0; i < ids.dim(0); ++i) {
+      EDGELM_CHECK(values[i] >= 0 && values[i] < vocab, "[opencl] embed: token id ", values[i],
+                   " at index ", i, " is outside the vocabulary of ", vocab);
+    }
+  }
+  call("embed", "convert", "embed_rows")
+      .tensor(table, "table")
+      .tensor(ids, "ids")
+      .tensor(out, "out")
+      .i32(static_cast<int64_t>(table.dtype()))
+      .i32(vocab)
+      .i32(dim)
+      .i32(ids.dim(0))
+      .run({static_cast<size_t>(dim), static_cast<size_t>(ids.dim(0))}, {64, 1});
+}
+
+void OpenClBackend::cast(const Tensor& src, const Tensor& dst) {
+  EDGELM_CHECK(supports(OpKind::Cast, {src.dtype(), dst.dtype()}), "[opencl] cast: unsupported ",
+               dtype_name(src.dtype()), " -> ", dtype_name(dst.dtype()));
+  check_same_shape(src, dst, "cast");
+  const int64_t n = src.shape().last();
+  const int64_t rows = src.rows();
+  check_int32(src.numel(), "cast", "elements");
+  const auto src_dtype = static_cast<int64_t>(src.dtype());
+  if (!dtype_is_quantized(dst.dtype())) {
+    call("cast", "convert", "cast_to_float")
+        .tensor(src, "src")
+        .tensor(dst, "dst")
+        .i32(src_dtype)
+        .i32(static_cast<int64_t>(dst.dtype()))
+        .i32(n)
+        .i32(rows)
+        .run({static_cast<size_t>(n), static_cast<size_t>(rows)}, {64, 1});
+    return;
+  }
+  const char* kernel = dst.dtype() == DType::Q8_0 ? "cast_to_q8_0" : "cast_to_q4_0";
+  const int64_t blocks = n / dtype_block_size(dst.dtype());
+  call("cast", "convert", kernel)
+      .tensor(src, "src")
+      .tensor(dst, "dst")
+      .i32(src_dtype)
+      .i32(n)
+      .i32(rows)
+      .run({static_cast<size_t>(blocks), static_cast<size_t>(rows)}, {1, 1});
+}
+
+}  // namespace edgelm::opencl

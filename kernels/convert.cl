@@ -1,0 +1,88 @@
+// Row gathers and conversions between dtypes: embed, cast (including quantization to Q8_0/Q4_0
+// with the reference quantizers' rules).
+
+// Work-item (d, i): out[i, d] = table[ids[i], d] as float. Ids outside [0, vocab) were rejected
+// by the host; the guard keeps a bad id from reading out of bounds anyway.
+kernel void embed_rows(global const uchar* table, ulong table_off, global const uchar* ids,
+                       ulong ids_off, global uchar* out, ulong out_off, int dtype, int vocab,
+                       int dim, int n) {
+  const int d = get_global_id(0);
+  const int i = get_global_id(1);
+  if (d >= dim || i >= n) return;
+  const int id = AT_CONST(int, ids, ids_off)[i];
+  float value = 0.0f;
+  if (id >= 0 && id < vocab) {
+    value = load_element(AT_CONST(uchar, table, table_off) + (ulong)id * row_bytes(dtype, dim),
+                         dtype, d);
+  }
+  AT(float, out, out_off)[(ulong)i * dim + d] = value;
+}
+
+// Work-item (e, r): element e of row r converted to a float dtype (F32, F16, BF16), rounding to
+// nearest even.
+kernel void cast_to_float(global const uchar* src, ulong src_off, global uchar* dst, ulong dst_off,
+                          int src_dtype, int dst_dtype, int n, int rows) {
+  const int e = get_global_id(0);
+  const int r = get_global_id(1);
+  if (e >= n || r >= rows) return;
+  const float value =
+      load_element(AT_CONST(uchar, src, src_off) + (ulong)r * row_bytes(src_dtype, n), src_dtype, e);
+  const ulong index = (ulong)r * n + e;
+  if (dst_dtype == DT_F32) {
+    AT(float, dst, dst_off)[index] = value;
+  } else if (dst_dtype == DT_F16) {
+    vstore_half_rte(value, index, AT(half, dst, dst_off));
+  } else {
+    AT(ushort, dst, dst_off)[index] = float_to_bf16(value);
+  }
+}
+
+// Work-item (b, r): block b of row r quantized to Q8_0: d = max|x| / 127, q = round(x / d)
+// (half away from zero), as quantize_row_q8_0.
+kernel void cast_to_q8_0(global const uchar* src, ulong src_off, global uchar* dst, ulong dst_off,
+                         int src_dtype, int n, int rows) {
+  const int b = get_global_id(0);
+  const int r = get_global_id(1);
+  if (b >= n / QK || r >= rows) return;
+  global const uchar* row = AT_CONST(uchar, src, src_off) + (ulong)r * row_bytes(src_dtype, n);
+  float values[QK];
+  float max_abs = 0.0f;
+  for (int i = 0; i < QK; ++i) {
+    values[i] = load_element(row, src_dtype, b * QK + i);
+    max_abs = fmax(max_abs, fabs(values[i]));
+  }
+  const float d = max_abs / 127.0f;
+  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+  global uchar* block = AT(uchar, dst, dst_off) + ((ulong)r * (n / QK) + b) * Q8_0_BYTES;
+  vstore_half_rte(d, 0, (global half*)block);
+  for (int i = 0; i < QK; ++i) block[2 + i] = (uchar)(char)round(values[i] * inverse);
+}
+
+// Work-item (b, r): block b of row r quantized to Q4_0: d = extreme / -8 (extreme: the first
+// value of largest magnitude), nibble = min(15, trunc(x / d + 8.5)), as quantize_row_q4_0.
+kernel void cast_to_q4_0(global const uchar* src, ulong src_off, global uchar* dst, ulong dst_off,
+                         int src_dtype, int n, int rows) {
+  const int b = get_global_id(0);
+  const int r = get_global_id(1);
+  if (b >= n / QK || r >= rows) return;
+  global const uchar* row = AT_CONST(uchar, src, src_off) + (ulong)r * row_bytes(src_dtype, n);
+  float values[QK];
+  float max_abs = 0.0f;
+  float extreme = 0.0f;
+  for (int i = 0; i < QK; ++i) {
+    values[i] = load_element(row, src_dtype, b * QK + i);
+    if (fabs(values[i]) > max_abs) {
+      max_abs = fabs(values[i]);
+      extreme = values[i];
+    }
+  }
+  const float d = extreme / -8.0f;
+  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+  global uchar* block = AT(uchar, dst, dst_off) + ((ulong)r * (n / QK) + b) * Q4_0_BYTES;
+  vstore_half_rte(d, 0, (global half*)block);
+  for (int i = 0; i < QK / 2; ++i) {
+    const int low = min(15, (int)(values[i] * inverse + 8.5f));
+    const int high = min(15, (int)(values[i + QK / 2] * inverse + 8.5f));
+    block[2 + i] = (uchar)(low | (high << 4));
+  }
+}
