@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -35,6 +36,26 @@ size_t peak_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+// Per-kernel device time of one phase, from Backend::op_timings (OpenCL --profile).
+void print_profile(const char* phase, const std::vector<edgelm::OpTiming>& rows,
+                   std::ofstream* csv) {
+  double total = 0.0;
+  for (const edgelm::OpTiming& row : rows) total += row.seconds;
+  std::fprintf(stderr, "profile (%s): %.3f ms of kernel time\n", phase, total * 1e3);
+  std::fprintf(stderr, "  %-12s %-28s %8s %12s %12s %7s\n", "op", "kernel", "calls", "total ms",
+               "mean us", "share");
+  for (const edgelm::OpTiming& row : rows) {
+    std::fprintf(stderr, "  %-12s %-28s %8lld %12.3f %12.2f %6.1f%%\n", row.op.c_str(),
+                 row.kernel.c_str(), static_cast<long long>(row.calls), row.seconds * 1e3,
+                 row.calls > 0 ? row.seconds * 1e6 / static_cast<double>(row.calls) : 0.0,
+                 total > 0 ? 100.0 * row.seconds / total : 0.0);
+    if (csv != nullptr) {
+      *csv << phase << ',' << row.op << ',' << row.kernel << ',' << row.calls << ','
+           << row.seconds * 1e3 << '\n';
+    }
+  }
 }
 
 struct Reply {
@@ -106,8 +127,12 @@ int run(int argc, char** argv) {
   std::string dump_logits;
   edgelm::EvictionConfig eviction;
   std::string simulate_memory;
-  app.add_option("-m,--model-path", model_path, "Hugging Face model folder or .gguf file")
-      ->required();
+  bool list_devices = false;
+  int cl_platform = -1;
+  int cl_device = -1;
+  bool profile = false;
+  std::string profile_out;
+  app.add_option("-m,--model-path", model_path, "Hugging Face model folder or .gguf file");
   app.add_option("-p,--prompt", prompt, "Prompt text");
   app.add_option("--prompt-ids", prompt_ids_text,
                  "Prompt as token ids, e.g. 1,2,3 (bypasses the tokenizer)");
@@ -117,7 +142,19 @@ int run(int argc, char** argv) {
   app.add_flag("--print-ids", print_ids, "Stream token ids instead of text");
   app.add_option("-n,--n-predict", n_generate, "Tokens to generate (per turn)")
       ->check(CLI::Range(0, 1 << 30));
-  app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>");
+  app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
+  app.add_flag("--list-devices", list_devices, "List the OpenCL platforms and devices, then exit");
+  app.add_option("--cl-platform", cl_platform,
+                 "OpenCL platform index (default: the first with a GPU)")
+      ->check(CLI::Range(-1, 1 << 20));
+  app.add_option("--cl-device", cl_device,
+                 "OpenCL device index within the platform (default: its first GPU)")
+      ->check(CLI::Range(-1, 1 << 20));
+  app.add_flag("--profile", profile,
+               "Print device time per op and kernel for prefill and decode (OpenCL)");
+  app.add_option("--profile-out", profile_out,
+                 "Also write the profile as CSV (phase,op,kernel,calls,total_ms); implies "
+                 "--profile");
   app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--weight-type", weight_type_text,
@@ -163,7 +200,19 @@ int run(int argc, char** argv) {
                  "Replace /proc/meminfo with a scripted curve step:MiB,... (e.g. 0:4000,200:100)");
   CLI11_PARSE(app, argc, argv);
 
+  if (list_devices) {
+    for (const std::string& line : edgelm::opencl_device_lines()) std::printf("%s\n", line.c_str());
+    return 0;
+  }
   // Everything that can be checked without the model, first.
+  if (model_path.empty()) EDGELM_FAIL("--model-path is required (a HF folder or a .gguf file)");
+  if (!profile_out.empty()) profile = true;
+  if (profile && backend_name != "opencl") {
+    EDGELM_FAIL("--profile times device kernels and needs --backend opencl (bench and micro_bench ",
+                "time the CPU)");
+  }
+  if ((cl_platform >= 0 || cl_device >= 0) && backend_name != "opencl")
+    EDGELM_FAIL("--cl-platform/--cl-device need --backend opencl");
   if (!prompt.empty() && !prompt_ids_text.empty())
     EDGELM_FAIL("--prompt and --prompt-ids are exclusive");
   if (interactive && (!prompt_ids_text.empty() || json || !dump_logits.empty())) {
@@ -194,8 +243,17 @@ int run(int argc, char** argv) {
     monitor = std::make_unique<edgelm::LinuxSystemMonitor>();
   }
 
-  auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
+  std::ofstream profile_csv;
+  if (!profile_out.empty()) {
+    profile_csv.open(profile_out);
+    if (!profile_csv) EDGELM_FAIL("--profile-out: cannot write ", profile_out);
+    profile_csv << "phase,op,kernel,calls,total_ms\n";
+  }
   const auto load_start = Clock::now();
+  auto backend = edgelm::create_backend(backend_name, {.n_threads = threads,
+                                                       .cl_platform = cl_platform,
+                                                       .cl_device = cl_device,
+                                                       .profile = profile});
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
   const edgelm::DType weight_type = loaded.weight_type;
   const std::string format = loaded.format;
@@ -211,7 +269,11 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "note: no tokenizer (%s); printing token ids\n", e.what());
     }
   }
+  backend->synchronize();
   const double load_s = seconds_since(load_start);
+  // Transfers are counted per phase; on a zero-copy backend all of them stay at 0.
+  const uint64_t copy_bytes_load = backend->host_device_copy_bytes();
+  backend->reset_op_timings();
   const edgelm::LlamaConfig& config = model.config();
   std::fprintf(stderr, "model: %s (%s, %s weights)\n%s\nbackend: %s\n", model_path.c_str(),
                format.c_str(), edgelm::dtype_name(weight_type), config.describe().c_str(),
@@ -316,6 +378,9 @@ int run(int argc, char** argv) {
   std::vector<int32_t> history = prompt_ids;
   std::span<const float> logits = generator.prefill(prompt_ids);
   record(logits);
+  const uint64_t copy_bytes_after_prefill = backend->host_device_copy_bytes();
+  const std::vector<edgelm::OpTiming> prefill_profile = backend->op_timings();
+  backend->reset_op_timings();
   const Reply reply = generate_reply(generator, sampler, cache, can_evict, logits, n_generate,
                                      stop_ids, history, stream ? &*stream : nullptr, quiet, record);
   if (reply.stop_reason == "context_full") {
@@ -330,6 +395,12 @@ int run(int argc, char** argv) {
     edgelm::write_npy(dump_logits, {rows, config.vocab_size}, logit_rows.data());
   }
 
+  backend->synchronize();
+  const uint64_t copy_bytes_decode = backend->host_device_copy_bytes() - copy_bytes_after_prefill;
+  if (profile) {
+    print_profile("prefill", prefill_profile, profile_csv.is_open() ? &profile_csv : nullptr);
+    print_profile("decode", backend->op_timings(), profile_csv.is_open() ? &profile_csv : nullptr);
+  }
   const double prefill_s = generator.prefill_seconds();
   const double decode_s = generator.decode_seconds();
   const int64_t decode_steps = generator.decode_steps();
@@ -372,6 +443,9 @@ int run(int argc, char** argv) {
         {"eviction_s", manager.eviction_seconds()},
         {"peak_rss_bytes", peak},
         {"weight_bytes_per_token", model.weight_bytes_per_token()},
+        {"host_device_copy_bytes", copy_bytes_decode},
+        {"host_device_copy_bytes_prefill", copy_bytes_after_prefill - copy_bytes_load},
+        {"host_device_copy_bytes_load", copy_bytes_load},
         {"stop", reply.stop_reason},
         {"tokens", reply.tokens},
     };

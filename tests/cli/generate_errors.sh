@@ -72,6 +72,33 @@ expect_error "no prompt" "--prompt" --model-path "$gguf"
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
 expect_error "bad simulated memory curve" "step:MiB" --model-path "$gguf" --prompt-ids 1 --simulate-memory 0:10,x
+expect_error "--profile on the cpu" "--profile" --model-path "$gguf" --prompt-ids 1 --profile
+expect_error "--cl-device on the cpu" "--cl-platform/--cl-device" --model-path "$gguf" --prompt-ids 1 --cl-device 0
+
+# The OpenCL backend: without any platform (an empty ICD vendor folder hides every installed one)
+# and with device indices that do not exist; a build without OpenCL says so instead.
+if "$generate" --list-devices | grep -q "no OpenCL backend"; then
+  expect_error "opencl not built" "-DEDGELM_OPENCL=ON" --model-path "$gguf" --prompt-ids 1 --backend opencl
+else
+  mkdir -p "$work/no_icd"
+  OCL_ICD_VENDORS="$work/no_icd" expect_error "no OpenCL platform" "no OpenCL platform found" \
+    --model-path "$gguf" --prompt-ids 1 --backend opencl
+  if "$generate" --list-devices | grep -q '^0:0 '; then
+    expect_error "OpenCL device out of range" "--cl-device 99 out of range" --model-path "$gguf" \
+      --prompt-ids 1 --backend opencl --cl-device 99
+    expect_error "OpenCL platform out of range" "--cl-platform 42 out of range" --model-path "$gguf" \
+      --prompt-ids 1 --backend opencl --cl-platform 42
+    # A good run on OpenCL reports zero bytes moved between host and device while decoding.
+    if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --json --backend opencl \
+        --profile-out "$work/profile.csv" > "$work/out.txt" 2> "$work/err.txt" &&
+      tail -n 1 "$work/out.txt" | grep -q '"host_device_copy_bytes":0,' &&
+      grep -q '^decode,matmul,' "$work/profile.csv"; then
+      echo "ok   opencl run: zero-copy decode, profile written"; passes=$((passes + 1))
+    else
+      echo "FAIL opencl run"; cat "$work/err.txt"; failures=$((failures + 1))
+    fi
+  fi
+fi
 
 # A good run: streams tokens and ends stdout with the JSON summary.
 if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --json > "$work/out.txt" 2> "$work/err.txt" &&
