@@ -315,6 +315,9 @@ void attention_cases(std::vector<OpCase>& cases) {
       {1, 4, 2, 37, 64, true, 0, "decode"},   {7, 6, 3, 7, 32, true, 3, "prefill"},
       {5, 8, 8, 21, 16, false, 0, "evicted"}, {1, 32, 8, 129, 64, true, 0, "decode"},
       {33, 2, 1, 40, 8, true, 0, "evicted"},
+      // A long cache: backends that split the slots of one query (flash decoding, OpenCL: 256
+      // slots per split) combine several partial softmaxes here.
+      {1, 8, 2, 700, 64, true, 0, "decode"},  {3, 4, 2, 600, 32, true, 1, "evicted"},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
     for (const AttentionShape& s : shapes) {
