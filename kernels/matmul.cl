@@ -1,10 +1,13 @@
 // Matrix-vector products for matmul with few rows of x (decode, short chunks): y = x · Wᵀ with
 // x F32 [M, K], W [N, K] of one weight dtype, y F32 [M, N]. One work-group of MATMUL_GROUP
-// work-items per output column n: they stride over K (consecutive work-items read consecutive
-// elements or blocks of W's row, which coalesces on GPUs), accumulate in float, and reduce in
-// local memory. W's row is read once per row of x, so this path is for small M; larger M goes to
-// the tiled GEMM (CLBlast).
+// work-items per MATMUL_ROWS output columns: for each of its W rows the work-items stride over K
+// (consecutive work-items read consecutive elements or blocks, which coalesces on GPUs) and
+// accumulate in float; the MATMUL_ROWS partial sums are then reduced together in local memory
+// (one tree, log2(MATMUL_GROUP) barriers, for all rows). Several rows per group amortise the
+// group's fixed cost (launch, reduction), which dominates on CPU devices such as PoCL. W's rows
+// are read once per row of x, so this path is for small M; larger M goes to the tiled GEMM.
 #define MATMUL_GROUP 64
+#define MATMUL_ROWS 8
 
 // Partial dot product of this work-item's share of one W row with one x row.
 inline float dot_f32(global const uchar* w_row, global const float* x, int K, int lid) {
@@ -64,15 +67,26 @@ kernel void matmul_round_x(global const uchar* x, ulong x_off, global float* rou
   for (int i = 0; i < QK; ++i) out[i] = (float)convert_int_rte(xb[i] * inverse) * d;
 }
 
+// Sum of the 16 lanes of a product vector, in int (|each lane| <= 2 * 128 * 127 < 2^16).
+inline int sum_short16(short16 p) {
+  const int8 a = convert_int8(p.lo) + convert_int8(p.hi);
+  const int4 b = a.lo + a.hi;
+  const int2 c = b.lo + b.hi;
+  return c.x + c.y;
+}
+
 // Partial dot products of this work-item's blocks of one quantized W row with one quantized x row.
+// Each block is read as 16-byte vectors (one load instruction on GPUs, and vector code on CPUs).
 inline float dot_q8_0(global const uchar* w_row, global const char* qx, global const float* dx,
                       int K, int lid) {
   float sum = 0.0f;
   for (int b = lid; b < K / QK; b += MATMUL_GROUP) {
     global const uchar* block = w_row + (ulong)b * Q8_0_BYTES;
     global const char* xb = qx + b * QK;
-    int isum = 0;
-    for (int i = 0; i < QK; ++i) isum += (int)((char)block[2 + i]) * (int)xb[i];
+    const short16 w0 = convert_short16(as_char16(vload16(0, block + 2)));
+    const short16 w1 = convert_short16(as_char16(vload16(1, block + 2)));
+    const int isum = sum_short16(w0 * convert_short16(vload16(0, xb))) +
+                     sum_short16(w1 * convert_short16(vload16(1, xb)));
     sum += (float)isum * (vload_half(0, (global const half*)block) * dx[b]);
   }
   return sum;
@@ -84,62 +98,75 @@ inline float dot_q4_0(global const uchar* w_row, global const char* qx, global c
   for (int b = lid; b < K / QK; b += MATMUL_GROUP) {
     global const uchar* block = w_row + (ulong)b * Q4_0_BYTES;
     global const char* xb = qx + b * QK;
-    int isum = 0;
-    for (int i = 0; i < QK / 2; ++i) {
-      const uchar packed = block[2 + i];
-      isum += ((int)(packed & 15) - 8) * (int)xb[i];
-      isum += ((int)(packed >> 4) - 8) * (int)xb[i + QK / 2];
-    }
-    sum += (float)isum * (vload_half(0, (global const half*)block) * dx[b]);
+    const uchar16 packed = vload16(0, block + 2);
+    // Element i in the low nibble of byte i, element i + 16 in the high nibble.
+    const short16 low = convert_short16(packed & (uchar16)15) - (short16)8;
+    const short16 high = convert_short16(packed >> (uchar16)4) - (short16)8;
+    const short16 products =
+        low * convert_short16(vload16(0, xb)) + high * convert_short16(vload16(1, xb));
+    sum += (float)sum_short16(products) * (vload_half(0, (global const half*)block) * dx[b]);
   }
   return sum;
 }
 
-#define MATMUL_GEMV_QUANTIZED(dtype)                                                            \
-  kernel void matmul_##dtype##_gemv(global const char* qx, global const float* dx,              \
-                                    global const uchar* w, ulong w_off, global uchar* y,        \
-                                    ulong y_off, int M, int N, int K, local float* scratch) {   \
-    const int n = get_group_id(0);                                                              \
+// Reduces partial[r] (r < MATMUL_ROWS) of every work-item; work-item r < MATMUL_ROWS gets the
+// total of row r. `scratch` holds MATMUL_ROWS * MATMUL_GROUP floats.
+inline float gemv_reduce(float partial[MATMUL_ROWS], local float* scratch, int lid) {
+  for (int r = 0; r < MATMUL_ROWS; ++r) scratch[r * MATMUL_GROUP + lid] = partial[r];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int stride = MATMUL_GROUP / 2; stride > 0; stride /= 2) {
+    if (lid < stride) {
+      for (int r = 0; r < MATMUL_ROWS; ++r)
+        scratch[r * MATMUL_GROUP + lid] += scratch[r * MATMUL_GROUP + lid + stride];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float total = lid < MATMUL_ROWS ? scratch[lid * MATMUL_GROUP] : 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return total;
+}
+
+// The GEMV kernel of one weight dtype. X_ARGS / X_ROW say how a row of x is passed: float rows
+// (buffer + offset) or quantized rows (values qx and scales dx, see matmul_quantize_x).
+#define MATMUL_GEMV_KERNEL(dtype, X_ARGS, X_ROW)                                                \
+  kernel void matmul_##dtype##_gemv(X_ARGS, global const uchar* w, ulong w_off,                 \
+                                    global uchar* y, ulong y_off, int M, int N, int K,          \
+                                    local float* scratch) {                                     \
+    const int n_first = get_group_id(0) * MATMUL_ROWS;                                          \
     const int lid = get_local_id(0);                                                            \
-    if (n >= N) return;                                                                         \
-    global const uchar* w_row = AT_CONST(uchar, w, w_off) + (ulong)n * row_bytes(DT_NAME, K);  \
+    const ulong w_row_bytes = row_bytes(DT_NAME, K);                                            \
+    global const uchar* w_rows = AT_CONST(uchar, w, w_off) + (ulong)n_first * w_row_bytes;     \
     for (int m = 0; m < M; ++m) {                                                               \
-      const float partial =                                                                     \
-          dot_##dtype(w_row, qx + (ulong)m * K, dx + (ulong)m * (K / QK), K, lid);              \
-      const float total = group_sum(partial, scratch);                                          \
-      if (lid == 0) AT(float, y, y_off)[(ulong)m * N + n] = total;                              \
+      float partial[MATMUL_ROWS];                                                               \
+      for (int r = 0; r < MATMUL_ROWS; ++r) {                                                   \
+        partial[r] = n_first + r < N ? dot_##dtype(w_rows + r * w_row_bytes, X_ROW, K, lid)     \
+                                     : 0.0f;                                                    \
+      }                                                                                         \
+      const float total = gemv_reduce(partial, scratch, lid);                                   \
+      if (lid < MATMUL_ROWS && n_first + lid < N)                                               \
+        AT(float, y, y_off)[(ulong)m * N + n_first + lid] = total;                              \
     }                                                                                           \
   }
 
-#define MATMUL_GEMV(dtype)                                                                      \
-  kernel void matmul_##dtype##_gemv(global const uchar* x, ulong x_off, global const uchar* w,  \
-                                    ulong w_off, global uchar* y, ulong y_off, int M, int N,    \
-                                    int K, local float* scratch) {                              \
-    const int n = get_group_id(0);                                                              \
-    const int lid = get_local_id(0);                                                            \
-    if (n >= N) return;                                                                         \
-    global const uchar* w_row = AT_CONST(uchar, w, w_off) + (ulong)n * row_bytes(DT_NAME, K);  \
-    for (int m = 0; m < M; ++m) {                                                               \
-      const float partial = dot_##dtype(w_row, AT_CONST(float, x, x_off) + (ulong)m * K, K, lid); \
-      const float total = group_sum(partial, scratch);                                          \
-      if (lid == 0) AT(float, y, y_off)[(ulong)m * N + n] = total;                              \
-    }                                                                                           \
-  }
+#define FLOAT_X_ARGS global const uchar *x, ulong x_off
+#define FLOAT_X_ROW AT_CONST(float, x, x_off) + (ulong)m * K
+#define QUANTIZED_X_ARGS global const char *qx, global const float *dx
+#define QUANTIZED_X_ROW qx + (ulong)m * K, dx + (ulong)m * (K / QK)
 
 #define DT_NAME DT_F32
-MATMUL_GEMV(f32)
+MATMUL_GEMV_KERNEL(f32, FLOAT_X_ARGS, FLOAT_X_ROW)
 #undef DT_NAME
 #define DT_NAME DT_F16
-MATMUL_GEMV(f16)
+MATMUL_GEMV_KERNEL(f16, FLOAT_X_ARGS, FLOAT_X_ROW)
 #undef DT_NAME
 #define DT_NAME DT_BF16
-MATMUL_GEMV(bf16)
+MATMUL_GEMV_KERNEL(bf16, FLOAT_X_ARGS, FLOAT_X_ROW)
 #undef DT_NAME
 #define DT_NAME DT_Q8_0
-MATMUL_GEMV_QUANTIZED(q8_0)
+MATMUL_GEMV_KERNEL(q8_0, QUANTIZED_X_ARGS, QUANTIZED_X_ROW)
 #undef DT_NAME
 #define DT_NAME DT_Q4_0
-MATMUL_GEMV_QUANTIZED(q4_0)
+MATMUL_GEMV_KERNEL(q4_0, QUANTIZED_X_ARGS, QUANTIZED_X_ROW)
 #undef DT_NAME
 
 // Rows [n_begin, n_begin + rows) of W converted to F32 into `tile` [rows, K] for the GEMM path.

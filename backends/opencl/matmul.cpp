@@ -24,6 +24,10 @@ constexpr int kClblastSlot = 1;
 constexpr int kActivationSlot = 2;       // quantized x values (GEMV) or rounded x (GEMM)
 constexpr int kActivationScaleSlot = 3;  // d_x per block (GEMV)
 
+// MATMUL_GROUP and MATMUL_ROWS of kernels/matmul.cl: work-items per group, W rows per group.
+constexpr size_t kGemvGroup = 64;
+constexpr int64_t kGemvRows = 8;
+
 const char* gemv_kernel(DType dtype) {
   switch (dtype) {
     case DType::F32:
@@ -94,8 +98,8 @@ void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
         .i32(M)
         .i32(N)
         .i32(K)
-        .local(64 * sizeof(float))
-        .run({static_cast<size_t>(N) * 64}, {64});
+        .local(kGemvRows * kGemvGroup * sizeof(float))
+        .run({static_cast<size_t>((N + kGemvRows - 1) / kGemvRows) * kGemvGroup}, {kGemvGroup});
     return;
   }
 
