@@ -44,6 +44,7 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
   if (name == "cpu" || name.starts_with("cpu:")) {
     cpu::CpuOptions cpu_options;
     cpu_options.n_threads = options.n_threads;
+    cpu_options.cpus = options.cpus;
     if (name != "cpu") cpu_options.isa = name.substr(4);
     return std::make_unique<cpu::CpuBackend>(cpu_options);
   }

@@ -12,10 +12,11 @@
 namespace edgelm {
 
 struct BackendOptions {
-  int n_threads = 0;     // CPU threads; 0 = one per hardware thread
-  int cl_platform = -1;  // OpenCL platform index; -1: the first with a GPU, else any
-  int cl_device = -1;    // OpenCL device index in that platform; -1: its first GPU, else first
-  bool profile = false;  // OpenCL: time every kernel (Backend::op_timings)
+  int n_threads = 0;      // CPU threads; 0 = one per hardware thread
+  std::vector<int> cpus;  // pin CPU thread i to cpus[i % size]; empty: no pinning
+  int cl_platform = -1;   // OpenCL platform index; -1: the first with a GPU, else any
+  int cl_device = -1;     // OpenCL device index in that platform; -1: its first GPU, else first
+  bool profile = false;   // OpenCL: time every kernel (Backend::op_timings)
 };
 
 // True when this binary was built with the OpenCL backend (EDGELM_OPENCL=ON).

@@ -35,6 +35,35 @@ inline std::vector<int32_t> parse_id_list(const std::string& text, const char* f
   return ids;
 }
 
+// "0-3,6" -> {0, 1, 2, 3, 6}: CPU indices for thread pinning; throws edgelm::Error naming `flag`.
+inline std::vector<int> parse_cpu_list(const std::string& text, const char* flag) {
+  std::vector<int> cpus;
+  std::stringstream stream(text);
+  std::string item;
+  auto number = [&](const std::string& part) {
+    size_t used = 0;
+    long value = -1;
+    try {
+      value = std::stol(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || value < 0 || value > 4095) {
+      EDGELM_FAIL(flag, ": '", item, "' is not a CPU index or range (expected e.g. 0-3,6)");
+    }
+    return static_cast<int>(value);
+  };
+  while (std::getline(stream, item, ',')) {
+    const size_t dash = item.find('-');
+    const int first = number(item.substr(0, dash));
+    const int last = dash == std::string::npos ? first : number(item.substr(dash + 1));
+    if (last < first) EDGELM_FAIL(flag, ": range '", item, "' runs backwards");
+    for (int cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
+  }
+  if (cpus.empty()) EDGELM_FAIL(flag, ": no CPUs given");
+  return cpus;
+}
+
 // A dtype name that must be one of `allowed`; throws edgelm::Error naming `flag`.
 inline DType parse_dtype(const std::string& text, const char* flag,
                          std::initializer_list<DType> allowed) {

@@ -157,6 +157,9 @@ int run(int argc, char** argv) {
                  "--profile");
   app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
+  std::string cpu_list;
+  app.add_option("--cpus", cpu_list,
+                 "Pin CPU thread i to the i-th CPU of this list, e.g. 4-7 (a phone's big cores)");
   app.add_option("--weight-type", weight_type_text,
                  "Convert weights on load: f32|f16|q8_0|q4_0 (default: the file's)");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16");
@@ -211,6 +214,8 @@ int run(int argc, char** argv) {
     EDGELM_FAIL("--profile times device kernels and needs --backend opencl (bench and micro_bench ",
                 "time the CPU)");
   }
+  std::vector<int> cpus;
+  if (!cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(cpu_list, "--cpus");
   if ((cl_platform >= 0 || cl_device >= 0) && backend_name != "opencl")
     EDGELM_FAIL("--cl-platform/--cl-device need --backend opencl");
   if (!prompt.empty() && !prompt_ids_text.empty())
@@ -251,6 +256,7 @@ int run(int argc, char** argv) {
   }
   const auto load_start = Clock::now();
   auto backend = edgelm::create_backend(backend_name, {.n_threads = threads,
+                                                       .cpus = cpus,
                                                        .cl_platform = cl_platform,
                                                        .cl_device = cl_device,
                                                        .profile = profile});

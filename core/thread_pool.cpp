@@ -1,5 +1,9 @@
 #include "core/thread_pool.h"
 
+#include <sched.h>
+
+#include <algorithm>
+
 #include "core/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -29,22 +33,78 @@ inline void spin_pause(int spin) {
 #endif
 }
 
-
 thread_local const ThreadPool* tls_current_pool = nullptr;
+
+// Pins the calling thread to one CPU (Linux and Android: sched_setaffinity on thread id 0 is the
+// calling thread). Returns false when the kernel refuses (no such CPU, or not allowed).
+bool pin_current_thread(int cpu) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
+ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus)
+    : n_threads_(n_threads), cpus_(std::move(cpus)) {
   EDGELM_CHECK(n_threads >= 1, "[thread_pool] thread count must be at least 1, got ", n_threads);
+  cpu_set_t caller_affinity;
+  if (!cpus_.empty()) {
+    // The caller (thread 0) is pinned too; its previous affinity is restored on destruction.
+    if (sched_getaffinity(0, sizeof(caller_affinity), &caller_affinity) != 0)
+      EDGELM_FAIL("[thread_pool] cannot read the calling thread's CPU affinity");
+    if (!pin_current_thread(cpus_[0])) {
+      EDGELM_FAIL("[thread_pool] cannot pin thread 0 to CPU ", cpus_[0],
+                  " (no such CPU, or not allowed)");
+    }
+    saved_affinity_ = caller_affinity;
+    caller_pinned_ = true;
+  }
   workers_.reserve(static_cast<size_t>(n_threads - 1));
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  std::vector<int> failed(static_cast<size_t>(n_threads), -1);
+  std::atomic<int> started{0};
+  for (int i = 1; i < n_threads; ++i) {
+    workers_.emplace_back([this, i, &failed, &started] {
+      if (!cpus_.empty()) {
+        const int cpu = cpus_[static_cast<size_t>(i) % cpus_.size()];
+        if (!pin_current_thread(cpu)) failed[static_cast<size_t>(i)] = cpu;
+      }
+      started.fetch_add(1, std::memory_order_release);
+      started.notify_one();
+      worker_loop(i);
+    });
+  }
+  // Wait until every worker has pinned itself, so a refused CPU is reported here.
+  for (int now = started.load(std::memory_order_acquire); now != n_threads - 1;
+       now = started.load(std::memory_order_acquire)) {
+    started.wait(now, std::memory_order_acquire);
+  }
+  for (int i = 1; i < n_threads; ++i) {
+    if (failed[static_cast<size_t>(i)] >= 0) {
+      const int cpu = failed[static_cast<size_t>(i)];
+      shut_down();
+      EDGELM_FAIL("[thread_pool] cannot pin thread ", i, " to CPU ", cpu,
+                  " (no such CPU, or not allowed)");
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {
+  shut_down();
+}
+
+void ThreadPool::shut_down() {
   stop_.store(true, std::memory_order_release);
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   for (std::thread& worker : workers_) worker.join();
+  workers_.clear();
+  if (caller_pinned_) {
+    sched_setaffinity(0, sizeof(saved_affinity_), &saved_affinity_);
+    caller_pinned_ = false;
+  }
 }
 
 void ThreadPool::execute(int index) {

@@ -2,6 +2,8 @@
 // nothing, so it can run every op of every decoded token.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -15,13 +17,16 @@ namespace edgelm {
 class ThreadPool {
  public:
   // `n_threads` counts the calling thread, which always takes part: ThreadPool(1) starts no worker.
-  // Throws edgelm::Error when n_threads < 1.
-  explicit ThreadPool(int n_threads);
+  // With `cpus` given, thread i (the caller is 0) is pinned to cpus[i % cpus.size()] — e.g. the
+  // big cores of a phone; the caller's pinning is undone when the pool is destroyed. Throws
+  // edgelm::Error when n_threads < 1, or a CPU index is negative or refused by the kernel.
+  explicit ThreadPool(int n_threads, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  const std::vector<int>& cpus() const { return cpus_; }
 
   // Runs task(thread_index) once on every thread (the caller is index 0) and returns when all have
   // finished. The first exception a task throws is rethrown here after the join. Calling run()
@@ -54,10 +59,14 @@ class ThreadPool {
 
  private:
   void run_erased(void (*function)(void*, int), void* context);
+  void shut_down();
   void worker_loop(int index);
   void execute(int index);
 
   int n_threads_;
+  std::vector<int> cpus_;
+  bool caller_pinned_ = false;
+  cpu_set_t saved_affinity_{};  // the caller's affinity before pinning
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;  // one run() at a time from outside threads
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -213,6 +214,46 @@ TEST(ThreadPoolTest, TasksMayDispatchToAnotherPool) {
   // The caller is back outside both pools, so dispatching to either is allowed again.
   EXPECT_NO_THROW(outer.run([](int) {}));
   EXPECT_NO_THROW(inner.run([](int) {}));
+}
+
+// Pinning: each thread runs on its listed CPU only, the caller's affinity comes back when the pool
+// goes, and a CPU that does not exist is an error naming it.
+TEST(ThreadPoolTest, PinsThreadsToTheListedCpus) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  std::vector<int> allowed;
+  for (int cpu = 0; cpu < CPU_SETSIZE && allowed.size() < 2; ++cpu) {
+    if (CPU_ISSET(cpu, &before)) allowed.push_back(cpu);
+  }
+  ASSERT_FALSE(allowed.empty());
+  {
+    // Three threads over the list: thread 2 wraps around to the first CPU.
+    ThreadPool pool(3, allowed);
+    std::vector<int> pinned_to(3, -1);
+    pool.run([&](int index) {
+      cpu_set_t mine;
+      if (sched_getaffinity(0, sizeof(mine), &mine) != 0 || CPU_COUNT(&mine) != 1) return;
+      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &mine)) pinned_to[static_cast<size_t>(index)] = cpu;
+      }
+    });
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(pinned_to[static_cast<size_t>(i)], allowed[static_cast<size_t>(i) % allowed.size()])
+          << "thread " << i;
+    }
+  }
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after)) << "the caller's affinity was not restored";
+
+  try {
+    ThreadPool pool(2, {allowed[0], 4000});
+    FAIL() << "pinning to CPU 4000 did not fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU 4000"), std::string::npos) << e.what();
+  }
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after)) << "a failed pool left the caller pinned";
 }
 
 }  // namespace

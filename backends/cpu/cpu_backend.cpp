@@ -51,7 +51,7 @@ int64_t grain_for(int64_t row_cost) {
 
 CpuBackend::CpuBackend(CpuOptions options)
     : memory_(options.memory ? options.memory : std::make_shared<HostMemory>()),
-      pool_(options.n_threads > 0 ? options.n_threads : default_thread_count()),
+      pool_(options.n_threads > 0 ? options.n_threads : default_thread_count(), options.cpus),
       kernels_(&select_kernels(options.isa)) {}
 
 std::string CpuBackend::device() const {
@@ -62,7 +62,10 @@ std::string CpuBackend::device() const {
 #else
   const char* arch = "cpu";
 #endif
-  return str_cat(arch, " (", kernels_->isa, " kernels, ", pool_.size(), " threads)");
+  std::string pinned;
+  for (int cpu : pool_.cpus())
+    pinned += (pinned.empty() ? ", pinned to CPUs " : ",") + std::to_string(cpu);
+  return str_cat(arch, " (", kernels_->isa, " kernels, ", pool_.size(), " threads", pinned, ")");
 }
 
 bool CpuBackend::supports(OpKind op, std::initializer_list<DType> dtypes) const {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/kernels.h"
 #include "core/backend.h"
@@ -14,8 +15,9 @@
 namespace edgelm::cpu {
 
 struct CpuOptions {
-  int n_threads = 0;  // 0: one per hardware thread
-  std::string isa;    // empty: EDGELM_CPU_ISA or the best available (see select_kernels)
+  int n_threads = 0;      // 0: one per hardware thread
+  std::string isa;        // empty: EDGELM_CPU_ISA or the best available (see select_kernels)
+  std::vector<int> cpus;  // pin thread i to cpus[i % size] (e.g. a phone's big cores); empty: no
   // Allocator for tensors made for this backend; null: a private HostMemory. Pass another
   // backend's shared memory to make the CPU work on the same bytes.
   std::shared_ptr<Memory> memory;
