@@ -6,8 +6,11 @@
 //
 // Rows also carry the load time, the peak resident memory, and for tg tests the fraction of the
 // memory-bandwidth limit reached: bench measures the streaming read bandwidth once per thread
-// count, and the limit is that bandwidth divided by the bytes one decode step must read (every
-// weight matrix once, plus the K/V rows attention reads at that depth).
+// count at start, and again right before and right after each tg test's timed runs; the limit is
+// the best of those two adjacent measurements divided by the bytes one decode step must read
+// (every weight matrix once, plus the K/V rows attention reads at that depth). Measuring beside
+// the test matters on VMs, where the bandwidth a pair of vCPUs gets can change between runs by
+// more than the effects being measured.
 //
 //   bench -m model-q4_0.gguf -p 128,512 -n 128 -t 1,2 -r 3
 //   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 -p 0 -n 64 -d 0,1024 -o json
@@ -89,10 +92,11 @@ uint64_t sum_words(const uint64_t* words, size_t n) {
 // Streaming read bandwidth in bytes/s with `n_threads` threads, each summing its contiguous share
 // of a `bytes` buffer; the best of `passes` timed passes. The buffer is written first (by the
 // same threads), so its pages are real memory rather than the shared zero page.
-double measure_read_bandwidth(int n_threads, size_t bytes, int passes) {
+double measure_read_bandwidth(int n_threads, size_t bytes, int passes,
+                              const std::vector<int>& cpus) {
   const size_t n_words = bytes / sizeof(uint64_t);
   std::unique_ptr<uint64_t[]> words(new uint64_t[n_words]);
-  edgelm::ThreadPool pool(n_threads);
+  edgelm::ThreadPool pool(n_threads, cpus);
   auto share = [&](int index, size_t& begin, size_t& end) {
     begin = n_words * static_cast<size_t>(index) / static_cast<size_t>(n_threads);
     end = n_words * static_cast<size_t>(index + 1) / static_cast<size_t>(n_threads);
@@ -278,9 +282,10 @@ class Report {
     } else {
       std::printf("%s\n", header.c_str());
       std::printf(
-          "| model | size | params | backend | threads | test | t/s | bw limit t/s | bw %% | "
-          "load s | peak RSS |\n");
-      std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+          "| model | size | params | backend | threads | test | t/s | bw GB/s | bw limit t/s | "
+          "bw %% | load s | peak RSS |\n");
+      std::printf(
+          "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     }
     std::fflush(stdout);
   }
@@ -291,19 +296,20 @@ class Report {
                   row.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       const bool tg = row["n_gen"].get<int64_t>() > 0;
-      std::string bw_limit, bw_percent;
+      std::string bw_gbs, bw_limit, bw_percent;
       if (tg) {
+        bw_gbs = str_format("%.1f", row["bw_gbs"].get<double>());
         bw_limit = str_format("%.2f", row["bw_limit_ts"].get<double>());
         bw_percent = str_format("%.1f", 100.0 * row["bw_fraction"].get<double>());
       }
-      std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %.2f | %s |\n",
+      std::printf("| %s | %s | %s | %s | %d | %s | %.2f ± %.2f | %s | %s | %s | %.2f | %s |\n",
                   row["model_type"].get<std::string>().c_str(),
                   format_bytes(row["model_size"].get<double>()).c_str(),
                   format_params(row["model_n_params"].get<int64_t>()).c_str(),
                   row["backend_label"].get<std::string>().c_str(), row["n_threads"].get<int>(),
                   row["test"].get<std::string>().c_str(), row["avg_ts"].get<double>(),
-                  row["stddev_ts"].get<double>(), bw_limit.c_str(), bw_percent.c_str(),
-                  row["load_s"].get<double>(),
+                  row["stddev_ts"].get<double>(), bw_gbs.c_str(), bw_limit.c_str(),
+                  bw_percent.c_str(), row["load_s"].get<double>(),
                   format_bytes(row["peak_rss_bytes"].get<double>()).c_str());
     }
     ++rows_;
@@ -363,6 +369,9 @@ int run(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "CPU thread counts (default: one per hardware thread)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
+  std::string cpu_list;
+  app.add_option("--cpus", cpu_list,
+                 "Pin thread i to the i-th CPU of this list, e.g. 4-7 (a phone's big cores)");
   app.add_option("-r,--repetitions", repetitions, "Timed runs of each test (default 5)")
       ->check(CLI::Range(1, 100000));
   app.add_option("--backend", backends, "Backends, e.g. cpu or cpu:portable,cpu:avx512")
@@ -400,6 +409,8 @@ int run(int argc, char** argv) {
       EDGELM_FAIL("--backend: '", name, "' is not available here; available: ", list);
     }
   }
+  std::vector<int> cpus;
+  if (!cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(cpu_list, "--cpus");
   if (threads.empty()) {
     const unsigned hardware = std::thread::hardware_concurrency();
     threads.push_back(hardware == 0 ? 1 : static_cast<int>(hardware));
@@ -435,7 +446,7 @@ int run(int argc, char** argv) {
     }
     std::fprintf(stderr, "bench: measuring read bandwidth, %d thread%s...\n", threads[i],
                  threads[i] == 1 ? "" : "s");
-    bandwidth[i] = measure_read_bandwidth(threads[i], bw_mib << 20, bw_passes);
+    bandwidth[i] = measure_read_bandwidth(threads[i], bw_mib << 20, bw_passes, cpus);
     char entry[64];
     std::snprintf(entry, sizeof entry, "%s%d thread%s %.1f GB/s", bw_header.empty() ? "" : " | ",
                   threads[i], threads[i] == 1 ? "" : "s", bandwidth[i] / 1e9);
@@ -447,8 +458,10 @@ int run(int argc, char** argv) {
                 bw_passes, bw_header.c_str());
   const std::string header = edgelm::str_cat(
       bw_line, "\n", "KV cache ", edgelm::dtype_name(kv_type), ", prefill chunk ", chunk, ", ",
-      repetitions, " repetitions after one warm-up; bw limit = read bandwidth / bytes read per ",
-      "decoded token (weights + K/V at the test's mean depth)\n");
+      repetitions,
+      " repetitions after one warm-up; bw limit = read bandwidth measured just before ",
+      "and after the test (best of the two) / bytes read per decoded token (weights + K/V at the ",
+      "test's mean depth)\n");
 
   Report report(output == "json");
   report.begin(header);
@@ -458,7 +471,8 @@ int run(int argc, char** argv) {
       // The model is loaded (and converted) once per backend, with the first thread count's
       // backend; the other thread counts run the same weights through backends of their own.
       const bool peak_is_per_model = reset_peak_rss();
-      auto load_backend = edgelm::create_backend(backend_name, {.n_threads = threads[0]});
+      auto load_backend =
+          edgelm::create_backend(backend_name, {.n_threads = threads[0], .cpus = cpus});
       const auto load_start = Clock::now();
       edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *load_backend, load_options);
       const double load_s = seconds_since(load_start);
@@ -480,7 +494,8 @@ int run(int argc, char** argv) {
         std::unique_ptr<edgelm::Backend> own_backend;
         edgelm::Backend* backend = load_backend.get();
         if (ti > 0) {
-          own_backend = edgelm::create_backend(backend_name, {.n_threads = n_threads});
+          own_backend =
+              edgelm::create_backend(backend_name, {.n_threads = n_threads, .cpus = cpus});
           backend = own_backend.get();
         }
         edgelm::LlamaModel model(*backend, loaded.config, loaded.weights, chunk);
@@ -495,6 +510,10 @@ int run(int argc, char** argv) {
           warm_up.n_depth = 0;
           if (warm_up.n_gen > 0) warm_up.n_gen = std::min<int64_t>(warm_up.n_gen, 16);
           run_test_once(model, warm_up, kv_type, ids);
+          // Decode tests get their own bandwidth measurements, just before and just after.
+          double adjacent_bw = 0.0;
+          if (test.n_gen > 0)
+            adjacent_bw = measure_read_bandwidth(n_threads, bw_mib << 20, bw_passes, cpus);
           std::vector<double> samples_ns, samples_ts;
           for (int rep = 0; rep < repetitions; ++rep) {
             const double seconds = run_test_once(model, test, kv_type, ids);
@@ -502,6 +521,10 @@ int run(int argc, char** argv) {
             samples_ts.push_back(static_cast<double>(test.tokens()) / seconds);
             std::fprintf(stderr, "bench: %s rep %d/%d: %.2f t/s\n", where.c_str(), rep + 1,
                          repetitions, samples_ts.back());
+          }
+          if (test.n_gen > 0) {
+            adjacent_bw = std::max(
+                adjacent_bw, measure_read_bandwidth(n_threads, bw_mib << 20, bw_passes, cpus));
           }
           const Stats ns = stats_of(samples_ns);
           const Stats ts = stats_of(samples_ts);
@@ -534,7 +557,8 @@ int run(int argc, char** argv) {
               {"load_s", load_s},
               {"peak_rss_bytes", peak_rss_bytes()},
               {"peak_rss_scope", peak_is_per_model ? "model" : "process"},
-              {"bw_gbs", bandwidth[ti] / 1e9},
+              {"bw_gbs", (test.n_gen > 0 ? adjacent_bw : bandwidth[ti]) / 1e9},
+              {"bw_gbs_at_start", bandwidth[ti] / 1e9},
               {"bytes_per_token", nullptr},
               {"bw_limit_ts", nullptr},
               {"bw_fraction", nullptr},
@@ -545,7 +569,7 @@ int run(int argc, char** argv) {
                 static_cast<double>(test.n_depth) + static_cast<double>(test.n_gen + 1) / 2.0;
             const double bytes_per_token = static_cast<double>(model.weight_bytes_per_token()) +
                                            kv_bytes_per_slot * mean_slots;
-            const double limit = bandwidth[ti] / bytes_per_token;
+            const double limit = adjacent_bw / bytes_per_token;
             row["bytes_per_token"] = bytes_per_token;
             row["bw_limit_ts"] = limit;
             row["bw_fraction"] = ts.mean / limit;
