@@ -217,7 +217,8 @@ constexpr int kBlock = 32;
 
 // Rows of x quantized for one call, in per-thread scratch.
 struct QuantizedX {
-  const int8_t* qs;      // [M, K] values, in the byte order the weight format reads (see below)
+  const int8_t* qs;      // [M, K] values, in the byte order the weight format reads (see below);
+                         // as unsigned bytes q + 128 when the format asks for biased values
   const float* scale;    // [M, K / 32] d_x per block
   const int32_t* sum8;   // [M, K / 32] 8·Σ qs per block: Q4_0's offset of 8 folded out
   int64_t blocks;        // K / 32
@@ -229,7 +230,7 @@ struct QuantizedX {
 // each block, then the elements 16..31 of each, matching one 512-bit load of the four blocks'
 // nibbles split into low nibbles (elements 0..15) and high nibbles (elements 16..31). Blocks after
 // the last whole group are stored in order.
-QuantizedX quantize_x(const float* x, int64_t M, int64_t K, int group) {
+QuantizedX quantize_x(const float* x, int64_t M, int64_t K, int group, bool biased) {
   const int64_t blocks = K / kBlock;
   // M·K is a multiple of 32, so the scales after the values stay aligned.
   const size_t qs_bytes = static_cast<size_t>(M * K);
@@ -250,8 +251,10 @@ QuantizedX quantize_x(const float* x, int64_t M, int64_t K, int group) {
       const __m512 inverse = _mm512_set1_ps(max_abs > 0.0f ? 127.0f / max_abs : 0.0f);
       const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inverse));
       const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inverse));
-      const __m128i low = _mm512_cvtepi32_epi8(q0);  // |q| ≤ 127: truncation is exact
-      const __m128i high = _mm512_cvtepi32_epi8(q1);
+      // |q| ≤ 127: truncation is exact; q + 128 is q with its top bit flipped.
+      const __m128i bias = _mm_set1_epi8(biased ? static_cast<char>(0x80) : 0);
+      const __m128i low = _mm_xor_si128(_mm512_cvtepi32_epi8(q0), bias);
+      const __m128i high = _mm_xor_si128(_mm512_cvtepi32_epi8(q1), bias);
       int8_t* row = qs + m * K;
       int8_t* at_low = row + b * kBlock;
       int8_t* at_high = at_low + 16;
@@ -271,7 +274,8 @@ QuantizedX quantize_x(const float* x, int64_t M, int64_t K, int group) {
 struct Q4_0Format {
   using Block = BlockQ4_0;
   static constexpr int kGroup = 4;
-  static constexpr bool kOffset = true;  // nibbles are 0..15; subtract 8·Σx afterwards
+  static constexpr bool kBiasedX = false;  // x signed: the nibbles are vpdpbusd's unsigned side
+  static constexpr bool kOffset = true;    // nibbles are 0..15; subtract 8·Σx afterwards
 
   // Scales of eight consecutive blocks: they sit every 9 words, so two 64-byte loads and one
   // word permutation across both gather them.
@@ -338,6 +342,11 @@ struct Q8_0Format {
   using Block = BlockQ8_0;
   static constexpr int kGroup = 1;
   static constexpr bool kOffset = false;
+  // Signed weights by signed activations through vpdpbusd (unsigned × signed): x is stored as
+  // x + 128 (unsigned), so each 4-byte group sums Σ(x + 128)·w = Σx·w + 128·Σw; the accumulation
+  // starts from −128·Σw, computed once per weight vector and shared by all rows of x. That costs
+  // one vpdpbusd per weight vector instead of a sign fix-up per weight vector and row of x.
+  static constexpr bool kBiasedX = true;
 
   static __m256 scales8(const Block* w) {
     const __m128i halves = _mm_setr_epi16(
@@ -347,25 +356,21 @@ struct Q8_0Format {
     return _mm256_cvtph_ps(halves);
   }
 
-  // Signed by signed through vpdpbusd: |w| as the unsigned operand, x with w's sign moved onto it.
-  static __m512i dot2(__m512i w_abs, __mmask64 w_negative, const int8_t* x) {
-    const __m512i xv = _mm512_loadu_si512(x);
-    const __m512i x_signed = _mm512_mask_sub_epi8(xv, w_negative, _mm512_setzero_si512(), xv);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_abs, x_signed);
-  }
-
   // sums[i] = Σ w·x over each of the blocks w[0..8); two blocks per ZMM (256-bit halves).
   template <int MR>
   static void dot8(const Block* w, const int8_t* const* x_rows, __m256i* sums) {
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));  // 128 as an unsigned byte
     __m512i pairs[4][MR];
     for (int p = 0; p < 4; ++p) {
       const __m512i packed = _mm512_inserti64x4(
           _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[2 * p].qs))),
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[2 * p + 1].qs)), 1);
-      const __m512i w_abs = _mm512_abs_epi8(packed);
-      const __mmask64 w_negative = _mm512_movepi8_mask(packed);
-      for (int i = 0; i < MR; ++i)
-        pairs[p][i] = dot2(w_abs, w_negative, x_rows[i] + 2 * p * kBlock);
+      const __m512i start = _mm512_sub_epi32(
+          _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, packed));
+      for (int i = 0; i < MR; ++i) {
+        pairs[p][i] =
+            _mm512_dpbusd_epi32(start, _mm512_loadu_si512(x_rows[i] + 2 * p * kBlock), packed);
+      }
     }
     // Sum each 128-bit lane of the four pair vectors into one vector whose lane k holds
     // [P0k, P1k, P2k, P3k]; block 2p is lanes 0 + 1 of P_p, block 2p+1 lanes 2 + 3.
@@ -386,8 +391,10 @@ struct Q8_0Format {
   static int32_t dot1(const Block& w, const int8_t* x_low, const int8_t* /*x_high*/) {
     const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_low));
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m256i correction = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, wv);
     return hsum_i32(
-        _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)));
+        _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, wv), correction));
   }
 };
 
@@ -450,7 +457,7 @@ template <class Format>
 void quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                   int64_t n_begin, int64_t n_end) {
   // Every thread quantizes all of x for itself: M·K is small next to the N·K weights it streams.
-  const QuantizedX xq = quantize_x(x, M, K, Format::kGroup);
+  const QuantizedX xq = quantize_x(x, M, K, Format::kGroup, Format::kBiasedX);
   const auto* blocks = static_cast<const typename Format::Block*>(w);
   const int64_t chunk = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
