@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The benchmark suite behind docs/performance.md: writes the llama-3.2-1b-shaped model as GGUF in
+# F16, Q8_0 and Q4_0 (make_model, seed 1, once, into build/models/), runs edgelm's bench on them,
+# and, when LLAMA_BENCH names a llama.cpp llama-bench binary built elsewhere, runs it on the very
+# same files with the same tests; then prints one markdown table side by side
+# (scripts/bench_compare.py). Results go to bench-results/<date>/ as JSON.
+#
+#   scripts/bench_suite.sh                         # edgelm only
+#   LLAMA_BENCH=~/llama.cpp/build/bin/llama-bench scripts/bench_suite.sh
+#   EDGELM_BENCH_ARGS="-p 128 -n 32 -t 2 -r 2" scripts/bench_suite.sh   # a shorter run
+#
+# Run it on an otherwise idle machine: both tools measure wall-clock throughput.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+args=${EDGELM_BENCH_ARGS:-"-p 128,512 -n 128 -t 1,2 -r 3"}
+types=${EDGELM_BENCH_TYPES:-"q4_0 q8_0 f16"}
+out=bench-results/$(date +%Y-%m-%d)
+mkdir -p "$out" build/models
+
+if [ ! -x build/bin/bench ] || [ ! -x build/bin/make_model ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
+  cmake --build build --target bench make_model
+fi
+
+models=()
+for type in $types; do
+  file=build/models/llama-3.2-1b-$type.gguf
+  if [ ! -f "$file" ]; then
+    echo "bench_suite: writing $file"
+    build/bin/make_model --preset llama-3.2-1b --format gguf --quant "$type" --seed 1 \
+      --out build/models > /dev/null
+  fi
+  models+=("$file")
+done
+list=$(IFS=,; echo "${models[*]}")
+
+echo "bench_suite: edgelm bench $args"
+# shellcheck disable=SC2086
+build/bin/bench -m "$list" $args -o json > "$out/edgelm.json"
+if [ -n "${LLAMA_BENCH:-}" ]; then
+  echo "bench_suite: $LLAMA_BENCH $args"
+  # shellcheck disable=SC2086
+  "$LLAMA_BENCH" -m "$list" $args -o json > "$out/llama.cpp.json"
+  python3 scripts/bench_compare.py "$out/edgelm.json" "$out/llama.cpp.json" | tee "$out/summary.md"
+else
+  python3 scripts/bench_compare.py "$out/edgelm.json" | tee "$out/summary.md"
+fi
