@@ -4,7 +4,8 @@
 // already in the KV cache (-d; that prefill is not timed). Each test runs once untimed to warm up,
 // then -r times on a fresh KV cache, and reports the mean and standard deviation of tokens/s.
 //
-// Rows also carry the load time, the peak resident memory, and for tg tests the fraction of the
+// Rows also carry the load time, the peak resident memory (without bench's own bandwidth buffer),
+// and for tg tests the fraction of the
 // memory-bandwidth limit reached: bench measures the streaming read bandwidth once per thread
 // count at start, and again right before and right after each tg test's timed runs; the limit is
 // the best of those two adjacent measurements divided by the bytes one decode step must read
@@ -89,42 +90,54 @@ uint64_t sum_words(const uint64_t* words, size_t n) {
   return s0 + s1 + s2 + s3;
 }
 
-// Streaming read bandwidth in bytes/s with `n_threads` threads, each summing its contiguous share
-// of a `bytes` buffer; the best of `passes` timed passes. The buffer is written first (by the
-// same threads), so its pages are real memory rather than the shared zero page.
-double measure_read_bandwidth(int n_threads, size_t bytes, int passes,
-                              const std::vector<int>& cpus) {
-  const size_t n_words = bytes / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> words(new uint64_t[n_words]);
-  edgelm::ThreadPool pool(n_threads, cpus);
-  auto share = [&](int index, size_t& begin, size_t& end) {
-    begin = n_words * static_cast<size_t>(index) / static_cast<size_t>(n_threads);
-    end = n_words * static_cast<size_t>(index + 1) / static_cast<size_t>(n_threads);
-  };
-  pool.run([&](int index) {
-    size_t begin = 0, end = 0;
-    share(index, begin, end);
-    for (size_t i = begin; i < end; ++i) words[i] = i * 0x9E3779B97F4A7C15ull;
-  });
-  // One sum per thread, a cache line apart so the threads do not share a line.
-  std::vector<uint64_t> sums(static_cast<size_t>(n_threads) * 8);
-  double best = 0.0;
-  for (int pass = 0; pass < passes; ++pass) {
-    const auto start = Clock::now();
-    pool.run([&](int index) {
-      size_t begin = 0, end = 0;
-      share(index, begin, end);
-      sums[static_cast<size_t>(index) * 8] = sum_words(words.get() + begin, end - begin);
+// A buffer for measuring streaming read bandwidth, allocated and written once (so its pages are
+// real memory rather than the shared zero page) and kept for the whole
+// run: decode tests measure beside themselves, and reallocating 1 GiB each time would disturb
+// both the page cache and the peak-RSS figures. Peak RSS is reported without it.
+class BandwidthProbe {
+ public:
+  BandwidthProbe(size_t bytes, const std::vector<int>& cpus)
+      : n_words_(bytes / sizeof(uint64_t)), words_(new uint64_t[n_words_]) {
+    edgelm::ThreadPool pool(2, cpus);
+    pool.parallel_for(static_cast<int64_t>(n_words_), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        words_[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
     });
-    const double seconds = seconds_since(start);
-    best = std::max(best, static_cast<double>(n_words * sizeof(uint64_t)) / seconds);
   }
-  // Use the sums, so the reads cannot be optimised away.
-  uint64_t total = 0;
-  for (uint64_t s : sums) total += s;
-  if (total == 1) std::fprintf(stderr, " ");
-  return best;
-}
+
+  size_t bytes() const { return n_words_ * sizeof(uint64_t); }
+
+  // Bytes/s with `n_threads` threads, each summing its contiguous share; best of `passes`.
+  double measure(int n_threads, int passes, const std::vector<int>& cpus) {
+    edgelm::ThreadPool pool(n_threads, cpus);
+    auto share = [&](int index, size_t& begin, size_t& end) {
+      begin = n_words_ * static_cast<size_t>(index) / static_cast<size_t>(n_threads);
+      end = n_words_ * static_cast<size_t>(index + 1) / static_cast<size_t>(n_threads);
+    };
+    // One sum per thread, a cache line apart so the threads do not share a line.
+    std::vector<uint64_t> sums(static_cast<size_t>(n_threads) * 8);
+    double best = 0.0;
+    for (int pass = 0; pass < passes; ++pass) {
+      const auto start = Clock::now();
+      pool.run([&](int index) {
+        size_t begin = 0, end = 0;
+        share(index, begin, end);
+        sums[static_cast<size_t>(index) * 8] = sum_words(words_.get() + begin, end - begin);
+      });
+      const double seconds = seconds_since(start);
+      best = std::max(best, static_cast<double>(bytes()) / seconds);
+    }
+    // Use the sums, so the reads cannot be optimised away.
+    uint64_t total = 0;
+    for (uint64_t s : sums) total += s;
+    if (total == 1) std::fprintf(stderr, " ");
+    return best;
+  }
+
+ private:
+  size_t n_words_;
+  std::unique_ptr<uint64_t[]> words_;
+};
 
 // ---- tests ----
 
@@ -435,6 +448,7 @@ int run(int argc, char** argv) {
   if (tests.empty()) EDGELM_FAIL("-p and -n are all 0: no test to run");
 
   // Bandwidth once per thread count, before any model is mapped, so nothing else competes.
+  BandwidthProbe probe(bw_mib << 20, cpus);
   std::vector<double> bandwidth(threads.size());
   std::string bw_header;
   for (size_t i = 0; i < threads.size(); ++i) {
@@ -446,7 +460,7 @@ int run(int argc, char** argv) {
     }
     std::fprintf(stderr, "bench: measuring read bandwidth, %d thread%s...\n", threads[i],
                  threads[i] == 1 ? "" : "s");
-    bandwidth[i] = measure_read_bandwidth(threads[i], bw_mib << 20, bw_passes, cpus);
+    bandwidth[i] = probe.measure(threads[i], bw_passes, cpus);
     char entry[64];
     std::snprintf(entry, sizeof entry, "%s%d thread%s %.1f GB/s", bw_header.empty() ? "" : " | ",
                   threads[i], threads[i] == 1 ? "" : "s", bandwidth[i] / 1e9);
@@ -512,8 +526,7 @@ int run(int argc, char** argv) {
           run_test_once(model, warm_up, kv_type, ids);
           // Decode tests get their own bandwidth measurements, just before and just after.
           double adjacent_bw = 0.0;
-          if (test.n_gen > 0)
-            adjacent_bw = measure_read_bandwidth(n_threads, bw_mib << 20, bw_passes, cpus);
+          if (test.n_gen > 0) adjacent_bw = probe.measure(n_threads, bw_passes, cpus);
           std::vector<double> samples_ns, samples_ts;
           for (int rep = 0; rep < repetitions; ++rep) {
             const double seconds = run_test_once(model, test, kv_type, ids);
@@ -523,8 +536,7 @@ int run(int argc, char** argv) {
                          repetitions, samples_ts.back());
           }
           if (test.n_gen > 0) {
-            adjacent_bw = std::max(
-                adjacent_bw, measure_read_bandwidth(n_threads, bw_mib << 20, bw_passes, cpus));
+            adjacent_bw = std::max(adjacent_bw, probe.measure(n_threads, bw_passes, cpus));
           }
           const Stats ns = stats_of(samples_ns);
           const Stats ts = stats_of(samples_ts);
@@ -555,7 +567,7 @@ int run(int argc, char** argv) {
               {"samples_ns", samples_ns},
               {"samples_ts", samples_ts},
               {"load_s", load_s},
-              {"peak_rss_bytes", peak_rss_bytes()},
+              {"peak_rss_bytes", peak_rss_bytes() - probe.bytes()},
               {"peak_rss_scope", peak_is_per_model ? "model" : "process"},
               {"bw_gbs", (test.n_gen > 0 ? adjacent_bw : bandwidth[ti]) / 1e9},
               {"bw_gbs_at_start", bandwidth[ti] / 1e9},
