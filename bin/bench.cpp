@@ -5,13 +5,12 @@
 // then -r times on a fresh KV cache, and reports the mean and standard deviation of tokens/s.
 //
 // Rows also carry the load time, the peak resident memory (without bench's own bandwidth buffer),
-// and for tg tests the fraction of the
-// memory-bandwidth limit reached: bench measures the streaming read bandwidth once per thread
-// count at start, and again right before and right after each tg test's timed runs; the limit is
-// the best of those two adjacent measurements divided by the bytes one decode step must read
-// (every weight matrix once, plus the K/V rows attention reads at that depth). Measuring beside
-// the test matters on VMs, where the bandwidth a pair of vCPUs gets can change between runs by
-// more than the effects being measured.
+// and for tg tests the fraction of the memory-bandwidth limit reached: bench measures the
+// streaming read bandwidth once per thread count at start, and again right before and right after
+// each tg test's timed runs; the limit is the best of those two adjacent measurements divided by
+// the bytes one decode step must read (every weight matrix once, plus the K/V rows attention
+// reads at that depth). Measuring beside the test matters on VMs, where the bandwidth a pair of
+// vCPUs gets can change between runs by more than the effects being measured.
 //
 //   bench -m model-q4_0.gguf -p 128,512 -n 128 -t 1,2 -r 3
 //   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 -p 0 -n 64 -d 0,1024 -o json

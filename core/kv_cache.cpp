@@ -102,6 +102,7 @@ void KvCache::prune_prefix(int64_t n) {
 }
 
 void KvCache::clear() {
+  backend_.synchronize();  // queued work may still read rows the next append rewrites
   for (Layer& layer : layers_) layer.size = 0;
   next_position_ = 0;
 }
