@@ -46,45 +46,15 @@ Splits choose_splits(int64_t rows, int64_t n_slots) {
 
 void OpenClBackend::attention(const AttentionArgs& args) {
   const char* op = "attention";
-  check_dtype(args.q, DType::F32, op, "q");
-  check_dtype(args.out, DType::F32, op, "out");
-  check_dtype(args.q_pos, DType::I32, op, "q_pos");
-  check_dtype(args.kv_pos, DType::I32, op, "kv_pos");
-  EDGELM_CHECK(args.k.defined() && supports(OpKind::Attention, {args.k.dtype()}),
+  op_checks::attention("opencl", args);
+  EDGELM_CHECK(supports(OpKind::Attention, {args.k.dtype()}),
                "[opencl] attention: unsupported k/v dtype ", args.k.describe());
-  EDGELM_CHECK(args.v.dtype() == args.k.dtype() && args.v.shape() == args.k.shape(),
-               "[opencl] attention: v ", args.v.describe(), " does not match k ",
-               args.k.describe());
-  EDGELM_CHECK(args.q.rank() == 3 && args.k.rank() == 3,
-               "[opencl] attention: q and k must be rank 3, got ", args.q.describe(), ", ",
-               args.k.describe());
-  check_same_shape(args.q, args.out, op);
   const int64_t n_queries = args.q.dim(0);
   const int64_t n_heads = args.q.dim(1);
   const int64_t head_dim = args.q.dim(2);
   const int64_t n_slots = args.k.dim(0);
   const int64_t n_kv_heads = args.k.dim(1);
-  EDGELM_CHECK(args.k.dim(2) == head_dim, "[opencl] attention: head_dim of q ", args.q.describe(),
-               " and k ", args.k.describe(), " differ");
-  EDGELM_CHECK(n_kv_heads > 0 && n_heads % n_kv_heads == 0, "[opencl] attention: ", n_heads,
-               " query heads are not a multiple of ", n_kv_heads, " kv heads");
-  EDGELM_CHECK(args.q_pos.rank() == 1 && args.q_pos.dim(0) == n_queries,
-               "[opencl] attention: q_pos ", args.q_pos.describe(), " must be [", n_queries, "]");
-  EDGELM_CHECK(
-      args.kv_pos.rank() == 2 && args.kv_pos.dim(0) == n_slots && args.kv_pos.dim(1) == n_kv_heads,
-      "[opencl] attention: kv_pos ", args.kv_pos.describe(), " must be [", n_slots, ", ",
-      n_kv_heads, "]");
   const bool with_mass = args.mass.defined();
-  if (with_mass) {
-    check_dtype(args.mass, DType::F32, op, "mass");
-    EDGELM_CHECK(
-        args.mass.rank() == 2 && args.mass.dim(0) == n_kv_heads && args.mass.dim(1) == n_slots,
-        "[opencl] attention: mass ", args.mass.describe(), " must be [", n_kv_heads, ", ", n_slots,
-        "]");
-    EDGELM_CHECK(args.mass_first_query >= 0 && args.mass_first_query <= n_queries,
-                 "[opencl] attention: mass_first_query ", args.mass_first_query, " outside [0, ",
-                 n_queries, "]");
-  }
   // Element offsets are ulong in the kernels; these travel as int arguments or int indices.
   check_int32(n_queries * n_heads, op, "n_queries * n_heads");
   check_int32(head_dim, op, "head_dim");

@@ -1,21 +1,11 @@
-// Precondition checks shared by the OpenCL op files (the same rules as the CPU backend's).
+// Helpers of the OpenCL op files beyond the ops' shared preconditions (core/op_checks.h).
 #pragma once
 
 #include "core/error.h"
+#include "core/op_checks.h"
 #include "core/tensor.h"
 
 namespace edgelm::opencl {
-
-inline void check_dtype(const Tensor& t, DType dtype, const char* op, const char* role) {
-  EDGELM_CHECK(t.defined(), "[opencl] ", op, ": ", role, " tensor is undefined");
-  EDGELM_CHECK(t.dtype() == dtype, "[opencl] ", op, ": ", role, " must be ", dtype_name(dtype),
-               ", got ", t.describe());
-}
-
-inline void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
-  EDGELM_CHECK(a.shape() == b.shape(), "[opencl] ", op, ": shape mismatch ", a.describe(), " vs ",
-               b.describe());
-}
 
 // Kernel arguments are 32-bit; tensors beyond that are refused rather than truncated.
 inline void check_int32(int64_t value, const char* op, const char* what) {

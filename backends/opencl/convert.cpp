@@ -7,26 +7,11 @@ namespace edgelm::opencl {
 void OpenClBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out) {
   EDGELM_CHECK(supports(OpKind::Embed, {table.dtype()}), "[opencl] embed: unsupported table dtype ",
                table.describe());
-  EDGELM_CHECK(table.rank() == 2 && ids.rank() == 1 && out.rank() == 2,
-               "[opencl] embed: expected table [vocab, dim], ids [n], out [n, dim]; got ",
-               table.describe(), ", ", ids.describe(), ", ", out.describe());
-  check_dtype(ids, DType::I32, "embed", "ids");
-  check_dtype(out, DType::F32, "embed", "out");
-  EDGELM_CHECK(out.dim(0) == ids.dim(0) && out.dim(1) == table.dim(1), "[opencl] embed: out ",
-               out.describe(), " does not match ids ", ids.describe(), " and table ",
-               table.describe());
+  op_checks::embed("opencl", table, ids, out);
   const int64_t vocab = table.dim(0);
   const int64_t dim = table.dim(1);
   check_int32(vocab, "embed", "vocab");
   check_int32(out.numel(), "embed", "elements");
-  // Index tensors are written by the host (see docs/opencl_backend.md), so they can be checked
-  // through the mapping without waiting for the queue.
-  if (const auto* values = ids.data<int32_t>()) {
-    for (int64_t i = 0; i < ids.dim(0); ++i) {
-      EDGELM_CHECK(values[i] >= 0 && values[i] < vocab, "[opencl] embed: token id ", values[i],
-                   " at index ", i, " is outside the vocabulary of ", vocab);
-    }
-  }
   call("embed", "convert", "embed_rows")
       .tensor(table, "table")
       .tensor(ids, "ids")
@@ -41,7 +26,7 @@ void OpenClBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& 
 void OpenClBackend::cast(const Tensor& src, const Tensor& dst) {
   EDGELM_CHECK(supports(OpKind::Cast, {src.dtype(), dst.dtype()}), "[opencl] cast: unsupported ",
                dtype_name(src.dtype()), " -> ", dtype_name(dst.dtype()));
-  check_same_shape(src, dst, "cast");
+  op_checks::cast("opencl", src, dst);
   const int64_t n = src.shape().last();
   const int64_t rows = src.rows();
   check_int32(src.numel(), "cast", "elements");

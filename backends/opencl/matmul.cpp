@@ -57,19 +57,7 @@ const char* clblast_error(clblast::StatusCode status) {
 void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   EDGELM_CHECK(supports(OpKind::Matmul, {w.dtype()}), "[opencl] matmul: unsupported weight dtype ",
                w.describe());
-  check_dtype(x, DType::F32, "matmul", "x");
-  check_dtype(y, DType::F32, "matmul", "y");
-  EDGELM_CHECK(w.rank() == 2, "[opencl] matmul: weight must be [N, K], got ", w.describe());
-  const int64_t N = w.dim(0);
-  const int64_t K = w.dim(1);
-  const int64_t M = x.rows();
-  EDGELM_CHECK(x.shape().last() == K && y.shape().last() == N && y.rows() == M,
-               "[opencl] matmul: shapes do not agree: x ", x.describe(), ", w ", w.describe(),
-               ", y ", y.describe());
-  EDGELM_CHECK(mem_of(x, "matmul", "x") != mem_of(y, "matmul", "y") ||
-                   x.byte_offset() + x.nbytes() <= y.byte_offset() ||
-                   y.byte_offset() + y.nbytes() <= x.byte_offset(),
-               "[opencl] matmul: y may not alias x");
+  const auto [M, N, K] = op_checks::matmul("opencl", x, w, y);
   check_int32(M * K, "matmul", "x elements");
   check_int32(M * N, "matmul", "y elements");
   check_int32(N, "matmul", "N");

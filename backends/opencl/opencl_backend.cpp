@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/op_checks.h"
 
 namespace edgelm::opencl {
 namespace {
@@ -185,10 +186,7 @@ void OpenClBackend::KernelCall::run(std::array<size_t, 3> global, std::array<siz
 }
 
 void OpenClBackend::copy(const Tensor& src, const Tensor& dst) {
-  EDGELM_CHECK(
-      src.dtype() == dst.dtype() && src.numel() == dst.numel() && src.nbytes() == dst.nbytes(),
-      "[opencl] copy: ", src.describe(), " and ", dst.describe(),
-      " differ in dtype or element count");
+  op_checks::copy("opencl", src, dst);
   if (src.nbytes() == 0) return;
   cl_mem from = mem_of(src, "copy", "src");
   cl_mem to = mem_of(dst, "copy", "dst");
