@@ -9,8 +9,11 @@
 namespace edgelm {
 
 // Storage types. Activations are F32; weights F32/F16/BF16/Q8_0/Q4_0; KV cache F32/F16; token ids
-// and positions I32. Q8_0 and Q4_0 are the GGML/GGUF block formats (see core/quant.h).
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, Count };
+// and positions I32. Q8_0 and Q4_0 are the GGML/GGUF block formats (see core/quant.h). Q4_0x8 is
+// Q4_0 repacked at load for the CPU's matmul: the same blocks (same bytes per weight), eight rows
+// interleaved block by block (BlockQ4_0x8), so it only exists for matrices of 8·n rows and only as
+// a matmul weight; files never hold it.
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, Q4_0x8, Count };
 inline constexpr int kDTypeCount = static_cast<int>(DType::Count);
 
 struct DTypeInfo {
@@ -19,6 +22,9 @@ struct DTypeInfo {
   size_t block_bytes;  // bytes per block
   bool is_quantized;
   bool is_float;  // F32, F16, BF16
+  // Rows stored together (1: every row is contiguous; Q4_0x8: groups of 8 rows interleaved, so a
+  // tensor needs a multiple of 8 rows and has no addressable single row).
+  int64_t row_group = 1;
 };
 
 const DTypeInfo& dtype_info(DType dtype);
@@ -33,6 +39,9 @@ inline size_t dtype_block_bytes(DType dtype) {
 }
 inline bool dtype_is_quantized(DType dtype) {
   return dtype_info(dtype).is_quantized;
+}
+inline int64_t dtype_row_group(DType dtype) {
+  return dtype_info(dtype).row_group;
 }
 
 // Bytes of a row of n elements. Throws edgelm::Error when n is not a multiple of the block size.

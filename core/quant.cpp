@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -65,6 +66,53 @@ void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n) {
     for (int i = 0; i < kHalf; ++i) {
       out[i] = static_cast<float>((x[b].qs[i] & 0x0f) - 8) * d;
       out[i + kHalf] = static_cast<float>((x[b].qs[i] >> 4) - 8) * d;
+    }
+  }
+}
+
+namespace {
+
+// Bytes of one chunk: four consecutive qs bytes of one row (elements 4c..4c+3 and 4c+16..4c+19).
+constexpr int kChunkBytes = 4;
+constexpr int kChunks = kQ4_0BlockSize / 2 / kChunkBytes;
+
+void check_x8_rows(int64_t rows) {
+  EDGELM_CHECK(rows % kQ4_0x8Rows == 0, "[quant] q4_0x8 needs a multiple of ", kQ4_0x8Rows,
+               " rows, got ", rows);
+}
+
+}  // namespace
+
+void repack_q4_0_x8(const BlockQ4_0* src, BlockQ4_0x8* dst, int64_t rows, int64_t blocks) {
+  check_x8_rows(rows);
+  for (int64_t g = 0; g < rows / kQ4_0x8Rows; ++g) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      BlockQ4_0x8& out = dst[g * blocks + b];
+      for (int r = 0; r < kQ4_0x8Rows; ++r) {
+        const BlockQ4_0& in = src[(g * kQ4_0x8Rows + r) * blocks + b];
+        out.d[r] = in.d;
+        for (int c = 0; c < kChunks; ++c) {
+          std::memcpy(out.qs + (c * kQ4_0x8Rows + r) * kChunkBytes, in.qs + c * kChunkBytes,
+                      kChunkBytes);
+        }
+      }
+    }
+  }
+}
+
+void unpack_q4_0_x8(const BlockQ4_0x8* src, BlockQ4_0* dst, int64_t rows, int64_t blocks) {
+  check_x8_rows(rows);
+  for (int64_t g = 0; g < rows / kQ4_0x8Rows; ++g) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const BlockQ4_0x8& in = src[g * blocks + b];
+      for (int r = 0; r < kQ4_0x8Rows; ++r) {
+        BlockQ4_0& out = dst[(g * kQ4_0x8Rows + r) * blocks + b];
+        out.d = in.d[r];
+        for (int c = 0; c < kChunks; ++c) {
+          std::memcpy(out.qs + c * kChunkBytes, in.qs + (c * kQ4_0x8Rows + r) * kChunkBytes,
+                      kChunkBytes);
+        }
+      }
     }
   }
 }

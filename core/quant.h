@@ -24,6 +24,24 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes (GGML layout)");
 
+// Q4_0x8: block b of rows 8g..8g+7 of a Q4_0 matrix, interleaved so that a SIMD kernel reads one
+// contiguous 144-byte record per block and gets one output row per 32-bit lane: d[r] is row r's
+// scale, and the 4 bytes at qs[16·c + 4·r ... ] hold qs[4c..4c+3] of row r's block, for c < 4 —
+// that is, for each chunk c of four bytes, the eight rows' chunks side by side. Nibble meaning as
+// in Q4_0 (byte j: element j low, element j + 16 high). Group g's blocks follow each other, and
+// groups follow in row order, so the record for (g, b) is at index g·(K/32) + b.
+inline constexpr int kQ4_0x8Rows = 8;
+struct BlockQ4_0x8 {
+  uint16_t d[kQ4_0x8Rows];                          // scales of the 8 rows, IEEE half
+  uint8_t qs[kQ4_0x8Rows * kQ4_0BlockSize / 2];  // [4 chunks][8 rows][4 bytes]
+};
+static_assert(sizeof(BlockQ4_0x8) == kQ4_0x8Rows * sizeof(BlockQ4_0), "same bytes as Q4_0");
+
+// Repacks rows [0, rows) of a Q4_0 matrix with `blocks` blocks per row into Q4_0x8 (rows must be a
+// multiple of 8), and back. Both are pure byte moves: unpack(repack(w)) == w.
+void repack_q4_0_x8(const BlockQ4_0* src, BlockQ4_0x8* dst, int64_t rows, int64_t blocks);
+void unpack_q4_0_x8(const BlockQ4_0x8* src, BlockQ4_0* dst, int64_t rows, int64_t blocks);
+
 // Reference quantizers. n must be a multiple of 32. They reproduce GGML's reference rounding:
 // Q8_0 scales by max|x|/127 and rounds half away from zero; Q4_0 scales by (signed value of
 // largest magnitude)/-8 so that value maps to nibble 0, and rounds half up.

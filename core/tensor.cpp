@@ -10,6 +10,10 @@ Tensor::Tensor(std::shared_ptr<Buffer> buffer, size_t byte_offset, DType dtype, 
     : buffer_(std::move(buffer)), byte_offset_(byte_offset), dtype_(dtype), shape_(shape) {
   EDGELM_CHECK(buffer_ != nullptr, "[tensor] null buffer");
   const size_t bytes = nbytes();  // also validates the block size
+  const int64_t group = dtype_row_group(dtype_);
+  EDGELM_CHECK(group == 1 || (shape_.rank() == 2 && shape_[0] % group == 0), "[tensor] ",
+               describe(), ": ", dtype_name(dtype_), " is a matrix of a multiple of ", group,
+               " rows");
   EDGELM_CHECK(byte_offset_ <= buffer_->size() && bytes <= buffer_->size() - byte_offset_,
                "[tensor] ", describe(), " (", bytes, " bytes at offset ", byte_offset_,
                ") does not fit in a buffer of ", buffer_->size(), " bytes");
@@ -36,6 +40,8 @@ Tensor Tensor::slice(int64_t begin, int64_t count) const {
                "[tensor] cannot slice ", describe(), " along dimension 0");
   EDGELM_CHECK(begin >= 0 && count >= 0 && begin + count <= shape_[0], "[tensor] slice [", begin,
                ", ", begin + count, ") out of range for ", describe());
+  EDGELM_CHECK(begin % dtype_row_group(dtype_) == 0, "[tensor] slice of ", describe(),
+               " must start on a multiple of ", dtype_row_group(dtype_), " rows, got ", begin);
   const size_t outer_bytes = nbytes() / static_cast<size_t>(shape_[0] == 0 ? 1 : shape_[0]);
   Shape shape;
   switch (rank()) {

@@ -414,10 +414,13 @@ GgmlType ggml_from_dtype(DType dtype) {
       return GgmlType::Q4_0;
     case DType::I32:
       return GgmlType::I32;
+    case DType::Q4_0x8:  // a load-time layout of the CPU backend; files hold Q4_0
     case DType::Count:
       break;
   }
-  EDGELM_FAIL("[gguf] no GGML type for dtype value ", static_cast<int>(dtype));
+  EDGELM_FAIL("[gguf] no GGML type for dtype ", static_cast<int>(dtype) < kDTypeCount
+                                                    ? dtype_name(dtype)
+                                                    : "(invalid)");
 }
 
 // ---- Values ---------------------------------------------------------------------------------

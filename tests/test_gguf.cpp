@@ -218,6 +218,10 @@ TEST(GgufTypesTest, IdsNamesAndGeometry) {
 
   for (int i = 0; i < kDTypeCount; ++i) {
     const auto dtype = static_cast<DType>(i);
+    if (dtype == DType::Q4_0x8) {  // a load-time layout, never in a file
+      EXPECT_THROW(ggml_from_dtype(dtype), Error);
+      continue;
+    }
     EXPECT_EQ(dtype_from_ggml(ggml_from_dtype(dtype)), dtype) << dtype_name(dtype);
     EXPECT_EQ(ggml_block_bytes(ggml_from_dtype(dtype)), dtype_block_bytes(dtype));
   }

@@ -342,11 +342,13 @@ TEST(DTypeTest, InfoDescribesEachType) {
     size_t block_bytes;
     bool is_quantized;
     bool is_float;
+    int64_t row_group = 1;
   };
   const Expected table[] = {
       {DType::F32, "f32", 1, 4, false, true},     {DType::F16, "f16", 1, 2, false, true},
       {DType::BF16, "bf16", 1, 2, false, true},   {DType::Q8_0, "q8_0", 32, 34, true, false},
       {DType::Q4_0, "q4_0", 32, 18, true, false}, {DType::I32, "i32", 1, 4, false, false},
+      {DType::Q4_0x8, "q4_0x8", 32, 18, true, false, 8},
   };
   static_assert(std::size(table) == kDTypeCount, "one row per DType");
   for (const Expected& e : table) {
@@ -360,6 +362,7 @@ TEST(DTypeTest, InfoDescribesEachType) {
     EXPECT_EQ(info.is_quantized, e.is_quantized) << e.name;
     EXPECT_EQ(dtype_is_quantized(e.dtype), e.is_quantized) << e.name;
     EXPECT_EQ(info.is_float, e.is_float) << e.name;
+    EXPECT_EQ(dtype_row_group(e.dtype), e.row_group) << e.name;
   }
   EXPECT_THROW(dtype_info(DType::Count), Error);
 }

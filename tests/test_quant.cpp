@@ -296,5 +296,37 @@ TEST(QuantTest, RowLengthMustBeAMultipleOf32) {
   }
 }
 
+// Q4_0x8 moves bytes only: record (g, b) holds block b of rows 8g..8g+7, scales first, then for
+// each four-byte chunk c the eight rows' chunks side by side; unpacking restores every byte.
+TEST(QuantTest, Q4_0x8RepackInterleavesEightRowsAndRoundTrips) {
+  constexpr int64_t kRows = 16;
+  constexpr int64_t kBlocks = 3;
+  std::mt19937 rng(5);
+  std::vector<BlockQ4_0> rows(kRows * kBlocks);
+  for (BlockQ4_0& block : rows) {
+    block.d = static_cast<uint16_t>(rng());
+    for (uint8_t& byte : block.qs) byte = static_cast<uint8_t>(rng());
+  }
+  std::vector<BlockQ4_0x8> packed(kRows / kQ4_0x8Rows * kBlocks);
+  repack_q4_0_x8(rows.data(), packed.data(), kRows, kBlocks);
+  for (int64_t g = 0; g < kRows / kQ4_0x8Rows; ++g) {
+    for (int64_t b = 0; b < kBlocks; ++b) {
+      const BlockQ4_0x8& record = packed[g * kBlocks + b];
+      for (int r = 0; r < kQ4_0x8Rows; ++r) {
+        const BlockQ4_0& block = rows[(g * kQ4_0x8Rows + r) * kBlocks + b];
+        ASSERT_EQ(record.d[r], block.d);
+        for (int j = 0; j < 16; ++j) ASSERT_EQ(record.qs[(j / 4 * 8 + r) * 4 + j % 4], block.qs[j]);
+      }
+    }
+  }
+  std::vector<BlockQ4_0> unpacked(rows.size());
+  unpack_q4_0_x8(packed.data(), unpacked.data(), kRows, kBlocks);
+  EXPECT_EQ(std::memcmp(unpacked.data(), rows.data(), rows.size() * sizeof(BlockQ4_0)), 0);
+  for (const int64_t bad_rows : {1, 7, 12}) {
+    EXPECT_THROW(repack_q4_0_x8(rows.data(), packed.data(), bad_rows, kBlocks), Error);
+    EXPECT_THROW(unpack_q4_0_x8(packed.data(), unpacked.data(), bad_rows, kBlocks), Error);
+  }
+}
+
 }  // namespace
 }  // namespace edgelm

@@ -264,5 +264,18 @@ TEST(TensorTest, QuantizedTensorsAreCountedInBlocks) {
   EXPECT_EQ(memory.bytes_in_use(), 108u + 204u);
 }
 
+// Q4_0x8 interleaves groups of eight rows: only matrices of 8·n rows, sliced on group boundaries.
+TEST(TensorTest, RowGroupedTensorsKeepWholeGroups) {
+  HostMemory memory;
+  const Tensor packed = Tensor::empty(memory, DType::Q4_0x8, Shape{16, 64});
+  EXPECT_EQ(packed.nbytes(), 16u * 36u);  // the bytes of Q4_0
+  EXPECT_EQ(address(packed.slice(8, 8)), address(packed) + 8 * 36);
+  EXPECT_THROW(packed.slice(4, 8), Error);
+  EXPECT_THROW(packed.slice(8, 4), Error);
+  EXPECT_THROW(Tensor::empty(memory, DType::Q4_0x8, Shape{12, 64}), Error);
+  EXPECT_THROW(Tensor::empty(memory, DType::Q4_0x8, Shape{1024}), Error);
+  EXPECT_THROW(packed.reshape(Shape{4, 256}), Error);
+}
+
 }  // namespace
 }  // namespace edgelm
