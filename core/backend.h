@@ -79,6 +79,11 @@ class Backend {
   // tensors into memory() when this is false (e.g. weights mapped from a file).
   virtual bool can_use(const Buffer& buffer) const { return buffer.host_ptr() != nullptr; }
 
+  // The dtype this backend multiplies `dtype` weight matrices fastest in, when that is a repacked
+  // layout of the same values (the CPU's Q4_0 -> Q4_0x8); the loader repacks matmul weights to it
+  // (repack_weight in models/). Default: `dtype` itself, used in place.
+  virtual DType matmul_weight_type(DType dtype) const { return dtype; }
+
   // Waits until all work submitted so far has finished and its results are visible through
   // host_ptr(). Synchronous backends return at once.
   virtual void synchronize() {}
@@ -101,7 +106,7 @@ class Backend {
   // table: any weight dtype [vocab, dim]; ids: I32 [n]; out: F32 [n, dim]. Ids out of range throw.
   virtual void embed(const Tensor& table, const Tensor& ids, const Tensor& out) = 0;
 
-  // y = x · Wᵀ. x: F32 [M, K]; w: F32|F16|BF16|Q8_0|Q4_0 [N, K]; y: F32 [M, N].
+  // y = x · Wᵀ. x: F32 [M, K]; w: F32|F16|BF16|Q8_0|Q4_0|Q4_0x8 [N, K]; y: F32 [M, N].
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& y) = 0;
 
   // y[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * weight. x, y: F32 [rows, dim] (any rank,

@@ -43,7 +43,13 @@ int64_t grain_for(int64_t row_cost) {
 CpuBackend::CpuBackend(CpuOptions options)
     : memory_(options.memory ? options.memory : std::make_shared<HostMemory>()),
       pool_(options.n_threads > 0 ? options.n_threads : default_thread_count(), options.cpus),
-      kernels_(&select_kernels(options.isa)) {}
+      kernels_(&select_kernels(options.isa)),
+      repack_weights_(options.repack_weights) {}
+
+DType CpuBackend::matmul_weight_type(DType dtype) const {
+  if (repack_weights_ && dtype == DType::Q4_0) return kernels_->q4_0_matmul_layout;
+  return dtype;
+}
 
 std::string CpuBackend::device() const {
 #if defined(__x86_64__)
@@ -122,10 +128,12 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   const void* weights = host(w, "matmul", "w");
   auto* y_values = static_cast<float*>(host(y, "matmul", "y"));
   const MatmulFn kernel = entry(kernels_->matmul, w.dtype());
+  // Ranges start and end on whole row groups (Q4_0x8 kernels take eight rows at a time).
+  const int64_t group = dtype_row_group(w.dtype());
   pool_.parallel_for(
       N,
       [&](int64_t begin, int64_t end) { kernel(x_values, weights, y_values, M, N, K, begin, end); },
-      grain_for(M * K));
+      (grain_for(M * K) + group - 1) / group * group);
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {

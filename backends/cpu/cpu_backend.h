@@ -18,6 +18,9 @@ struct CpuOptions {
   int n_threads = 0;      // 0: one per hardware thread
   std::string isa;        // empty: EDGELM_CPU_ISA or the best available (see select_kernels)
   std::vector<int> cpus;  // pin thread i to cpus[i % size] (e.g. a phone's big cores); empty: no
+  // Let the loader repack weights into the table's faster layout (KernelTable::q4_0_matmul_layout);
+  // false keeps them as stored (to compare, or to keep a GGUF's pages shared with other processes).
+  bool repack_weights = true;
   // Allocator for tensors made for this backend; null: a private HostMemory. Pass another
   // backend's shared memory to make the CPU work on the same bytes.
   std::shared_ptr<Memory> memory;
@@ -31,6 +34,7 @@ class CpuBackend final : public Backend {
   std::string device() const override;
   Memory& memory() override { return *memory_; }
   bool supports(OpKind op, std::initializer_list<DType> dtypes) const override;
+  DType matmul_weight_type(DType dtype) const override;
 
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& y) override;
@@ -53,6 +57,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<Memory> memory_;
   ThreadPool pool_;
   const KernelTable* kernels_;
+  bool repack_weights_;
 };
 
 }  // namespace edgelm::cpu

@@ -44,6 +44,10 @@ struct KernelTable {
   SoftmaxFn softmax = nullptr;
   SiluMulFn silu_mul = nullptr;
   AddFn add = nullptr;
+  // The layout Q4_0 matrices are multiplied fastest in with this table: Q4_0, or Q4_0x8 where the
+  // table's Q4_0x8 kernel beats its Q4_0 one (the CPU backend then asks the loader to repack).
+  // Every table can multiply both; the portable Q4_0x8 kernel is the oracle for the fast ones.
+  DType q4_0_matmul_layout = DType::Q4_0;
 };
 
 // The reference kernels (backends/cpu/portable/), always available.

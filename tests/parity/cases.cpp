@@ -91,40 +91,52 @@ void embed_cases(std::vector<OpCase>& cases) {
   }
 }
 
+struct MatmulShape {
+  int64_t M, N, K;
+};
+
+void add_matmul_case(std::vector<OpCase>& cases, DType dtype, MatmulShape s) {
+  const double tolerance = dtype_is_quantized(dtype) ? kQuantizedActivations : kFloatMath;
+  cases.push_back({OpKind::Matmul,
+                   {dtype},
+                   dims({{"M", s.M}, {"N", s.N}, {"K", s.K}}),
+                   tolerance,
+                   [=](Context& ctx) {
+                     Tensor x = ctx.random(DType::F32, {s.M, s.K});
+                     Tensor w = ctx.random(dtype, {s.N, s.K}, 0.5f);
+                     Tensor y = ctx.output(DType::F32, {s.M, s.N});
+                     ctx.backend().matmul(x, w, y);
+                     ctx.compare(y);
+                   },
+                   [=](const Context& ctx) {
+                     const auto x = ctx.input(0);
+                     const auto w = ctx.input(1);
+                     std::vector<double> y(static_cast<size_t>(s.M * s.N));
+                     for (int64_t m = 0; m < s.M; ++m) {
+                       for (int64_t n = 0; n < s.N; ++n) {
+                         double sum = 0.0;
+                         for (int64_t k = 0; k < s.K; ++k) sum += x[m * s.K + k] * w[n * s.K + k];
+                         y[m * s.N + n] = sum;
+                       }
+                     }
+                     return Expected{y};
+                   }});
+}
+
 void matmul_cases(std::vector<OpCase>& cases) {
-  struct S {
-    int64_t M, N, K;
-  };
   for (DType dtype : kWeightTypes) {
-    const double tolerance = dtype_is_quantized(dtype) ? kQuantizedActivations : kFloatMath;
-    for (S s : {S{1, 1, 32}, S{1, 17, 96}, S{5, 7, 64}, S{4, 33, 288}, S{17, 16, 160},
-                S{33, 65, 256}, S{1, 15, 1024}}) {
-      cases.push_back({OpKind::Matmul,
-                       {dtype},
-                       dims({{"M", s.M}, {"N", s.N}, {"K", s.K}}),
-                       tolerance,
-                       [=](Context& ctx) {
-                         Tensor x = ctx.random(DType::F32, {s.M, s.K});
-                         Tensor w = ctx.random(dtype, {s.N, s.K}, 0.5f);
-                         Tensor y = ctx.output(DType::F32, {s.M, s.N});
-                         ctx.backend().matmul(x, w, y);
-                         ctx.compare(y);
-                       },
-                       [=](const Context& ctx) {
-                         const auto x = ctx.input(0);
-                         const auto w = ctx.input(1);
-                         std::vector<double> y(static_cast<size_t>(s.M * s.N));
-                         for (int64_t m = 0; m < s.M; ++m) {
-                           for (int64_t n = 0; n < s.N; ++n) {
-                             double sum = 0.0;
-                             for (int64_t k = 0; k < s.K; ++k)
-                               sum += x[m * s.K + k] * w[n * s.K + k];
-                             y[m * s.N + n] = sum;
-                           }
-                         }
-                         return Expected{y};
-                       }});
+    for (MatmulShape s : {MatmulShape{1, 1, 32}, MatmulShape{1, 17, 96}, MatmulShape{5, 7, 64},
+                          MatmulShape{4, 33, 288}, MatmulShape{17, 16, 160},
+                          MatmulShape{33, 65, 256}, MatmulShape{1, 15, 1024}}) {
+      add_matmul_case(cases, dtype, s);
     }
+  }
+  // Q4_0x8 holds whole groups of eight rows: N = 8, 16, 24, 64 (one to eight groups, split
+  // between threads on group boundaries), with the same M tails and K lengths as above.
+  for (MatmulShape s : {MatmulShape{1, 8, 32}, MatmulShape{1, 16, 96}, MatmulShape{5, 24, 64},
+                        MatmulShape{4, 32, 288}, MatmulShape{17, 16, 160},
+                        MatmulShape{33, 64, 256}, MatmulShape{1, 64, 1024}}) {
+    add_matmul_case(cases, DType::Q4_0x8, s);
   }
 }
 

@@ -58,6 +58,15 @@ void Context::fill(const Tensor& tensor, const std::vector<double>& values) {
       }
       break;
     }
+    case DType::Q4_0x8: {  // quantized as Q4_0 rows, then repacked
+      std::vector<float> row(values.begin(), values.end());
+      const int64_t K = tensor.shape().last();
+      std::vector<BlockQ4_0> blocks(static_cast<size_t>(n / kQ4_0BlockSize));
+      quantize_row_q4_0(row.data(), blocks.data(), n);
+      repack_q4_0_x8(blocks.data(), static_cast<BlockQ4_0x8*>(raw), tensor.shape().rows(),
+                     K / kQ4_0BlockSize);
+      break;
+    }
     case DType::Count:
       EDGELM_FAIL("[parity] cannot fill dtype Count");
   }
@@ -97,7 +106,7 @@ Tensor Context::inout(DType dtype, Shape shape, float scale) {
 
 std::vector<double> Context::input(size_t i) const {
   const Input& in = inputs_.at(i);
-  return decode_bytes(in.tensor.dtype(), in.bytes.data(), in.tensor.numel());
+  return decode_bytes(in.tensor.dtype(), in.bytes.data(), in.tensor.shape());
 }
 
 std::string OpCase::name() const {

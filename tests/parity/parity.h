@@ -96,7 +96,7 @@ CaseResult run_case(const OpCase& op_case, Backend& subject, Backend* oracle = n
 
 // Independent decoding of a tensor's host bytes to doubles (F32, F16, BF16, Q8_0, Q4_0, I32).
 std::vector<double> decode(const Tensor& tensor);
-std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, int64_t numel);
+std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape);
 // Round-to-nearest-even of x to F16 / BF16, computed in double arithmetic, for references.
 double round_to_f16(double x);
 double round_to_bf16(double x);

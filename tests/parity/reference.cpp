@@ -44,7 +44,8 @@ double round_to_quantum(double x, double quantum) {
 
 }  // namespace
 
-std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, int64_t numel) {
+std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape) {
+  const int64_t numel = shape.numel();
   std::vector<double> out(static_cast<size_t>(numel));
   switch (dtype) {
     case DType::F32:
@@ -81,6 +82,20 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, int64_t nume
         out[i] = half_bits_to_double(load_u16(block)) * (nibble - 8);
       }
       break;
+    case DType::Q4_0x8: {  // records of 8 rows x 32 elements: 8 half scales, [4][8][4] bytes
+      const int64_t K = shape.last();
+      for (int64_t i = 0; i < numel; ++i) {
+        const int64_t row = i / K;
+        const int64_t k = i % K;
+        const uint8_t* record = bytes + 144 * ((row / 8) * (K / 32) + k / 32);
+        const int64_t r = row % 8;
+        const int j = static_cast<int>(k % 32) % 16;
+        const uint8_t byte = record[16 + (j / 4 * 8 + r) * 4 + j % 4];
+        const int nibble = k % 32 < 16 ? (byte & 0x0f) : (byte >> 4);
+        out[i] = half_bits_to_double(load_u16(record + 2 * r)) * (nibble - 8);
+      }
+      break;
+    }
     case DType::Count:
       EDGELM_FAIL("[parity] cannot decode dtype Count");
   }
@@ -89,7 +104,7 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, int64_t nume
 
 std::vector<double> decode(const Tensor& tensor) {
   EDGELM_CHECK(tensor.raw() != nullptr, "[parity] ", tensor.describe(), " has no host mapping");
-  return decode_bytes(tensor.dtype(), static_cast<const uint8_t*>(tensor.raw()), tensor.numel());
+  return decode_bytes(tensor.dtype(), static_cast<const uint8_t*>(tensor.raw()), tensor.shape());
 }
 
 double round_to_f16(double x) {

@@ -477,6 +477,105 @@ void quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
 }
 
 // ---------------------------------------------------------------------------------------------
+// Q4_0x8 matmul (Q4_0 repacked at load, core/quant.h): each 144-byte record holds one block of
+// eight weight rows, laid out so that one 32-bit lane carries one row. A block's four chunk
+// vectors, split into low and high nibbles, are multiplied by x's 4-byte groups broadcast to all
+// lanes; the eight rows' block sums then land in the eight lanes of one vector and are scaled with
+// one multiply-add against the eight row scales. No horizontal reduction anywhere, which is what
+// makes decode memory-bound here where the row-by-row Q4_0 kernel was compute-bound on AVX2.
+
+// Sums per lane of a block's nibble·x products stay in 16 bits: each maddubs lane adds two
+// products of at most 15·127, and eight of them add up to 30480 < 2^15.
+struct Q4_0x8Block {
+  __m256i low[4];   // chunk c: elements 4c..4c+3 of each row, one row per lane
+  __m256i high[4];  // chunk c: elements 16+4c..16+4c+3
+
+  explicit Q4_0x8Block(const BlockQ4_0x8& record) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i packed =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(record.qs + 32 * c));
+      low[c] = _mm256_and_si256(packed, low4);
+      high[c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+    }
+  }
+
+  // Σ nibble·x over the block for each of the eight rows; x: one block of quantized x, in order.
+  __m256i dot(const int8_t* x) const {
+    __m256i sum_low = _mm256_setzero_si256();
+    __m256i sum_high = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      int32_t x_low;
+      int32_t x_high;
+      std::memcpy(&x_low, x + 4 * c, sizeof(x_low));
+      std::memcpy(&x_high, x + 16 + 4 * c, sizeof(x_high));
+      sum_low = _mm256_add_epi16(sum_low, _mm256_maddubs_epi16(low[c], _mm256_set1_epi32(x_low)));
+      sum_high =
+          _mm256_add_epi16(sum_high, _mm256_maddubs_epi16(high[c], _mm256_set1_epi32(x_high)));
+    }
+    return _mm256_madd_epi16(_mm256_add_epi16(sum_low, sum_high), _mm256_set1_epi16(1));
+  }
+};
+
+// y[m0 + i, 8g .. 8g + 8) for i < MR: one group of eight weight rows against MR rows of x.
+template <int MR>
+void q4_0x8_tile(const QuantizedX& xq, const BlockQ4_0x8* group, float* y, int64_t N, int64_t K,
+                 int64_t m0, int64_t n0) {
+  __m256 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const char* ahead = reinterpret_cast<const char*>(group + b) + kPrefetchBytes;
+    for (size_t line = 0; line < sizeof(BlockQ4_0x8); line += 64)
+      _mm_prefetch(ahead + line, _MM_HINT_T0);
+    const Q4_0x8Block block(group[b]);
+    const __m256 w_scale =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group[b].d)));
+    for (int i = 0; i < MR; ++i) {
+      const int64_t at = (m0 + i) * xq.blocks + b;
+      const __m256i sums = _mm256_sub_epi32(block.dot(xq.qs + (m0 + i) * K + b * kBlock),
+                                            _mm256_set1_epi32(xq.sum8[at]));
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
+                               _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[at])), acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + (m0 + i) * N + n0, acc[i]);
+}
+
+template <int MR>
+void q4_0x8_band(const QuantizedX& xq, const BlockQ4_0x8* w, float* y, int64_t N, int64_t K,
+                 int64_t m0, int64_t n_begin, int64_t n_end) {
+  for (int64_t n = n_begin; n < n_end; n += kQ4_0x8Rows)
+    q4_0x8_tile<MR>(xq, w + (n / kQ4_0x8Rows) * xq.blocks, y, N, K, m0, n);
+}
+
+void q4_0x8_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                   int64_t n_begin, int64_t n_end) {
+  const QuantizedX xq = quantize_x(x, M, K, /*pair_order=*/false);
+  const auto* records = static_cast<const BlockQ4_0x8*>(w);
+  // Whole groups of eight rows per chunk, ~128 KiB of weights as for the other kernels.
+  const int64_t rows = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(BlockQ4_0));
+  const int64_t chunk = (rows + kQ4_0x8Rows - 1) / kQ4_0x8Rows * kQ4_0x8Rows;
+  for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
+    const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) q4_0x8_band<4>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+    switch (M - m) {
+      case 3:
+        q4_0x8_band<3>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 2:
+        q4_0x8_band<2>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 1:
+        q4_0x8_band<1>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Attention
 
 float dot(const float* a, const float* b, int64_t n) {
@@ -662,6 +761,11 @@ void q4_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64
 
 // Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the
 // models use); the inverse RMS itself in double.
+void q4_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                         int64_t n_begin, int64_t n_end) {
+  q4_0x8_matmul(x, w, y, M, N, K, n_begin, n_end);
+}
+
 void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
