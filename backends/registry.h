@@ -17,6 +17,7 @@ struct BackendOptions {
   int cl_platform = -1;   // OpenCL platform index; -1: the first with a GPU, else any
   int cl_device = -1;     // OpenCL device index in that platform; -1: its first GPU, else first
   bool profile = false;   // OpenCL: time every kernel (Backend::op_timings)
+  bool repack_weights = true;  // CPU: repack weights at load where a faster layout exists
 };
 
 // True when this binary was built with the OpenCL backend (EDGELM_OPENCL=ON).

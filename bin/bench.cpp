@@ -213,7 +213,8 @@ struct ModelSummary {
   std::string type;  // "llama 1.2B Q4_0"
 };
 
-ModelSummary summarize(const edgelm::LlamaWeights& weights, edgelm::DType weight_type) {
+ModelSummary summarize(const edgelm::LlamaWeights& weights, edgelm::DType weight_type,
+                       bool tied_embeddings) {
   ModelSummary summary;
   auto count = [&](const edgelm::Tensor& t) {
     summary.bytes += t.nbytes();
@@ -221,9 +222,8 @@ ModelSummary summarize(const edgelm::LlamaWeights& weights, edgelm::DType weight
   };
   count(weights.embedding);
   count(weights.output_norm);
-  const bool tied = weights.output.buffer() == weights.embedding.buffer() &&
-                    weights.output.byte_offset() == weights.embedding.byte_offset();
-  if (!tied) count(weights.output);
+  // A tied output counts once, as in the file, even when the backend holds it repacked.
+  if (!tied_embeddings) count(weights.output);
   for (const edgelm::LlamaLayerWeights& w : weights.layers) {
     for (const edgelm::Tensor* t :
          {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down}) {
@@ -390,6 +390,9 @@ int run(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--weight-type", weight_type_text,
                  "Convert weights on load: f32|f16|q8_0|q4_0 (default: the file's)");
+  bool no_repack = false;
+  app.add_flag("--no-repack", no_repack,
+               "CPU: multiply Q4_0 weights as stored instead of repacking them at load");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
   app.add_option("--chunk", chunk, "Prefill chunk: tokens per forward step (default 64)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
@@ -485,11 +488,12 @@ int run(int argc, char** argv) {
       // backend; the other thread counts run the same weights through backends of their own.
       const bool peak_is_per_model = reset_peak_rss();
       auto load_backend =
-          edgelm::create_backend(backend_name, {.n_threads = threads[0], .cpus = cpus});
+          edgelm::create_backend(
+          backend_name, {.n_threads = threads[0], .cpus = cpus, .repack_weights = !no_repack});
       const auto load_start = Clock::now();
       edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *load_backend, load_options);
       const double load_s = seconds_since(load_start);
-      const ModelSummary summary = summarize(loaded.weights, loaded.weight_type);
+      const ModelSummary summary = summarize(loaded.weights, loaded.weight_type, loaded.config.tie_word_embeddings);
       const std::string model_name = std::filesystem::path(model_path).filename().string();
       std::fprintf(stderr, "bench: loaded %s (%s, %s, %s) in %.2f s\n", model_name.c_str(),
                    loaded.format.c_str(), summary.type.c_str(),
@@ -508,7 +512,9 @@ int run(int argc, char** argv) {
         edgelm::Backend* backend = load_backend.get();
         if (ti > 0) {
           own_backend =
-              edgelm::create_backend(backend_name, {.n_threads = n_threads, .cpus = cpus});
+              edgelm::create_backend(backend_name, {.n_threads = n_threads,
+                                                    .cpus = cpus,
+                                                    .repack_weights = !no_repack});
           backend = own_backend.get();
         }
         edgelm::LlamaModel model(*backend, loaded.config, loaded.weights, chunk);

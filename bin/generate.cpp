@@ -162,6 +162,9 @@ int run(int argc, char** argv) {
                  "Pin CPU thread i to the i-th CPU of this list, e.g. 4-7 (a phone's big cores)");
   app.add_option("--weight-type", weight_type_text,
                  "Convert weights on load: f32|f16|q8_0|q4_0 (default: the file's)");
+  bool no_repack = false;
+  app.add_flag("--no-repack", no_repack,
+               "CPU: multiply Q4_0 weights as stored instead of repacking them at load");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16");
   app.add_option("--max-seq-len", max_seq_len, "KV cache capacity in tokens")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -259,9 +262,14 @@ int run(int argc, char** argv) {
                                                        .cpus = cpus,
                                                        .cl_platform = cl_platform,
                                                        .cl_device = cl_device,
-                                                       .profile = profile});
+                                                       .profile = profile,
+                                                       .repack_weights = !no_repack});
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
   const edgelm::DType weight_type = loaded.weight_type;
+  // How the backend holds the projections: the weight type, or a repacked layout of it.
+  const edgelm::DType weight_layout = loaded.weights.layers.empty()
+                                          ? weight_type
+                                          : loaded.weights.layers[0].w_gate.dtype();
   const std::string format = loaded.format;
   edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
   edgelm::KvCache cache = model.make_cache(max_seq_len, kv_type);
@@ -431,6 +439,7 @@ int run(int argc, char** argv) {
         {"backend", backend_name},
         {"device", backend->device()},
         {"weight_type", edgelm::dtype_name(weight_type)},
+        {"weight_layout", edgelm::dtype_name(weight_layout)},
         {"kv_type", edgelm::dtype_name(kv_type)},
         {"load_s", load_s},
         {"prompt_tokens", prompt_ids.size()},

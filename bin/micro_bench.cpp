@@ -40,6 +40,7 @@
 #include "backends/cpu/kernels.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/quant.h"
 #include "core/tensor.h"
 
 namespace {
@@ -79,7 +80,8 @@ const MatrixShape& matrix_named(const std::vector<MatrixShape>& matrices, const 
   EDGELM_FAIL("[micro_bench] no matrix named ", name);
 }
 
-constexpr DType kWeightTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0};
+// Q4_0x8 is Q4_0 repacked as the loader does for tables that prefer it (KernelTable).
+constexpr DType kWeightTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_0x8};
 
 // ---- shared state ----
 
@@ -112,6 +114,14 @@ void fill_random(float* values, int64_t n, uint64_t seed) {
 }
 
 Tensor random_tensor(DType dtype, edgelm::Shape shape, uint64_t seed) {
+  if (dtype == DType::Q4_0x8) {
+    const Tensor rows = random_tensor(DType::Q4_0, shape, seed);
+    Tensor packed = Tensor::empty(memory(), dtype, shape);
+    edgelm::repack_q4_0_x8(static_cast<const edgelm::BlockQ4_0*>(rows.raw()),
+                           static_cast<edgelm::BlockQ4_0x8*>(packed.raw()), shape[0],
+                           shape[1] / edgelm::kQ4_0BlockSize);
+    return packed;
+  }
   Tensor t = Tensor::empty(memory(), dtype, shape);
   const int64_t cols = shape.last();
   std::vector<float> row(static_cast<size_t>(cols));

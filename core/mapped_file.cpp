@@ -40,6 +40,17 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
+void MappedFile::release(const void* begin, size_t bytes) const {
+  const auto first = reinterpret_cast<uintptr_t>(begin);
+  const auto mapped = reinterpret_cast<uintptr_t>(data_);
+  if (data_ == nullptr || first < mapped || first + bytes > mapped + size_) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t start = (first + page - 1) / page * page;
+  const uintptr_t end = (first + bytes) / page * page;
+  // A private read-only file mapping: MADV_DONTNEED only unmaps clean pages; nothing is lost.
+  if (start < end) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

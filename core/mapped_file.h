@@ -23,6 +23,12 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Drops the whole pages inside [begin, begin + bytes) from this process's resident set (the
+  // bytes stay readable: a later read faults them back in from the page cache or the file). For
+  // the parts of a model that were copied out of the mapping at load (converted or repacked
+  // weights), so they do not count twice. Ranges outside the mapping are ignored.
+  void release(const void* begin, size_t bytes) const;
+
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)
       : path_(std::move(path)), data_(data), size_(size) {}

@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/quant.h"
 #include "models/gguf.h"
 #include "models/kquants.h"
 #include "models/safetensors.h"
@@ -64,6 +65,25 @@ Tensor unpermute_rows(Backend& backend, const Tensor& source, int64_t head_dim) 
   return out;
 }
 
+// A matmul weight in the layout `backend` multiplies fastest (Backend::matmul_weight_type): the
+// tensor itself, or a repacked copy in backend memory (Q4_0 -> Q4_0x8 on x86, a byte shuffle).
+// The embedding table is never repacked: embed gathers single rows, which Q4_0x8 interleaves.
+Tensor for_matmul(Backend& backend, const Tensor& weight) {
+  const DType layout = backend.matmul_weight_type(weight.dtype());
+  if (layout == weight.dtype()) return weight;
+  EDGELM_CHECK(weight.dtype() == DType::Q4_0 && layout == DType::Q4_0x8, "[load] backend ",
+               backend.name(), " asks for ", dtype_name(weight.dtype()), " weights as ",
+               dtype_name(layout), ", which the loader cannot produce");
+  if (weight.dim(0) % kQ4_0x8Rows != 0) return weight;  // no whole groups of eight rows
+  Tensor packed = Tensor::empty(backend.memory(), layout, weight.shape());
+  EDGELM_CHECK(packed.raw() != nullptr, "[load] backend ", backend.name(),
+               " memory has no host mapping to load weights through");
+  repack_q4_0_x8(static_cast<const BlockQ4_0*>(weight.raw()),
+                 static_cast<BlockQ4_0x8*>(packed.raw()), weight.dim(0),
+                 weight.dim(1) / kQ4_0BlockSize);
+  return packed;
+}
+
 Shape matrix(int64_t rows, int64_t cols) {
   return {rows, cols};
 }
@@ -105,6 +125,14 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
   auto load_matrix = [&](const std::string& name, Shape shape) {
     return convert(backend, raw(name, shape), matrix_type, name, dir);
   };
+  // A matrix copied out of the mapping (converted or repacked) gives its pages there back to the
+  // system, so the model is not resident twice (MappedFile::release).
+  auto load_projection = [&](const std::string& name, Shape shape) {
+    Tensor loaded_matrix = for_matmul(backend, load_matrix(name, shape));
+    const SafetensorsTensor& stored = st.get(name);
+    if (loaded_matrix.raw() != stored.data) stored.file->release(stored.data, stored.nbytes);
+    return loaded_matrix;
+  };
   auto load_norm = [&](const std::string& name) {
     return convert(backend, raw(name, {c.hidden_size}), DType::F32, name, dir);
   };
@@ -113,24 +141,27 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
   w.embedding = load_matrix("model.embed_tokens.weight", matrix(c.vocab_size, c.hidden_size));
   w.output_norm = load_norm("model.norm.weight");
   if (c.tie_word_embeddings) {
-    w.output = w.embedding;
+    w.output = for_matmul(backend, w.embedding);
+    const SafetensorsTensor& stored = st.get("model.embed_tokens.weight");
+    if (w.output.raw() != stored.data) stored.file->release(stored.data, stored.nbytes);
   } else {
-    w.output = load_matrix("lm_head.weight", matrix(c.vocab_size, c.hidden_size));
+    w.output = load_projection("lm_head.weight", matrix(c.vocab_size, c.hidden_size));
   }
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LlamaLayerWeights layer;
     layer.attn_norm = load_norm(p + "input_layernorm.weight");
     layer.ffn_norm = load_norm(p + "post_attention_layernorm.weight");
-    layer.wq = load_matrix(p + "self_attn.q_proj.weight", matrix(c.q_dim(), c.hidden_size));
-    layer.wk = load_matrix(p + "self_attn.k_proj.weight", matrix(c.kv_dim(), c.hidden_size));
-    layer.wv = load_matrix(p + "self_attn.v_proj.weight", matrix(c.kv_dim(), c.hidden_size));
-    layer.wo = load_matrix(p + "self_attn.o_proj.weight", matrix(c.hidden_size, c.q_dim()));
+    layer.wq = load_projection(p + "self_attn.q_proj.weight", matrix(c.q_dim(), c.hidden_size));
+    layer.wk = load_projection(p + "self_attn.k_proj.weight", matrix(c.kv_dim(), c.hidden_size));
+    layer.wv = load_projection(p + "self_attn.v_proj.weight", matrix(c.kv_dim(), c.hidden_size));
+    layer.wo = load_projection(p + "self_attn.o_proj.weight", matrix(c.hidden_size, c.q_dim()));
     layer.w_gate =
-        load_matrix(p + "mlp.gate_proj.weight", matrix(c.intermediate_size, c.hidden_size));
-    layer.w_up = load_matrix(p + "mlp.up_proj.weight", matrix(c.intermediate_size, c.hidden_size));
+        load_projection(p + "mlp.gate_proj.weight", matrix(c.intermediate_size, c.hidden_size));
+    layer.w_up =
+        load_projection(p + "mlp.up_proj.weight", matrix(c.intermediate_size, c.hidden_size));
     layer.w_down =
-        load_matrix(p + "mlp.down_proj.weight", matrix(c.hidden_size, c.intermediate_size));
+        load_projection(p + "mlp.down_proj.weight", matrix(c.hidden_size, c.intermediate_size));
     w.layers.push_back(std::move(layer));
   }
   backend.synchronize();
@@ -188,28 +219,40 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, const LoadOptio
   auto load_norm = [&](const std::string& name) {
     return convert(backend, raw(name, {c.hidden_size}), DType::F32, name, path);
   };
+  // A matrix copied out of the mapping (unpermuted, converted or repacked) gives its pages there
+  // back to the system, so the model is not resident twice (MappedFile::release).
+  auto load_projection = [&](const std::string& name, Shape shape, bool permuted) {
+    Tensor loaded_matrix = for_matmul(backend, load_matrix(name, shape, permuted));
+    const GgufTensor* stored = gguf.find_tensor(name);
+    if (loaded_matrix.raw() != stored->data) stored->file->release(stored->data, stored->nbytes);
+    return loaded_matrix;
+  };
 
   LlamaWeights& w = loaded.weights;
   w.embedding = load_matrix("token_embd.weight", matrix(c.vocab_size, c.hidden_size), false);
   w.output_norm = load_norm("output_norm.weight");
-  w.output = c.tie_word_embeddings
-                 ? w.embedding
-                 : load_matrix("output.weight", matrix(c.vocab_size, c.hidden_size), false);
+  if (c.tie_word_embeddings) {
+    w.output = for_matmul(backend, w.embedding);
+    const GgufTensor* stored = gguf.find_tensor("token_embd.weight");
+    if (w.output.raw() != stored->data) stored->file->release(stored->data, stored->nbytes);
+  } else {
+    w.output = load_projection("output.weight", matrix(c.vocab_size, c.hidden_size), false);
+  }
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LlamaLayerWeights layer;
     layer.attn_norm = load_norm(p + "attn_norm.weight");
     layer.ffn_norm = load_norm(p + "ffn_norm.weight");
-    layer.wq = load_matrix(p + "attn_q.weight", matrix(c.q_dim(), c.hidden_size), true);
-    layer.wk = load_matrix(p + "attn_k.weight", matrix(c.kv_dim(), c.hidden_size), true);
-    layer.wv = load_matrix(p + "attn_v.weight", matrix(c.kv_dim(), c.hidden_size), false);
-    layer.wo = load_matrix(p + "attn_output.weight", matrix(c.hidden_size, c.q_dim()), false);
+    layer.wq = load_projection(p + "attn_q.weight", matrix(c.q_dim(), c.hidden_size), true);
+    layer.wk = load_projection(p + "attn_k.weight", matrix(c.kv_dim(), c.hidden_size), true);
+    layer.wv = load_projection(p + "attn_v.weight", matrix(c.kv_dim(), c.hidden_size), false);
+    layer.wo = load_projection(p + "attn_output.weight", matrix(c.hidden_size, c.q_dim()), false);
     layer.w_gate =
-        load_matrix(p + "ffn_gate.weight", matrix(c.intermediate_size, c.hidden_size), false);
+        load_projection(p + "ffn_gate.weight", matrix(c.intermediate_size, c.hidden_size), false);
     layer.w_up =
-        load_matrix(p + "ffn_up.weight", matrix(c.intermediate_size, c.hidden_size), false);
+        load_projection(p + "ffn_up.weight", matrix(c.intermediate_size, c.hidden_size), false);
     layer.w_down =
-        load_matrix(p + "ffn_down.weight", matrix(c.hidden_size, c.intermediate_size), false);
+        load_projection(p + "ffn_down.weight", matrix(c.hidden_size, c.intermediate_size), false);
     w.layers.push_back(std::move(layer));
   }
   backend.synchronize();
