@@ -75,15 +75,20 @@ size_t peak_rss_bytes() {
 // ---- memory bandwidth ----
 
 // Sum of 64-bit words. Four independent accumulators keep the add chain off the critical path
-// (the compiler vectorises each), so a pass is limited by how fast memory delivers the words.
+// (the compiler vectorises each), and each cache line is prefetched 2 KiB ahead as the matmul
+// kernels do (one core's demand misses alone leave bandwidth unused: on the Zen 3 VM one thread
+// measured ~14 GB/s without, while decode itself pulled 16), so a pass is limited by how fast
+// memory delivers the words.
 uint64_t sum_words(const uint64_t* words, size_t n) {
+  constexpr size_t kAhead = 2048 / sizeof(uint64_t);
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += words[i];
-    s1 += words[i + 1];
-    s2 += words[i + 2];
-    s3 += words[i + 3];
+  for (; i + 8 <= n; i += 8) {
+    __builtin_prefetch(words + i + kAhead);
+    s0 += words[i] + words[i + 4];
+    s1 += words[i + 1] + words[i + 5];
+    s2 += words[i + 2] + words[i + 6];
+    s3 += words[i + 3] + words[i + 7];
   }
   for (; i < n; ++i) s0 += words[i];
   return s0 + s1 + s2 + s3;
