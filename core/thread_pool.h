@@ -38,6 +38,29 @@ class ThreadPool {
                const_cast<void*>(static_cast<const void*>(&task)));
   }
 
+  // Splits [0, n) into ranges of `chunk` (the last one shorter) that the threads take in turn
+  // from a shared counter until none is left, calling fn(begin, end) for each: a thread that
+  // runs slower (a busy or descheduled core) takes fewer ranges instead of holding the others at
+  // the barrier. Which thread computes a range varies; the ranges themselves do not.
+  template <class F>
+  void parallel_for_dynamic(int64_t n, F&& fn, int64_t chunk) {
+    if (n <= 0) return;
+    chunk = chunk < 1 ? 1 : chunk;
+    const int64_t chunks = (n + chunk - 1) / chunk;
+    if (n_threads_ == 1 || chunks == 1) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    std::atomic<int64_t> next{0};
+    run([&](int) {
+      for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
+           c = next.fetch_add(1, std::memory_order_relaxed)) {
+        const int64_t begin = c * chunk;
+        fn(begin, begin + chunk < n ? begin + chunk : n);
+      }
+    });
+  }
+
   // Splits [0, n) into one contiguous range per thread, with range boundaries on multiples of
   // `grain`, and calls fn(begin, end) for each non-empty range. Small n runs inline.
   template <class F>

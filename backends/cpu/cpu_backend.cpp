@@ -33,6 +33,15 @@ void* host(const Tensor& t, const char* op, const char* role) {
   return pointer;
 }
 
+// Matmul rows are handed out in about this many ranges per thread (ThreadPool::
+// parallel_for_dynamic), so a thread slowed by another process or the hypervisor takes fewer of
+// them; each range re-quantizes x in the quantized kernels, so not many more.
+constexpr int64_t kMatmulChunksPerThread = 4;
+// Up to this many rows of x (decode, short steps) matmul is split dynamically; longer prefill
+// chunks keep one range per thread, where quantizing x again per range measured slower
+// (1B Q4_0 pp128, 2 threads: ~10 %).
+constexpr int64_t kDynamicMatmulRows = 4;
+
 // Rows of a [rows, n] problem per task: enough work per task to amortise a dispatch.
 int64_t grain_for(int64_t row_cost) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_cost));
@@ -130,10 +139,16 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   const MatmulFn kernel = entry(kernels_->matmul, w.dtype());
   // Ranges start and end on whole row groups (Q4_0x8 kernels take eight rows at a time).
   const int64_t group = dtype_row_group(w.dtype());
-  pool_.parallel_for(
-      N,
-      [&](int64_t begin, int64_t end) { kernel(x_values, weights, y_values, M, N, K, begin, end); },
-      (grain_for(M * K) + group - 1) / group * group);
+  const int64_t grain = (grain_for(M * K) + group - 1) / group * group;
+  auto rows = [&](int64_t begin, int64_t end) {
+    kernel(x_values, weights, y_values, M, N, K, begin, end);
+  };
+  if (M > kDynamicMatmulRows) {
+    pool_.parallel_for(N, rows, grain);
+    return;
+  }
+  const int64_t per_chunk = N / (kMatmulChunksPerThread * pool_.size());
+  pool_.parallel_for_dynamic(N, rows, std::max(grain, per_chunk / grain * grain));
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {
