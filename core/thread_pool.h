@@ -41,7 +41,8 @@ class ThreadPool {
   // Splits [0, n) into ranges of `chunk` (the last one shorter) that the threads take in turn
   // from a shared counter until none is left, calling fn(begin, end) for each: a thread that
   // runs slower (a busy or descheduled core) takes fewer ranges instead of holding the others at
-  // the barrier. Which thread computes a range varies; the ranges themselves do not.
+  // the barrier. Which thread computes a range varies; the ranges themselves do not. A pool of one
+  // thread, or a single chunk, runs fn(0, n) inline.
   template <class F>
   void parallel_for_dynamic(int64_t n, F&& fn, int64_t chunk) {
     if (n <= 0) return;

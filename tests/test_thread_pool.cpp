@@ -1,5 +1,6 @@
 // The fork/join thread pool: every thread runs once per dispatch, ranges cover their domain exactly
 // once, errors come back to the caller, and the barrier survives many back-to-back dispatches.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -101,6 +102,57 @@ TEST(ThreadPoolTest, ParallelForCoversTheRangeExactlyOnce) {
       }
     }
   }
+}
+
+// The dynamic split hands out exactly the ranges [c·chunk, min((c+1)·chunk, n)), each once, to
+// whichever thread asks first (one thread runs [0, n) in one call); a thread held up inside a
+// range leaves the rest to the others.
+TEST(ThreadPoolTest, ParallelForDynamicCoversTheRangeInFixedChunks) {
+  const int64_t sizes[] = {0, 1, 2, 7, 64, 97, 1000, 4099};
+  const int64_t chunks[] = {0, 1, 3, 16, 64, 5000};
+  for (const int n_threads : kPoolSizes) {
+    ThreadPool pool(n_threads);
+    for (const int64_t n : sizes) {
+      for (const int64_t chunk : chunks) {
+        const int64_t step = n_threads == 1 ? std::max<int64_t>(n, 1) : std::max<int64_t>(chunk, 1);
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> calls{0};
+        std::atomic<bool> bad_range{false};
+        pool.parallel_for_dynamic(
+            n,
+            [&](int64_t begin, int64_t end) {
+              calls.fetch_add(1);
+              const bool whole = end - begin == step || end == n;
+              if (!(0 <= begin && begin < end && end <= n && begin % step == 0 && whole))
+                bad_range = true;
+              for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+            },
+            chunk);
+        ASSERT_FALSE(bad_range.load()) << "pool " << n_threads << " n " << n << " chunk " << chunk;
+        ASSERT_EQ(calls.load(), (n + step - 1) / step) << "one call per chunk";
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "element " << i;
+      }
+    }
+  }
+  // The caller stuck in the first range it takes: the worker takes every remaining one (had the
+  // worker taken all 64 before the caller asked, the caller takes none).
+  ThreadPool pool(2);
+  std::atomic<int> stuck_calls{0};
+  std::atomic<int> done{0};
+  const std::thread::id caller = std::this_thread::get_id();
+  pool.parallel_for_dynamic(
+      64,
+      [&](int64_t, int64_t) {
+        if (std::this_thread::get_id() == caller) {
+          stuck_calls.fetch_add(1);
+          while (done.load() < 63) std::this_thread::yield();
+          return;
+        }
+        done.fetch_add(1);
+      },
+      1);
+  EXPECT_LE(stuck_calls.load(), 1);
+  EXPECT_EQ(stuck_calls.load() + done.load(), 64);
 }
 
 TEST(ThreadPoolTest, ParallelForUsesEveryThreadWhenThereIsEnoughWork) {

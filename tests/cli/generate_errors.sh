@@ -108,6 +108,20 @@ else
   echo "FAIL good run"; cat "$work/err.txt"; failures=$((failures + 1))
 fi
 
+# Q4_0 weights: --json names the layout the CPU multiplies them in (q4_0x8 where the table
+# repacks, q4_0 elsewhere); --no-repack keeps q4_0 everywhere, with the same greedy tokens.
+q4=$("$make_model" --preset tiny --format gguf --quant q4_0 --out "$work/q4" 2> /dev/null)
+if "$generate" --model-path "$q4" --prompt-ids 1,2,3 -n 6 --greedy --json -q > "$work/packed.txt" 2> "$work/err.txt" &&
+  "$generate" --model-path "$q4" --prompt-ids 1,2,3 -n 6 --greedy --json -q --no-repack > "$work/plain.txt" 2>> "$work/err.txt" &&
+  tail -n 1 "$work/packed.txt" | grep -Eq '"weight_layout":"q4_0(x8)?"' &&
+  tail -n 1 "$work/plain.txt" | grep -q '"weight_layout":"q4_0"' &&
+  [ "$(tail -n 1 "$work/packed.txt" | grep -o '"tokens":\[[0-9,]*\]')" = \
+    "$(tail -n 1 "$work/plain.txt" | grep -o '"tokens":\[[0-9,]*\]')" ]; then
+  echo "ok   q4_0 repacked and as stored"; passes=$((passes + 1))
+else
+  echo "FAIL q4_0 repacked and as stored"; cat "$work/err.txt"; failures=$((failures + 1))
+fi
+
 # Text in and out, the chat template, and an interactive session fed on stdin.
 if "$generate" --model-path "$work/hf" --prompt "Hello there" -n 3 --greedy --json > "$work/out.txt" 2> "$work/err.txt" &&
   tail -n 1 "$work/out.txt" | grep -q '"text":'; then
