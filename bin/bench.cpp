@@ -492,13 +492,13 @@ int run(int argc, char** argv) {
       // The model is loaded (and converted) once per backend, with the first thread count's
       // backend; the other thread counts run the same weights through backends of their own.
       const bool peak_is_per_model = reset_peak_rss();
-      auto load_backend =
-          edgelm::create_backend(
+      auto load_backend = edgelm::create_backend(
           backend_name, {.n_threads = threads[0], .cpus = cpus, .repack_weights = !no_repack});
       const auto load_start = Clock::now();
       edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *load_backend, load_options);
       const double load_s = seconds_since(load_start);
-      const ModelSummary summary = summarize(loaded.weights, loaded.weight_type, loaded.config.tie_word_embeddings);
+      const ModelSummary summary =
+          summarize(loaded.weights, loaded.weight_type, loaded.config.tie_word_embeddings);
       const std::string model_name = std::filesystem::path(model_path).filename().string();
       std::fprintf(stderr, "bench: loaded %s (%s, %s, %s) in %.2f s\n", model_name.c_str(),
                    loaded.format.c_str(), summary.type.c_str(),
@@ -516,10 +516,8 @@ int run(int argc, char** argv) {
         std::unique_ptr<edgelm::Backend> own_backend;
         edgelm::Backend* backend = load_backend.get();
         if (ti > 0) {
-          own_backend =
-              edgelm::create_backend(backend_name, {.n_threads = n_threads,
-                                                    .cpus = cpus,
-                                                    .repack_weights = !no_repack});
+          own_backend = edgelm::create_backend(
+              backend_name, {.n_threads = n_threads, .cpus = cpus, .repack_weights = !no_repack});
           backend = own_backend.get();
         }
         edgelm::LlamaModel model(*backend, loaded.config, loaded.weights, chunk);

@@ -267,9 +267,8 @@ int run(int argc, char** argv) {
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
   const edgelm::DType weight_type = loaded.weight_type;
   // How the backend holds the projections: the weight type, or a repacked layout of it.
-  const edgelm::DType weight_layout = loaded.weights.layers.empty()
-                                          ? weight_type
-                                          : loaded.weights.layers[0].w_gate.dtype();
+  const edgelm::DType weight_layout =
+      loaded.weights.layers.empty() ? weight_type : loaded.weights.layers[0].w_gate.dtype();
   const std::string format = loaded.format;
   edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
   edgelm::KvCache cache = model.make_cache(max_seq_len, kv_type);

@@ -32,7 +32,7 @@ static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes (GGML layout
 // groups follow in row order, so the record for (g, b) is at index g·(K/32) + b.
 inline constexpr int kQ4_0x8Rows = 8;
 struct BlockQ4_0x8 {
-  uint16_t d[kQ4_0x8Rows];                          // scales of the 8 rows, IEEE half
+  uint16_t d[kQ4_0x8Rows];                       // scales of the 8 rows, IEEE half
   uint8_t qs[kQ4_0x8Rows * kQ4_0BlockSize / 2];  // [4 chunks][8 rows][4 bytes]
 };
 static_assert(sizeof(BlockQ4_0x8) == kQ4_0x8Rows * sizeof(BlockQ4_0), "same bytes as Q4_0");

@@ -418,9 +418,8 @@ GgmlType ggml_from_dtype(DType dtype) {
     case DType::Count:
       break;
   }
-  EDGELM_FAIL("[gguf] no GGML type for dtype ", static_cast<int>(dtype) < kDTypeCount
-                                                    ? dtype_name(dtype)
-                                                    : "(invalid)");
+  EDGELM_FAIL("[gguf] no GGML type for dtype ",
+              static_cast<int>(dtype) < kDTypeCount ? dtype_name(dtype) : "(invalid)");
 }
 
 // ---- Values ---------------------------------------------------------------------------------

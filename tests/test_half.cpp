@@ -345,9 +345,12 @@ TEST(DTypeTest, InfoDescribesEachType) {
     int64_t row_group = 1;
   };
   const Expected table[] = {
-      {DType::F32, "f32", 1, 4, false, true},     {DType::F16, "f16", 1, 2, false, true},
-      {DType::BF16, "bf16", 1, 2, false, true},   {DType::Q8_0, "q8_0", 32, 34, true, false},
-      {DType::Q4_0, "q4_0", 32, 18, true, false}, {DType::I32, "i32", 1, 4, false, false},
+      {DType::F32, "f32", 1, 4, false, true},
+      {DType::F16, "f16", 1, 2, false, true},
+      {DType::BF16, "bf16", 1, 2, false, true},
+      {DType::Q8_0, "q8_0", 32, 34, true, false},
+      {DType::Q4_0, "q4_0", 32, 18, true, false},
+      {DType::I32, "i32", 1, 4, false, false},
       {DType::Q4_0x8, "q4_0x8", 32, 18, true, false, 8},
   };
   static_assert(std::size(table) == kDTypeCount, "one row per DType");

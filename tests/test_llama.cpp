@@ -224,7 +224,8 @@ INSTANTIATE_TEST_SUITE_P(Presets, MadeModel,
 // Quantized weights stay close to F32: mean KL divergence of the next-token distributions and
 // top-1 agreement over a sequence, for Q8_0 and Q4_0 (quantized on load from the F32 file).
 TEST(QuantizedWeights, StayWithinBoundsOfF32) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("edgelm_quant_tiny_long_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_quant_tiny_long_" + std::to_string(::getpid()));
   const std::string path = make_model({.preset = "tiny-long",
                                        .format = "hf",
                                        .quant = DType::F32,
@@ -288,13 +289,17 @@ TEST(QuantizedWeights, StayWithinBoundsOfF32) {
 // and logits equal up to float summation order (both kernels round activations to 8 bits the same
 // way; measured ~1e-7 relative). Where the table keeps Q4_0 (portable, NEON) both loads are equal.
 TEST(RepackedWeights, GiveTheSameTokensAsTheStoredLayout) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("edgelm_repack_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_repack_" + std::to_string(::getpid()));
   cpu::CpuBackend repacking(cpu::CpuOptions{.n_threads = 2});
   cpu::CpuBackend stored(cpu::CpuOptions{.n_threads = 2, .repack_weights = false});
   const DType layout = repacking.kernels().q4_0_matmul_layout;
   for (const char* preset : {"tiny", "tiny-odd-heads"}) {
-    const std::string path = make_model(
-        {.preset = preset, .format = "gguf", .quant = DType::Q4_0, .seed = 4, .out_dir = dir.string()});
+    const std::string path = make_model({.preset = preset,
+                                         .format = "gguf",
+                                         .quant = DType::Q4_0,
+                                         .seed = 4,
+                                         .out_dir = dir.string()});
     LoadedModel packed_load = load_llama(path, repacking);
     LoadedModel stored_load = load_llama(path, stored);
     EXPECT_EQ(packed_load.weight_type, DType::Q4_0);

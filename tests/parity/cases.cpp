@@ -134,8 +134,8 @@ void matmul_cases(std::vector<OpCase>& cases) {
   // Q4_0x8 holds whole groups of eight rows: N = 8, 16, 24, 64 (one to eight groups, split
   // between threads on group boundaries), with the same M tails and K lengths as above.
   for (MatmulShape s : {MatmulShape{1, 8, 32}, MatmulShape{1, 16, 96}, MatmulShape{5, 24, 64},
-                        MatmulShape{4, 32, 288}, MatmulShape{17, 16, 160},
-                        MatmulShape{33, 64, 256}, MatmulShape{1, 64, 1024}}) {
+                        MatmulShape{4, 32, 288}, MatmulShape{17, 16, 160}, MatmulShape{33, 64, 256},
+                        MatmulShape{1, 64, 1024}}) {
     add_matmul_case(cases, DType::Q4_0x8, s);
   }
 }
@@ -324,12 +324,15 @@ Expected attention_reference(const AttentionShape& s, const Context& ctx) {
 
 void attention_cases(std::vector<OpCase>& cases) {
   const AttentionShape shapes[] = {
-      {1, 4, 2, 37, 64, true, 0, "decode"},   {7, 6, 3, 7, 32, true, 3, "prefill"},
-      {5, 8, 8, 21, 16, false, 0, "evicted"}, {1, 32, 8, 129, 64, true, 0, "decode"},
+      {1, 4, 2, 37, 64, true, 0, "decode"},
+      {7, 6, 3, 7, 32, true, 3, "prefill"},
+      {5, 8, 8, 21, 16, false, 0, "evicted"},
+      {1, 32, 8, 129, 64, true, 0, "decode"},
       {33, 2, 1, 40, 8, true, 0, "evicted"},
       // A long cache: backends that split the slots of one query (flash decoding, OpenCL: 256
       // slots per split) combine several partial softmaxes here.
-      {1, 8, 2, 700, 64, true, 0, "decode"},  {3, 4, 2, 600, 32, true, 1, "evicted"},
+      {1, 8, 2, 700, 64, true, 0, "decode"},
+      {3, 4, 2, 600, 32, true, 1, "evicted"},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
     for (const AttentionShape& s : shapes) {

@@ -200,8 +200,7 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
   const auto* weights = static_cast<const typename Weights::Element*>(w);
   // Whole 3-row tiles per chunk: a chunk of 32 rows left 2 rows to the 4 x 1 tile, which took
   // 18 % of F16 prefill time.
-  const int64_t chunk =
-      (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + 2) / 3 * 3;
+  const int64_t chunk = (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + 2) / 3 * 3;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     int64_t m = 0;
