@@ -84,6 +84,15 @@ Tensor for_matmul(Backend& backend, const Tensor& weight) {
   return packed;
 }
 
+// Once a matrix no longer points at its bytes in a file mapping (converted, unpermuted or
+// repacked), those pages leave the resident set (MappedFile::release), so the model is not
+// resident twice; reading them again (the embedding rows of a tied, repacked output) faults them
+// back in.
+void release_if_copied(const MappedFile& file, const uint8_t* stored, size_t nbytes,
+                       const Tensor& loaded) {
+  if (loaded.raw() != stored) file.release(stored, nbytes);
+}
+
 Shape matrix(int64_t rows, int64_t cols) {
   return {rows, cols};
 }
@@ -125,12 +134,10 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
   auto load_matrix = [&](const std::string& name, Shape shape) {
     return convert(backend, raw(name, shape), matrix_type, name, dir);
   };
-  // A matrix copied out of the mapping (converted or repacked) gives its pages there back to the
-  // system, so the model is not resident twice (MappedFile::release).
   auto load_projection = [&](const std::string& name, Shape shape) {
     Tensor loaded_matrix = for_matmul(backend, load_matrix(name, shape));
     const SafetensorsTensor& stored = st.get(name);
-    if (loaded_matrix.raw() != stored.data) stored.file->release(stored.data, stored.nbytes);
+    release_if_copied(*stored.file, stored.data, stored.nbytes, loaded_matrix);
     return loaded_matrix;
   };
   auto load_norm = [&](const std::string& name) {
@@ -143,7 +150,7 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
   if (c.tie_word_embeddings) {
     w.output = for_matmul(backend, w.embedding);
     const SafetensorsTensor& stored = st.get("model.embed_tokens.weight");
-    if (w.output.raw() != stored.data) stored.file->release(stored.data, stored.nbytes);
+    release_if_copied(*stored.file, stored.data, stored.nbytes, w.output);
   } else {
     w.output = load_projection("lm_head.weight", matrix(c.vocab_size, c.hidden_size));
   }
@@ -219,12 +226,10 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, const LoadOptio
   auto load_norm = [&](const std::string& name) {
     return convert(backend, raw(name, {c.hidden_size}), DType::F32, name, path);
   };
-  // A matrix copied out of the mapping (unpermuted, converted or repacked) gives its pages there
-  // back to the system, so the model is not resident twice (MappedFile::release).
   auto load_projection = [&](const std::string& name, Shape shape, bool permuted) {
     Tensor loaded_matrix = for_matmul(backend, load_matrix(name, shape, permuted));
     const GgufTensor* stored = gguf.find_tensor(name);
-    if (loaded_matrix.raw() != stored->data) stored->file->release(stored->data, stored->nbytes);
+    release_if_copied(*stored->file, stored->data, stored->nbytes, loaded_matrix);
     return loaded_matrix;
   };
 
@@ -234,7 +239,7 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, const LoadOptio
   if (c.tie_word_embeddings) {
     w.output = for_matmul(backend, w.embedding);
     const GgufTensor* stored = gguf.find_tensor("token_embd.weight");
-    if (w.output.raw() != stored->data) stored->file->release(stored->data, stored->nbytes);
+    release_if_copied(*stored->file, stored->data, stored->nbytes, w.output);
   } else {
     w.output = load_projection("output.weight", matrix(c.vocab_size, c.hidden_size), false);
   }
