@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "backends/cpu/attention_view.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/portable/portable.h"
 #include "core/error.h"
@@ -166,6 +167,25 @@ bool cpu_has_dotprod() {
 
 }  // namespace
 
+AttentionView attention_view(const AttentionArgs& args) {
+  AttentionView view{};
+  view.q = args.q.data<float>();
+  view.k = args.k.raw();
+  view.v = args.v.raw();
+  view.q_pos = args.q_pos.data<int32_t>();
+  view.kv_pos = args.kv_pos.data<int32_t>();
+  view.out = args.out.data<float>();
+  view.mass = args.mass.defined() ? args.mass.data<float>() : nullptr;
+  view.n_queries = args.q.dim(0);
+  view.n_heads = args.q.dim(1);
+  view.head_dim = args.q.dim(2);
+  view.n_slots = args.k.dim(0);
+  view.n_kv_heads = args.k.dim(1);
+  view.mass_first_query = args.mass_first_query;
+  view.scale = args.scale;
+  return view;
+}
+
 const KernelTable& portable_kernels() {
   static const KernelTable table = make_portable_table();
   return table;
@@ -212,25 +232,6 @@ const KernelTable& select_kernels(const std::string& isa) {
 
 // Helpers for the x86 kernel files, compiled here without ISA flags (see x86.h).
 namespace x86 {
-
-AttentionView attention_view(const AttentionArgs& args) {
-  AttentionView view{};
-  view.q = args.q.data<float>();
-  view.k = args.k.raw();
-  view.v = args.v.raw();
-  view.q_pos = args.q_pos.data<int32_t>();
-  view.kv_pos = args.kv_pos.data<int32_t>();
-  view.out = args.out.data<float>();
-  view.mass = args.mass.defined() ? args.mass.data<float>() : nullptr;
-  view.n_queries = args.q.dim(0);
-  view.n_heads = args.q.dim(1);
-  view.head_dim = args.q.dim(2);
-  view.n_slots = args.k.dim(0);
-  view.n_kv_heads = args.k.dim(1);
-  view.mass_first_query = args.mass_first_query;
-  view.scale = args.scale;
-  return view;
-}
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include <new>
 
 #include "backends/cpu/arm/arm.h"
+#include "backends/cpu/attention_view.h"
 #include "backends/cpu/arm/neon_quant_matmul.h"
 #include "core/quant.h"
 
@@ -20,6 +21,7 @@ namespace edgelm::cpu {
 namespace {
 
 using arm::Scratch;
+using arm::scratch;
 
 float bf16_to_float(uint16_t bits) {
   const uint32_t widened = static_cast<uint32_t>(bits) << 16;
@@ -226,19 +228,17 @@ void scale_in_place(float* p, float factor, int64_t n) {
 }
 
 struct F32Cache {
-  using Element = float;
   // A row of the cache as floats: the row itself.
-  static const float* row(const float* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
-    return cache + offset;
+  static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
+    return static_cast<const float*>(cache) + offset;
   }
 };
 
 struct F16Cache {
-  using Element = uint16_t;
   // A row of the cache as floats, converted into `buffer` once and reused by every query head of
   // the group.
-  static const float* row(const uint16_t* cache, int64_t offset, int64_t n, float* buffer) {
-    const uint16_t* half = cache + offset;
+  static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
+    const uint16_t* half = static_cast<const uint16_t*>(cache) + offset;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) vst1q_f32(buffer + i, F16Weights::load4(half + i));
     for (; i < n; ++i) buffer[i] = half_to_float(half[i]);
@@ -246,92 +246,7 @@ struct F16Cache {
   }
 };
 
-// As f32_attention__portable, in float: per kv head g, each query's group of heads scores every
-// visible slot (reading each K row once for the whole group), takes a softmax, and sums V rows
-// (read once per group as well) weighted by it.
-template <class Cache>
-void attention_groups(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  using Element = typename Cache::Element;
-  const float* q = args.q.data<float>();                // [n_queries, n_heads, head_dim]
-  const Element* k = args.k.data<Element>();            // [n_slots, n_kv_heads, head_dim]
-  const Element* v = args.v.data<Element>();            // [n_slots, n_kv_heads, head_dim]
-  const int32_t* q_pos = args.q_pos.data<int32_t>();    // [n_queries]
-  const int32_t* kv_pos = args.kv_pos.data<int32_t>();  // [n_slots, n_kv_heads]
-  float* out = args.out.data<float>();                  // [n_queries, n_heads, head_dim]
-  float* mass = args.mass.defined() ? args.mass.data<float>() : nullptr;  // [n_kv_heads, n_slots]
-  const int64_t n_queries = args.q.dim(0);
-  const int64_t n_heads = args.q.dim(1);
-  const int64_t head_dim = args.q.dim(2);
-  const int64_t n_slots = args.k.dim(0);
-  const int64_t n_kv_heads = args.k.dim(1);
-  const int64_t group_size = n_heads / n_kv_heads;
-  constexpr float kMasked = -INFINITY;
-
-  // scores [group_size, n_slots], group_mass [n_slots], head_max [group_size]
-  auto* scores = static_cast<float*>(
-      arm::scratch(Scratch::kScores,
-                   sizeof(float) * static_cast<size_t>((group_size + 1) * n_slots + group_size)));
-  float* group_mass = scores + group_size * n_slots;
-  float* head_max = group_mass + n_slots;
-  // accumulators [group_size, head_dim], K row and V row buffers [head_dim] each
-  auto* accumulators = static_cast<float*>(arm::scratch(
-      Scratch::kAccumulators, sizeof(float) * static_cast<size_t>((group_size + 2) * head_dim)));
-  float* k_buffer = accumulators + group_size * head_dim;
-  float* v_buffer = k_buffer + head_dim;
-
-  for (int64_t g = group_begin; g < group_end; ++g) {
-    std::memset(group_mass, 0, sizeof(float) * static_cast<size_t>(n_slots));
-    const int64_t first_head = g * group_size;
-    for (int64_t i = 0; i < n_queries; ++i) {
-      const int32_t position = q_pos[i];
-      const float* q_group = q + (i * n_heads + first_head) * head_dim;  // [group_size, head_dim]
-      for (int64_t h = 0; h < group_size; ++h) head_max[h] = kMasked;
-      for (int64_t s = 0; s < n_slots; ++s) {
-        if (kv_pos[s * n_kv_heads + g] > position) {
-          for (int64_t h = 0; h < group_size; ++h) scores[h * n_slots + s] = kMasked;
-          continue;
-        }
-        const float* k_row = Cache::row(k, (s * n_kv_heads + g) * head_dim, head_dim, k_buffer);
-        for (int64_t h = 0; h < group_size; ++h) {
-          const float score = dot(q_group + h * head_dim, k_row, head_dim) * args.scale;
-          scores[h * n_slots + s] = score;
-          if (score > head_max[h]) head_max[h] = score;
-        }
-      }
-      for (int64_t h = 0; h < group_size; ++h) {
-        float* out_row = out + (i * n_heads + first_head + h) * head_dim;
-        if (head_max[h] == kMasked) {  // nothing visible: zeros, and no mass
-          std::memset(out_row, 0, sizeof(float) * static_cast<size_t>(head_dim));
-          continue;
-        }
-        float* p = scores + h * n_slots;
-        const float total = exp_shifted(p, n_slots, head_max[h]);
-        scale_in_place(p, 1.0f / total, n_slots);
-        std::memset(accumulators + h * head_dim, 0, sizeof(float) * static_cast<size_t>(head_dim));
-      }
-      for (int64_t s = 0; s < n_slots; ++s) {
-        if (kv_pos[s * n_kv_heads + g] > position) continue;
-        const float* v_row = nullptr;
-        for (int64_t h = 0; h < group_size; ++h) {
-          const float weight = scores[h * n_slots + s];
-          if (head_max[h] == kMasked || weight == 0.0f) continue;
-          if (v_row == nullptr)
-            v_row = Cache::row(v, (s * n_kv_heads + g) * head_dim, head_dim, v_buffer);
-          axpy(accumulators + h * head_dim, weight, v_row, head_dim);
-        }
-      }
-      for (int64_t h = 0; h < group_size; ++h) {
-        if (head_max[h] == kMasked) continue;
-        std::memcpy(out + (i * n_heads + first_head + h) * head_dim, accumulators + h * head_dim,
-                    sizeof(float) * static_cast<size_t>(head_dim));
-        if (i >= args.mass_first_query) accumulate(group_mass, scores + h * n_slots, n_slots);
-      }
-    }
-    if (mass != nullptr) {
-      std::memcpy(mass + g * n_slots, group_mass, sizeof(float) * static_cast<size_t>(n_slots));
-    }
-  }
-}
+#include "backends/cpu/simd_attention.inc"
 
 struct ScratchBuffers {
   static constexpr std::align_val_t kAlignment{64};
@@ -424,7 +339,7 @@ void f32_rope__neon(const float* x, float* out, int64_t n_heads, int64_t head_di
                     const float* inv_freq) {
   const int64_t half = head_dim / 2;
   auto* cosines = static_cast<float*>(
-      arm::scratch(Scratch::kRotation, sizeof(float) * 2 * static_cast<size_t>(half)));
+      scratch(Scratch::kRotation, sizeof(float) * 2 * static_cast<size_t>(half)));
   float* sines = cosines + half;
   for (int64_t i = 0; i < half; ++i) {
     const float angle = static_cast<float>(position) * inv_freq[i];

@@ -25,6 +25,7 @@ namespace edgelm::cpu {
 namespace {
 
 using x86::Scratch;
+using x86::scratch;
 
 int64_t min_of(int64_t a, int64_t b) {
   return a < b ? a : b;
@@ -275,7 +276,7 @@ QuantizedX quantize_x(const float* x, int64_t M, int64_t K, int group, bool bias
   const int64_t blocks = K / kBlock;
   // M·K is a multiple of 32, so the scales after the values stay aligned.
   const size_t qs_bytes = static_cast<size_t>(M * K);
-  auto* base = static_cast<char*>(x86::scratch(
+  auto* base = static_cast<char*>(scratch(
       Scratch::kActivations, qs_bytes + static_cast<size_t>(M * blocks) * 2 * sizeof(float)));
   auto* qs = reinterpret_cast<int8_t*>(base);
   auto* scale = reinterpret_cast<float*>(base + qs_bytes);
@@ -614,83 +615,7 @@ struct F16Cache {
   }
 };
 
-// As f32_attention__portable, in float: per kv head g, each query's group of heads scores every
-// visible slot (reading each K row once for the whole group), takes a softmax, and sums V rows
-// (read once per group as well) weighted by it.
-template <class Cache>
-void attention_groups(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  const x86::AttentionView a = x86::attention_view(args);
-  const int64_t group_size = a.n_heads / a.n_kv_heads;
-  const int64_t head_dim = a.head_dim;
-  const int64_t n_slots = a.n_slots;
-  constexpr float kMasked = -INFINITY;
-
-  // scores [group_size, n_slots], group_mass [n_slots], head_max [group_size]
-  auto* scores = static_cast<float*>(
-      x86::scratch(Scratch::kScores,
-                   sizeof(float) * static_cast<size_t>((group_size + 1) * n_slots + group_size)));
-  float* group_mass = scores + group_size * n_slots;
-  float* head_max = group_mass + n_slots;
-  // accumulators [group_size, head_dim], K row and V row buffers [head_dim] each
-  auto* accumulators = static_cast<float*>(x86::scratch(
-      Scratch::kAccumulators, sizeof(float) * static_cast<size_t>((group_size + 2) * head_dim)));
-  float* k_buffer = accumulators + group_size * head_dim;
-  float* v_buffer = k_buffer + head_dim;
-
-  for (int64_t g = group_begin; g < group_end; ++g) {
-    std::memset(group_mass, 0, sizeof(float) * static_cast<size_t>(n_slots));
-    const int64_t first_head = g * group_size;
-    for (int64_t i = 0; i < a.n_queries; ++i) {
-      const int32_t position = a.q_pos[i];
-      const float* q_group =
-          a.q + (i * a.n_heads + first_head) * head_dim;  // [group_size, head_dim]
-      for (int64_t h = 0; h < group_size; ++h) head_max[h] = kMasked;
-      for (int64_t s = 0; s < n_slots; ++s) {
-        if (a.kv_pos[s * a.n_kv_heads + g] > position) {
-          for (int64_t h = 0; h < group_size; ++h) scores[h * n_slots + s] = kMasked;
-          continue;
-        }
-        const float* k_row = Cache::row(a.k, (s * a.n_kv_heads + g) * head_dim, head_dim, k_buffer);
-        for (int64_t h = 0; h < group_size; ++h) {
-          const float score = dot(q_group + h * head_dim, k_row, head_dim) * a.scale;
-          scores[h * n_slots + s] = score;
-          if (score > head_max[h]) head_max[h] = score;
-        }
-      }
-      for (int64_t h = 0; h < group_size; ++h) {
-        float* out_row = a.out + (i * a.n_heads + first_head + h) * head_dim;
-        if (head_max[h] == kMasked) {  // nothing visible: zeros, and no mass
-          std::memset(out_row, 0, sizeof(float) * static_cast<size_t>(head_dim));
-          continue;
-        }
-        float* p = scores + h * n_slots;
-        const float total = exp_shifted(p, n_slots, head_max[h]);
-        scale_in_place(p, 1.0f / total, n_slots);
-        std::memset(accumulators + h * head_dim, 0, sizeof(float) * static_cast<size_t>(head_dim));
-      }
-      for (int64_t s = 0; s < n_slots; ++s) {
-        if (a.kv_pos[s * a.n_kv_heads + g] > position) continue;
-        const float* v_row = nullptr;
-        for (int64_t h = 0; h < group_size; ++h) {
-          const float weight = scores[h * n_slots + s];
-          if (head_max[h] == kMasked || weight == 0.0f) continue;
-          if (v_row == nullptr)
-            v_row = Cache::row(a.v, (s * a.n_kv_heads + g) * head_dim, head_dim, v_buffer);
-          axpy(accumulators + h * head_dim, weight, v_row, head_dim);
-        }
-      }
-      for (int64_t h = 0; h < group_size; ++h) {
-        if (head_max[h] == kMasked) continue;
-        std::memcpy(a.out + (i * a.n_heads + first_head + h) * head_dim,
-                    accumulators + h * head_dim, sizeof(float) * static_cast<size_t>(head_dim));
-        if (i >= a.mass_first_query) accumulate(group_mass, scores + h * n_slots, n_slots);
-      }
-    }
-    if (a.mass != nullptr) {
-      std::memcpy(a.mass + g * n_slots, group_mass, sizeof(float) * static_cast<size_t>(n_slots));
-    }
-  }
-}
+#include "backends/cpu/simd_attention.inc"
 
 }  // namespace
 
@@ -755,7 +680,7 @@ void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_
                       int32_t position, const float* inv_freq) {
   const int64_t half = head_dim / 2;
   auto* cosines = static_cast<float*>(
-      x86::scratch(Scratch::kRotation, sizeof(float) * 2 * static_cast<size_t>(half)));
+      scratch(Scratch::kRotation, sizeof(float) * 2 * static_cast<size_t>(half)));
   float* sines = cosines + half;
   for (int64_t i = 0; i < half; ++i) {
     const float angle = static_cast<float>(position) * inv_freq[i];

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/attention_view.h"
 #include "core/backend.h"
 
 namespace edgelm::cpu {
@@ -61,20 +62,6 @@ void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64
 
 namespace x86 {
 
-// AttentionArgs as plain pointers and sizes (see AttentionArgs for the layouts).
-struct AttentionView {
-  const float* q;         // [n_queries, n_heads, head_dim]
-  const void* k;          // F32|F16 [n_slots, n_kv_heads, head_dim]
-  const void* v;          // same as k
-  const int32_t* q_pos;   // [n_queries]
-  const int32_t* kv_pos;  // [n_slots, n_kv_heads]
-  float* out;             // [n_queries, n_heads, head_dim]
-  float* mass;            // [n_kv_heads, n_slots], or null when not exported
-  int64_t n_queries, n_heads, head_dim, n_slots, n_kv_heads;
-  int64_t mass_first_query;
-  float scale;
-};
-AttentionView attention_view(const AttentionArgs& args);
 
 // Per-thread scratch memory, one growing buffer per slot: a kernel asks for the bytes it needs on
 // every call and gets the same 64-byte aligned buffer back once it is large enough, so steady-state
