@@ -37,9 +37,10 @@ void* host(const Tensor& t, const char* op, const char* role) {
 // parallel_for_dynamic), so a thread slowed by another process or the hypervisor takes fewer of
 // them; each range re-quantizes x in the quantized kernels, so not many more.
 constexpr int64_t kMatmulChunksPerThread = 4;
-// Up to this many rows of x (decode, short steps) matmul is split dynamically; longer prefill
-// chunks keep one range per thread, where quantizing x again per range measured slower
-// (1B Q4_0 pp128, 2 threads: ~10 %).
+// Up to this many rows of x (decode, short steps) matmul is split dynamically. Longer prefill
+// chunks keep one range per thread: every range of a quantized kernel quantizes x again, and
+// alternating A/B runs of a dynamic prefill split (1B Q4_0 and Q8_0 pp128, 2 threads) showed no
+// difference beyond the VM's +-10 % noise.
 constexpr int64_t kDynamicMatmulRows = 4;
 
 // Rows of a [rows, n] problem per task: enough work per task to amortise a dispatch.
