@@ -81,7 +81,7 @@ class Backend {
 
   // The dtype this backend multiplies `dtype` weight matrices fastest in, when that is a repacked
   // layout of the same values (the CPU's Q4_0 -> Q4_0x8); the loader repacks matmul weights to it
-  // (repack_weight in models/). Default: `dtype` itself, used in place.
+  // (for_matmul in models/loader.cpp). Default: `dtype` itself, used in place.
   virtual DType matmul_weight_type(DType dtype) const { return dtype; }
 
   // Waits until all work submitted so far has finished and its results are visible through

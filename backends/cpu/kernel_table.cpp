@@ -85,9 +85,8 @@ KernelTable make_avx512_table() {
   table.matmul[at(DType::BF16)] = bf16_matmul__avx512;
   table.matmul[at(DType::Q8_0)] = q8_0_matmul__avx512;
   table.matmul[at(DType::Q4_0)] = q4_0_matmul__avx512;
-  // The AVX2 kernel (AVX-512 adds nothing it needs: the record is 256 bits per chunk).
-  // Offered but not chosen: Q4_0 stays in place until Q4_0x8 is measured against the VNNI Q4_0
-  // kernel on an AVX-512 machine (performance.md).
+  // The AVX2 Q4_0x8 kernel (no AVX-512 one is written), offered but not chosen: Q4_0 stays in
+  // place until Q4_0x8 is measured against the VNNI Q4_0 kernel on an AVX-512 machine.
   table.matmul[at(DType::Q4_0x8)] = q4_0x8_matmul__avx2;
   table.attention[at(DType::F32)] = f32_attention__avx512;
   table.attention[at(DType::F16)] = f16_attention__avx512;
