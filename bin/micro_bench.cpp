@@ -1,7 +1,8 @@
 // micro_bench: Google Benchmark over the CPU kernel tables (every table this CPU can run, from
 // available_kernel_tables()) at Llama-3.2-1B and 3B shapes: matmul as decode GEMV (M=1) and
 // prefill GEMM (M=64, 512) for F32/F16/Q8_0/Q4_0 weights, rms_norm, softmax, silu_mul, rope and
-// decode attention over an F16 KV cache. Ops run through a CpuBackend built for one table and
+// attention over an F16 KV cache (one decode query, and a 64-query prefill chunk under the causal
+// mask). Ops run through a CpuBackend built for one table and
 // thread count, so the numbers include the backend's thread split, as in the model. Eigen's GEMM
 // (y = x * W^T on the same F32 matrices, one thread, built with the project's compiler flags) runs
 // beside ours for the dense F32 prefill shapes; its label names the SIMD it was compiled for.
@@ -15,6 +16,7 @@
 // time is wall-clock, as work is split over threads), e.g.
 //   matmul/avx512/q4_0/1b.ffn_up.8192x2048/M1/t1     matmul/eigen/f32/1b.attn_qo.2048x2048/M512/t1
 //   attention/avx2/f16/1b.h32kv8d64/slots2048/t1     rms_norm/portable/f32/1b.2048/rows64/t1
+//   attention/avx2/f16/1b.h32kv8d64/q64.slots512/t1
 //
 // The default set is a curated slice that runs in under two minutes (1m46s on the 2-vCPU dev VM);
 // --full registers the whole
@@ -401,30 +403,38 @@ void register_row_ops(const std::vector<std::string>& isas, bool full) {
 
 // ---- attention ----
 
-// One decode query (all heads) over `slots` cached keys and values.
+// `queries` queries (all heads) over `slots` cached keys and values: one decode step (1), or the
+// last prefill chunk of a prompt of `slots` tokens (the causal mask: query j sees slots up to its
+// own position).
 void run_attention(benchmark::State& state, const ModelShape& m, DType kv_type, int64_t slots,
-                   const std::string& isa, int threads) {
+                   int64_t queries, const std::string& isa, int threads) {
   guarded(state, [&] {
     edgelm::cpu::CpuBackend& backend = backend_for(isa, threads);
     edgelm::AttentionArgs args;
-    args.q = random_tensor(DType::F32, {1, m.n_heads, m.head_dim}, 1);
+    args.q = random_tensor(DType::F32, {queries, m.n_heads, m.head_dim}, 1);
     args.k = random_tensor(kv_type, {slots, m.n_kv_heads, m.head_dim}, 2);
     args.v = random_tensor(kv_type, {slots, m.n_kv_heads, m.head_dim}, 3);
-    args.q_pos = Tensor::empty(memory(), DType::I32, {1});
-    args.q_pos.data<int32_t>()[0] = static_cast<int32_t>(slots);
+    args.q_pos = Tensor::empty(memory(), DType::I32, {queries});
+    const int64_t first = queries == 1 ? slots : slots - queries;
+    double visible = 0.0;  // (query, slot) pairs inside the mask
+    for (int64_t j = 0; j < queries; ++j) {
+      args.q_pos.data<int32_t>()[j] = static_cast<int32_t>(first + j);
+      visible += static_cast<double>(std::min(slots, first + j + 1));
+    }
     args.kv_pos = Tensor::empty(memory(), DType::I32, {slots, m.n_kv_heads});
     for (int64_t s = 0; s < slots; ++s) {
       for (int64_t g = 0; g < m.n_kv_heads; ++g) {
         args.kv_pos.data<int32_t>()[s * m.n_kv_heads + g] = static_cast<int32_t>(s);
       }
     }
-    args.out = Tensor::empty(memory(), DType::F32, {1, m.n_heads, m.head_dim});
+    args.out = Tensor::empty(memory(), DType::F32, {queries, m.n_heads, m.head_dim});
     args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m.head_dim)));
     for (auto _ : state) backend.attention(args);
     const double kv_bytes = static_cast<double>(args.k.nbytes() + args.v.nbytes());
     const double q_bytes = static_cast<double>(args.q.nbytes() + args.out.nbytes());
-    // q.k and p.v: two multiply-adds per (head, slot, element).
-    set_rates(state, kv_bytes + q_bytes, 4.0 * static_cast<double>(m.n_heads * slots * m.head_dim));
+    // q.k and p.v: two multiply-adds per (head, visible slot, element).
+    set_rates(state, kv_bytes + q_bytes,
+              4.0 * static_cast<double>(m.n_heads * m.head_dim) * visible);
   });
 }
 
@@ -438,15 +448,20 @@ void register_attention(const std::vector<std::string>& isas, bool full) {
         for (const std::string& isa : isas) {
           for (int threads : {1, 2}) {
             if (threads == 2 && !full && (isa != best || slots != 2048)) continue;
-            benchmark::RegisterBenchmark(
-                edgelm::str_cat("attention/", isa, "/", edgelm::dtype_name(kv_type), "/", m->tag,
-                                ".h", m->n_heads, "kv", m->n_kv_heads, "d", m->head_dim, "/slots",
-                                slots, "/t", threads)
-                    .c_str(),
-                [m, kv_type, slots, isa, threads](benchmark::State& state) {
-                  run_attention(state, *m, kv_type, slots, isa, threads);
-                })
-                ->UseRealTime();
+            // Decode (one query), and the last 64-token prefill chunk of a prompt of `slots`.
+            for (int64_t queries : {int64_t{1}, int64_t{64}}) {
+              if (queries > 1 && threads == 2 && !full) continue;
+              benchmark::RegisterBenchmark(
+                  edgelm::str_cat("attention/", isa, "/", edgelm::dtype_name(kv_type), "/", m->tag,
+                                  ".h", m->n_heads, "kv", m->n_kv_heads, "d", m->head_dim, "/",
+                                  queries > 1 ? edgelm::str_cat("q", queries, ".") : "", "slots",
+                                  slots, "/t", threads)
+                      .c_str(),
+                  [m, kv_type, slots, queries, isa, threads](benchmark::State& state) {
+                    run_attention(state, *m, kv_type, slots, queries, isa, threads);
+                  })
+                  ->UseRealTime();
+            }
           }
         }
       }

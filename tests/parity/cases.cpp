@@ -333,6 +333,11 @@ void attention_cases(std::vector<OpCase>& cases) {
       // slots per split) combine several partial softmaxes here.
       {1, 8, 2, 700, 64, true, 0, "decode"},
       {3, 4, 2, 600, 32, true, 1, "evicted"},
+      // Enough queries for the SIMD tables' prefill path (two GEMMs per kv head, blocks of about
+      // 64 query heads): several blocks and a partial one, slots no query sees, GQA groups of 4
+      // and 3, and queries that see nothing.
+      {70, 8, 2, 100, 64, true, 5, "prefill"},
+      {20, 12, 4, 57, 128, false, 0, "evicted"},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
     for (const AttentionShape& s : shapes) {

@@ -8,6 +8,7 @@
 // neon_dotprod.cpp has to keep to itself (see arm.h).
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -203,6 +204,16 @@ void accumulate(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
+// The largest of p[0..n), -inf when n is 0.
+float array_max(const float* p, int64_t n) {
+  float32x4_t max_vector = vdupq_n_f32(-INFINITY);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) max_vector = vmaxq_f32(max_vector, vld1q_f32(p + i));
+  float result = vmaxvq_f32(max_vector);
+  for (; i < n; ++i) result = p[i] > result ? p[i] : result;
+  return result;
+}
+
 // p[i] = e^(p[i] - max) for i < n; returns Σ p[i]. Masked entries (-inf) become 0.
 float exp_shifted(float* p, int64_t n, float max_value) {
   const float32x4_t shift = vdupq_n_f32(max_value);
@@ -371,11 +382,8 @@ void f32_rope__neon(const float* x, float* out, int64_t n_heads, int64_t head_di
 }
 
 void f32_softmax__neon(const float* x, float* y, int64_t n) {
-  float32x4_t max_vector = vdupq_n_f32(-INFINITY);
+  const float max_value = array_max(x, n);
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) max_vector = vmaxq_f32(max_vector, vld1q_f32(x + i));
-  float max_value = vmaxvq_f32(max_vector);
-  for (; i < n; ++i) max_value = x[i] > max_value ? x[i] : max_value;
   // y may alias x: each element is read before its own store.
   const float32x4_t shift = vdupq_n_f32(max_value);
   float32x4_t total = vdupq_n_f32(0.0f);

@@ -6,6 +6,7 @@
 // Nothing here calls an inline or template function from a shared header (see x86.h).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -616,6 +617,16 @@ void accumulate(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
+// The largest of p[0..n), -inf when n is 0.
+float array_max(const float* p, int64_t n) {
+  __m256 max_vector = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) max_vector = _mm256_max_ps(max_vector, _mm256_loadu_ps(p + i));
+  float result = hmax(max_vector);
+  for (; i < n; ++i) result = p[i] > result ? p[i] : result;
+  return result;
+}
+
 // p[i] = e^(p[i] - max) for i < n; returns Σ p[i]. Masked entries (-inf) become 0.
 float exp_shifted(float* p, int64_t n, float max_value) {
   const __m256 shift = _mm256_set1_ps(max_value);
@@ -762,11 +773,8 @@ void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_di
 }
 
 void f32_softmax__avx2(const float* x, float* y, int64_t n) {
-  __m256 max_vector = _mm256_set1_ps(-INFINITY);
+  const float max_value = array_max(x, n);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) max_vector = _mm256_max_ps(max_vector, _mm256_loadu_ps(x + i));
-  float max_value = hmax(max_vector);
-  for (; i < n; ++i) max_value = x[i] > max_value ? x[i] : max_value;
   // y may alias x: each element is read before its own store.
   const __m256 shift = _mm256_set1_ps(max_value);
   __m256 total = _mm256_setzero_ps();
