@@ -176,25 +176,41 @@ struct NeonDot {
 // ---------------------------------------------------------------------------------------------
 // Attention
 
-float dot(const float* a, const float* b, int64_t n) {
-  float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 4; ++j)
-      acc[j] = vfmaq_f32(acc[j], vld1q_f32(a + i + 4 * j), vld1q_f32(b + i + 4 * j));
+// y[d] += Σ_{s<n} w[s] · rows[s·stride + d] for d < dim. The sums stay in registers across the
+// rows (y is read and written once per call), in two sets for even and odd s, so sixteen FMA
+// chains hide the FMA latency.
+void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, int64_t n,
+                  int64_t dim) {
+  auto columns = [&]<int V>(int64_t d) {
+    float32x4_t even[V];
+    float32x4_t odd[V];
+    for (int j = 0; j < V; ++j) {
+      even[j] = vld1q_f32(y + d + 4 * j);
+      odd[j] = vdupq_n_f32(0.0f);
+    }
+    int64_t s = 0;
+    for (; s + 2 <= n; s += 2) {
+      const float* r0 = rows + s * stride + d;
+      const float* r1 = r0 + stride;
+      for (int j = 0; j < V; ++j) {
+        even[j] = vfmaq_n_f32(even[j], vld1q_f32(r0 + 4 * j), w[s]);
+        odd[j] = vfmaq_n_f32(odd[j], vld1q_f32(r1 + 4 * j), w[s + 1]);
+      }
+    }
+    if (s < n) {
+      for (int j = 0; j < V; ++j)
+        even[j] = vfmaq_n_f32(even[j], vld1q_f32(rows + s * stride + d + 4 * j), w[s]);
+    }
+    for (int j = 0; j < V; ++j) vst1q_f32(y + d + 4 * j, vaddq_f32(even[j], odd[j]));
+  };
+  int64_t d = 0;
+  for (; d + 32 <= dim; d += 32) columns.template operator()<8>(d);
+  for (; d + 4 <= dim; d += 4) columns.template operator()<1>(d);
+  for (; d < dim; ++d) {
+    float sum = y[d];
+    for (int64_t s = 0; s < n; ++s) sum += w[s] * rows[s * stride + d];
+    y[d] = sum;
   }
-  for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], vld1q_f32(a + i), vld1q_f32(b + i));
-  float sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// y += alpha · x
-void axpy(float* y, float alpha, const float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), alpha));
-  for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
 // y += x
@@ -239,6 +255,7 @@ void scale_in_place(float* p, float factor, int64_t n) {
 }
 
 struct F32Cache {
+  using Element = float;
   // A row of the cache as floats: the row itself.
   static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
     return static_cast<const float*>(cache) + offset;
@@ -246,6 +263,7 @@ struct F32Cache {
 };
 
 struct F16Cache {
+  using Element = uint16_t;
   // A row of the cache as floats, converted into `buffer` once and reused by every query head of
   // the group.
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {

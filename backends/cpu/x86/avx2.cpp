@@ -585,28 +585,44 @@ void q4_0x8_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N
 // ---------------------------------------------------------------------------------------------
 // Attention
 
-float dot(const float* a, const float* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+// y[d] += Σ_{s<n} w[s] · rows[s·stride + d] for d < dim. The sums stay in registers across the
+// rows (y is read and written once per call), in two sets for even and odd s, so eight FMA chains
+// hide the FMA latency.
+void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, int64_t n,
+                  int64_t dim) {
+  auto columns = [&]<int V>(int64_t d) {
+    __m256 even[V];
+    __m256 odd[V];
+    for (int j = 0; j < V; ++j) {
+      even[j] = _mm256_loadu_ps(y + d + 8 * j);
+      odd[j] = _mm256_setzero_ps();
+    }
+    int64_t s = 0;
+    for (; s + 2 <= n; s += 2) {
+      const __m256 w0 = _mm256_broadcast_ss(w + s);
+      const __m256 w1 = _mm256_broadcast_ss(w + s + 1);
+      const float* r0 = rows + s * stride + d;
+      const float* r1 = r0 + stride;
+      for (int j = 0; j < V; ++j) {
+        even[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(r0 + 8 * j), even[j]);
+        odd[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(r1 + 8 * j), odd[j]);
+      }
+    }
+    if (s < n) {
+      const __m256 w0 = _mm256_broadcast_ss(w + s);
+      for (int j = 0; j < V; ++j)
+        even[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(rows + s * stride + d + 8 * j), even[j]);
+    }
+    for (int j = 0; j < V; ++j) _mm256_storeu_ps(y + d + 8 * j, _mm256_add_ps(even[j], odd[j]));
+  };
+  int64_t d = 0;
+  for (; d + 32 <= dim; d += 32) columns.template operator()<4>(d);
+  for (; d + 8 <= dim; d += 8) columns.template operator()<1>(d);
+  for (; d < dim; ++d) {
+    float sum = y[d];
+    for (int64_t s = 0; s < n; ++s) sum += w[s] * rows[s * stride + d];
+    y[d] = sum;
   }
-  for (; i + 8 <= n; i += 8)
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  float sum = hsum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// y += alpha · x
-void axpy(float* y, float alpha, const float* x, int64_t n) {
-  const __m256 a = _mm256_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
 // y += x
@@ -653,6 +669,7 @@ void scale_in_place(float* p, float factor, int64_t n) {
 }
 
 struct F32Cache {
+  using Element = float;
   // A row of the cache as floats: the row itself.
   static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
     return static_cast<const float*>(cache) + offset;
@@ -660,6 +677,7 @@ struct F32Cache {
 };
 
 struct F16Cache {
+  using Element = uint16_t;
   // A row of the cache as floats, converted into `buffer` once and reused by every query head of
   // the group.
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {

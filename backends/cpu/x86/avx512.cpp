@@ -525,39 +525,54 @@ void quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Attention. Head dimensions are 64 or 128 in practice; the loops over head_dim (dot, axpy, the
-// F16 row conversion) take a 256-bit step after the 512-bit ones so that smaller heads (the tests
-// use 8..32) still run vectorised.
+// Attention. Head dimensions are 64 or 128 in practice; the loops over head_dim (weighted_sum,
+// the F16 row conversion) take a 256-bit step after the 512-bit ones so that smaller heads (the
+// tests use 8..32) still run vectorised.
 
-float dot(const float* a, const float* b, int64_t n) {
-  __m512 acc0 = _mm512_setzero_ps();
-  __m512 acc1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+// y[d] += Σ_{s<n} w[s] · rows[s·stride + d] for d < dim. The sums stay in registers across the
+// rows (y is read and written once per call), in two sets for even and odd s, so eight FMA chains
+// hide the FMA latency.
+void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, int64_t n,
+                  int64_t dim) {
+  auto columns = [&]<int V>(int64_t d) {
+    __m512 even[V];
+    __m512 odd[V];
+    for (int j = 0; j < V; ++j) {
+      even[j] = _mm512_loadu_ps(y + d + 16 * j);
+      odd[j] = _mm512_setzero_ps();
+    }
+    int64_t s = 0;
+    for (; s + 2 <= n; s += 2) {
+      const __m512 w0 = _mm512_set1_ps(w[s]);
+      const __m512 w1 = _mm512_set1_ps(w[s + 1]);
+      const float* r0 = rows + s * stride + d;
+      const float* r1 = r0 + stride;
+      for (int j = 0; j < V; ++j) {
+        even[j] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(r0 + 16 * j), even[j]);
+        odd[j] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(r1 + 16 * j), odd[j]);
+      }
+    }
+    if (s < n) {
+      const __m512 w0 = _mm512_set1_ps(w[s]);
+      for (int j = 0; j < V; ++j)
+        even[j] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(rows + s * stride + d + 16 * j), even[j]);
+    }
+    for (int j = 0; j < V; ++j) _mm512_storeu_ps(y + d + 16 * j, _mm512_add_ps(even[j], odd[j]));
+  };
+  int64_t d = 0;
+  for (; d + 64 <= dim; d += 64) columns.template operator()<4>(d);
+  for (; d + 16 <= dim; d += 16) columns.template operator()<1>(d);
+  for (; d + 8 <= dim; d += 8) {
+    __m256 sum = _mm256_loadu_ps(y + d);
+    for (int64_t s = 0; s < n; ++s)
+      sum = _mm256_fmadd_ps(_mm256_set1_ps(w[s]), _mm256_loadu_ps(rows + s * stride + d), sum);
+    _mm256_storeu_ps(y + d, sum);
   }
-  for (; i + 16 <= n; i += 16)
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-  __m256 acc = _mm256_setzero_ps();
-  for (; i + 8 <= n; i += 8)
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  float sum = hsum(_mm512_add_ps(acc0, acc1)) + hsum(acc);
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// y += alpha · x
-void axpy(float* y, float alpha, const float* x, int64_t n) {
-  const __m512 a = _mm512_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(a, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm256_loadu_ps(x + i),
-                                            _mm256_loadu_ps(y + i)));
+  for (; d < dim; ++d) {
+    float sum = y[d];
+    for (int64_t s = 0; s < n; ++s) sum += w[s] * rows[s * stride + d];
+    y[d] = sum;
   }
-  for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
 // y += x
@@ -604,6 +619,7 @@ void scale_in_place(float* p, float factor, int64_t n) {
 }
 
 struct F32Cache {
+  using Element = float;
   // A row of the cache as floats: the row itself.
   static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
     return static_cast<const float*>(cache) + offset;
@@ -611,6 +627,7 @@ struct F32Cache {
 };
 
 struct F16Cache {
+  using Element = uint16_t;
   // A row of the cache as floats, converted into `buffer` once and reused by every query head of
   // the group.
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
