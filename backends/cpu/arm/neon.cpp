@@ -264,8 +264,8 @@ struct F32Cache {
 
 struct F16Cache {
   using Element = uint16_t;
-  // A row of the cache as floats, converted into `buffer` once and reused by every query head of
-  // the group.
+  // A row of the cache as floats, converted into `buffer` (the attention kernel passes the row of
+  // its float panel, so the conversion is the only copy).
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
     const uint16_t* half = static_cast<const uint16_t*>(cache) + offset;
     int64_t i = 0;
