@@ -82,8 +82,10 @@ const MatrixShape& matrix_named(const std::vector<MatrixShape>& matrices, const 
   EDGELM_FAIL("[micro_bench] no matrix named ", name);
 }
 
-// Q4_0x8 is Q4_0 repacked as the loader does for tables that prefer it (KernelTable).
-constexpr DType kWeightTypes[] = {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_0x8};
+// Q4_0x8 and Q8_0x8 are Q4_0 and Q8_0 repacked as the loader does for tables that prefer them
+// (KernelTable).
+constexpr DType kWeightTypes[] = {DType::F32,  DType::F16,    DType::Q8_0,
+                                  DType::Q4_0, DType::Q4_0x8, DType::Q8_0x8};
 
 // ---- shared state ----
 
@@ -122,6 +124,14 @@ Tensor random_tensor(DType dtype, edgelm::Shape shape, uint64_t seed) {
     edgelm::repack_q4_0_x8(static_cast<const edgelm::BlockQ4_0*>(rows.raw()),
                            static_cast<edgelm::BlockQ4_0x8*>(packed.raw()), shape[0],
                            shape[1] / edgelm::kQ4_0BlockSize);
+    return packed;
+  }
+  if (dtype == DType::Q8_0x8) {
+    const Tensor rows = random_tensor(DType::Q8_0, shape, seed);
+    Tensor packed = Tensor::empty(memory(), dtype, shape);
+    edgelm::repack_q8_0_x8(static_cast<const edgelm::BlockQ8_0*>(rows.raw()),
+                           static_cast<edgelm::BlockQ8_0x8*>(packed.raw()), shape[0],
+                           shape[1] / edgelm::kQ8_0BlockSize);
     return packed;
   }
   Tensor t = Tensor::empty(memory(), dtype, shape);

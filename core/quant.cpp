@@ -72,49 +72,70 @@ void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n) {
 
 namespace {
 
-// Bytes of one chunk: four consecutive qs bytes of one row (elements 4c..4c+3 and 4c+16..4c+19).
+// Interleaved records move 4-byte chunks of each row's block qs: chunk c of row r lands at
+// qs[(c·8 + r)·4]. Q4_0 has 4 chunks per block (elements 4c..4c+3 and 4c+16..4c+19 as nibbles),
+// Q8_0 has 8.
 constexpr int kChunkBytes = 4;
-constexpr int kChunks = kQ4_0BlockSize / 2 / kChunkBytes;
+constexpr int kRows = 8;
+static_assert(kQ4_0x8Rows == kRows && kQ8_0x8Rows == kRows, "both records hold eight rows");
 
-void check_x8_rows(int64_t rows) {
-  EDGELM_CHECK(rows % kQ4_0x8Rows == 0, "[quant] q4_0x8 needs a multiple of ", kQ4_0x8Rows,
-               " rows, got ", rows);
+void check_x8_rows(int64_t rows, const char* name) {
+  EDGELM_CHECK(rows % kRows == 0, "[quant] ", name, " needs a multiple of ", kRows, " rows, got ",
+               rows);
+}
+
+template <class Block, class Record>
+void repack_x8(const Block* src, Record* dst, int64_t rows, int64_t blocks, const char* name) {
+  check_x8_rows(rows, name);
+  constexpr int kChunks = static_cast<int>(sizeof(Block::qs)) / kChunkBytes;
+  for (int64_t g = 0; g < rows / kRows; ++g) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      Record& out = dst[g * blocks + b];
+      for (int r = 0; r < kRows; ++r) {
+        const Block& in = src[(g * kRows + r) * blocks + b];
+        out.d[r] = in.d;
+        for (int c = 0; c < kChunks; ++c) {
+          std::memcpy(out.qs + (c * kRows + r) * kChunkBytes, in.qs + c * kChunkBytes, kChunkBytes);
+        }
+      }
+    }
+  }
+}
+
+template <class Block, class Record>
+void unpack_x8(const Record* src, Block* dst, int64_t rows, int64_t blocks, const char* name) {
+  check_x8_rows(rows, name);
+  constexpr int kChunks = static_cast<int>(sizeof(Block::qs)) / kChunkBytes;
+  for (int64_t g = 0; g < rows / kRows; ++g) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const Record& in = src[g * blocks + b];
+      for (int r = 0; r < kRows; ++r) {
+        Block& out = dst[(g * kRows + r) * blocks + b];
+        out.d = in.d[r];
+        for (int c = 0; c < kChunks; ++c) {
+          std::memcpy(out.qs + c * kChunkBytes, in.qs + (c * kRows + r) * kChunkBytes, kChunkBytes);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
 
 void repack_q4_0_x8(const BlockQ4_0* src, BlockQ4_0x8* dst, int64_t rows, int64_t blocks) {
-  check_x8_rows(rows);
-  for (int64_t g = 0; g < rows / kQ4_0x8Rows; ++g) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      BlockQ4_0x8& out = dst[g * blocks + b];
-      for (int r = 0; r < kQ4_0x8Rows; ++r) {
-        const BlockQ4_0& in = src[(g * kQ4_0x8Rows + r) * blocks + b];
-        out.d[r] = in.d;
-        for (int c = 0; c < kChunks; ++c) {
-          std::memcpy(out.qs + (c * kQ4_0x8Rows + r) * kChunkBytes, in.qs + c * kChunkBytes,
-                      kChunkBytes);
-        }
-      }
-    }
-  }
+  repack_x8(src, dst, rows, blocks, "q4_0x8");
 }
 
 void unpack_q4_0_x8(const BlockQ4_0x8* src, BlockQ4_0* dst, int64_t rows, int64_t blocks) {
-  check_x8_rows(rows);
-  for (int64_t g = 0; g < rows / kQ4_0x8Rows; ++g) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const BlockQ4_0x8& in = src[g * blocks + b];
-      for (int r = 0; r < kQ4_0x8Rows; ++r) {
-        BlockQ4_0& out = dst[(g * kQ4_0x8Rows + r) * blocks + b];
-        out.d = in.d[r];
-        for (int c = 0; c < kChunks; ++c) {
-          std::memcpy(out.qs + c * kChunkBytes, in.qs + (c * kQ4_0x8Rows + r) * kChunkBytes,
-                      kChunkBytes);
-        }
-      }
-    }
-  }
+  unpack_x8(src, dst, rows, blocks, "q4_0x8");
+}
+
+void repack_q8_0_x8(const BlockQ8_0* src, BlockQ8_0x8* dst, int64_t rows, int64_t blocks) {
+  repack_x8(src, dst, rows, blocks, "q8_0x8");
+}
+
+void unpack_q8_0_x8(const BlockQ8_0x8* src, BlockQ8_0* dst, int64_t rows, int64_t blocks) {
+  unpack_x8(src, dst, rows, blocks, "q8_0x8");
 }
 
 }  // namespace edgelm

@@ -42,6 +42,20 @@ static_assert(sizeof(BlockQ4_0x8) == kQ4_0x8Rows * sizeof(BlockQ4_0), "same byte
 void repack_q4_0_x8(const BlockQ4_0* src, BlockQ4_0x8* dst, int64_t rows, int64_t blocks);
 void unpack_q4_0_x8(const BlockQ4_0x8* src, BlockQ4_0* dst, int64_t rows, int64_t blocks);
 
+// Q8_0x8: block b of rows 8g..8g+7 of a Q8_0 matrix, interleaved the same way: d[r] is row r's
+// scale, and the 4 bytes at qs[32·c + 4·r ... ] hold qs[4c..4c+3] of row r's block, for c < 8.
+// Record (g, b) is at index g·(K/32) + b.
+inline constexpr int kQ8_0x8Rows = 8;
+struct BlockQ8_0x8 {
+  uint16_t d[kQ8_0x8Rows];                  // scales of the 8 rows, IEEE half
+  int8_t qs[kQ8_0x8Rows * kQ8_0BlockSize];  // [8 chunks][8 rows][4 bytes]
+};
+static_assert(sizeof(BlockQ8_0x8) == kQ8_0x8Rows * sizeof(BlockQ8_0), "same bytes as Q8_0");
+
+// Q8_0 <-> Q8_0x8, as for Q4_0x8: pure byte moves, rows a multiple of 8.
+void repack_q8_0_x8(const BlockQ8_0* src, BlockQ8_0x8* dst, int64_t rows, int64_t blocks);
+void unpack_q8_0_x8(const BlockQ8_0x8* src, BlockQ8_0* dst, int64_t rows, int64_t blocks);
+
 // Reference quantizers. n must be a multiple of 32. They reproduce GGML's reference rounding:
 // Q8_0 scales by max|x|/127 and rounds half away from zero; Q4_0 scales by (signed value of
 // largest magnitude)/-8 so that value maps to nibble 0, and rounds half up.

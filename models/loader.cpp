@@ -66,21 +66,30 @@ Tensor unpermute_rows(Backend& backend, const Tensor& source, int64_t head_dim) 
 }
 
 // A matmul weight in the layout `backend` multiplies fastest (Backend::matmul_weight_type): the
-// tensor itself, or a repacked copy in backend memory (Q4_0 -> Q4_0x8 on x86, a byte shuffle).
-// The embedding table is never repacked: embed gathers single rows, which Q4_0x8 interleaves.
+// tensor itself, or a repacked copy in backend memory (Q4_0 -> Q4_0x8 and Q8_0 -> Q8_0x8 on x86,
+// byte shuffles). The embedding table is never repacked: embed gathers single rows, which the
+// interleaved layouts do not keep together.
 Tensor for_matmul(Backend& backend, const Tensor& weight) {
-  const DType layout = backend.matmul_weight_type(weight.dtype());
-  if (layout == weight.dtype()) return weight;
-  EDGELM_CHECK(weight.dtype() == DType::Q4_0 && layout == DType::Q4_0x8, "[load] backend ",
-               backend.name(), " asks for ", dtype_name(weight.dtype()), " weights as ",
+  const DType from = weight.dtype();
+  const DType layout = backend.matmul_weight_type(from);
+  if (layout == from) return weight;
+  EDGELM_CHECK((from == DType::Q4_0 && layout == DType::Q4_0x8) ||
+                   (from == DType::Q8_0 && layout == DType::Q8_0x8),
+               "[load] backend ", backend.name(), " asks for ", dtype_name(from), " weights as ",
                dtype_name(layout), ", which the loader cannot produce");
-  if (weight.dim(0) % kQ4_0x8Rows != 0) return weight;  // no whole groups of eight rows
+  if (weight.dim(0) % dtype_row_group(layout) != 0) return weight;  // no whole groups of rows
   Tensor packed = Tensor::empty(backend.memory(), layout, weight.shape());
   EDGELM_CHECK(packed.raw() != nullptr, "[load] backend ", backend.name(),
                " memory has no host mapping to load weights through");
-  repack_q4_0_x8(static_cast<const BlockQ4_0*>(weight.raw()),
-                 static_cast<BlockQ4_0x8*>(packed.raw()), weight.dim(0),
-                 weight.dim(1) / kQ4_0BlockSize);
+  const int64_t rows = weight.dim(0);
+  const int64_t blocks = weight.dim(1) / dtype_block_size(from);
+  if (layout == DType::Q4_0x8) {
+    repack_q4_0_x8(static_cast<const BlockQ4_0*>(weight.raw()),
+                   static_cast<BlockQ4_0x8*>(packed.raw()), rows, blocks);
+  } else {
+    repack_q8_0_x8(static_cast<const BlockQ8_0*>(weight.raw()),
+                   static_cast<BlockQ8_0x8*>(packed.raw()), rows, blocks);
+  }
   return packed;
 }
 

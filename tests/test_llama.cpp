@@ -284,42 +284,44 @@ TEST(QuantizedWeights, StayWithinBoundsOfF32) {
   }
 }
 
-// Repacking Q4_0 weights at load (Backend::matmul_weight_type) changes the layout, not the model:
-// with the best table, a Q4_0 GGUF loaded with and without repacking gives the same greedy tokens
-// and logits equal up to float summation order (both kernels round activations to 8 bits the same
-// way; measured ~1e-7 relative). Where the table keeps Q4_0 (portable, NEON) both loads are equal.
+// Repacking Q4_0 and Q8_0 weights at load (Backend::matmul_weight_type) changes the layout, not
+// the model: with the best table, a GGUF loaded with and without repacking gives the same greedy
+// tokens and logits equal up to float summation order (both kernels round activations to 8 bits
+// the same way; measured ~1e-7 relative). Where the table keeps the stored layout (portable, NEON)
+// both loads are equal.
 TEST(RepackedWeights, GiveTheSameTokensAsTheStoredLayout) {
   const fs::path dir =
       fs::path(::testing::TempDir()) / ("edgelm_repack_" + std::to_string(::getpid()));
   cpu::CpuBackend repacking(cpu::CpuOptions{.n_threads = 2});
   cpu::CpuBackend stored(cpu::CpuOptions{.n_threads = 2, .repack_weights = false});
-  const DType layout = repacking.kernels().q4_0_matmul_layout;
-  for (const char* preset : {"tiny", "tiny-odd-heads"}) {
-    const std::string path = make_model({.preset = preset,
-                                         .format = "gguf",
-                                         .quant = DType::Q4_0,
-                                         .seed = 4,
-                                         .out_dir = dir.string()});
-    LoadedModel packed_load = load_llama(path, repacking);
-    LoadedModel stored_load = load_llama(path, stored);
-    EXPECT_EQ(packed_load.weight_type, DType::Q4_0);
-    EXPECT_EQ(packed_load.weights.layers[0].w_down.dtype(), layout) << preset;
-    EXPECT_EQ(packed_load.weights.output.dtype(), layout) << preset;
-    EXPECT_EQ(packed_load.weights.embedding.dtype(), DType::Q4_0) << "embed gathers rows";
-    EXPECT_EQ(stored_load.weights.layers[0].w_down.dtype(), DType::Q4_0) << preset;
-    LlamaModel packed(repacking, packed_load.config, packed_load.weights);
-    LlamaModel plain(stored, stored_load.config, stored_load.weights);
-    KvCache packed_cache = packed.make_cache(64, DType::F32);
-    KvCache plain_cache = plain.make_cache(64, DType::F32);
-    std::vector<int32_t> tokens = {1, 7, 42, 100, 5};
-    auto a = to_vector(packed.forward(tokens, packed_cache));
-    auto b = to_vector(plain.forward(tokens, plain_cache));
-    for (int step = 0; step < 12; ++step) {
-      ASSERT_LT(max_relative_diff(a, b), 1e-4) << preset << " step " << step;
-      const int32_t next = argmax(b);
-      ASSERT_EQ(argmax(a), next) << preset << " step " << step;
-      a = to_vector(packed.forward(std::span<const int32_t>(&next, 1), packed_cache));
-      b = to_vector(plain.forward(std::span<const int32_t>(&next, 1), plain_cache));
+  for (const DType quant : {DType::Q4_0, DType::Q8_0}) {
+    const DType layout = quant == DType::Q4_0 ? repacking.kernels().q4_0_matmul_layout
+                                              : repacking.kernels().q8_0_matmul_layout;
+    for (const char* preset : {"tiny", "tiny-odd-heads"}) {
+      SCOPED_TRACE(std::string(preset) + " " + dtype_name(quant));
+      const std::string path = make_model(
+          {.preset = preset, .format = "gguf", .quant = quant, .seed = 4, .out_dir = dir.string()});
+      LoadedModel packed_load = load_llama(path, repacking);
+      LoadedModel stored_load = load_llama(path, stored);
+      EXPECT_EQ(packed_load.weight_type, quant);
+      EXPECT_EQ(packed_load.weights.layers[0].w_down.dtype(), layout);
+      EXPECT_EQ(packed_load.weights.output.dtype(), layout);
+      EXPECT_EQ(packed_load.weights.embedding.dtype(), quant) << "embed gathers rows";
+      EXPECT_EQ(stored_load.weights.layers[0].w_down.dtype(), quant);
+      LlamaModel packed(repacking, packed_load.config, packed_load.weights);
+      LlamaModel plain(stored, stored_load.config, stored_load.weights);
+      KvCache packed_cache = packed.make_cache(64, DType::F32);
+      KvCache plain_cache = plain.make_cache(64, DType::F32);
+      std::vector<int32_t> tokens = {1, 7, 42, 100, 5};
+      auto a = to_vector(packed.forward(tokens, packed_cache));
+      auto b = to_vector(plain.forward(tokens, plain_cache));
+      for (int step = 0; step < 12; ++step) {
+        ASSERT_LT(max_relative_diff(a, b), 1e-4) << "step " << step;
+        const int32_t next = argmax(b);
+        ASSERT_EQ(argmax(a), next) << "step " << step;
+        a = to_vector(packed.forward(std::span<const int32_t>(&next, 1), packed_cache));
+        b = to_vector(plain.forward(std::span<const int32_t>(&next, 1), plain_cache));
+      }
     }
   }
 }

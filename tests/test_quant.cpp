@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -296,36 +297,51 @@ TEST(QuantTest, RowLengthMustBeAMultipleOf32) {
   }
 }
 
-// Q4_0x8 moves bytes only: record (g, b) holds block b of rows 8g..8g+7, scales first, then for
-// each four-byte chunk c the eight rows' chunks side by side; unpacking restores every byte.
-TEST(QuantTest, Q4_0x8RepackInterleavesEightRowsAndRoundTrips) {
+// Q4_0x8 and Q8_0x8 move bytes only: record (g, b) holds block b of rows 8g..8g+7, scales first,
+// then for each four-byte chunk c the eight rows' chunks side by side; unpacking restores every
+// byte, and row counts that are not whole groups of eight are refused.
+template <class Block, class Record, class Repack, class Unpack>
+void check_x8_repack(Repack repack, Unpack unpack) {
   constexpr int64_t kRows = 16;
   constexpr int64_t kBlocks = 3;
+  constexpr int kBytes = static_cast<int>(sizeof(Block::qs));
   std::mt19937 rng(5);
-  std::vector<BlockQ4_0> rows(kRows * kBlocks);
-  for (BlockQ4_0& block : rows) {
+  std::vector<Block> rows(kRows * kBlocks);
+  for (Block& block : rows) {
     block.d = static_cast<uint16_t>(rng());
-    for (uint8_t& byte : block.qs) byte = static_cast<uint8_t>(rng());
+    for (auto& byte : block.qs) byte = static_cast<std::remove_reference_t<decltype(byte)>>(rng());
   }
-  std::vector<BlockQ4_0x8> packed(kRows / kQ4_0x8Rows * kBlocks);
-  repack_q4_0_x8(rows.data(), packed.data(), kRows, kBlocks);
-  for (int64_t g = 0; g < kRows / kQ4_0x8Rows; ++g) {
+  std::vector<Record> packed(kRows / 8 * kBlocks);
+  repack(rows.data(), packed.data(), kRows, kBlocks);
+  for (int64_t g = 0; g < kRows / 8; ++g) {
     for (int64_t b = 0; b < kBlocks; ++b) {
-      const BlockQ4_0x8& record = packed[g * kBlocks + b];
-      for (int r = 0; r < kQ4_0x8Rows; ++r) {
-        const BlockQ4_0& block = rows[(g * kQ4_0x8Rows + r) * kBlocks + b];
+      const Record& record = packed[g * kBlocks + b];
+      for (int r = 0; r < 8; ++r) {
+        const Block& block = rows[(g * 8 + r) * kBlocks + b];
         ASSERT_EQ(record.d[r], block.d);
-        for (int j = 0; j < 16; ++j) ASSERT_EQ(record.qs[(j / 4 * 8 + r) * 4 + j % 4], block.qs[j]);
+        for (int j = 0; j < kBytes; ++j) {
+          ASSERT_EQ(record.qs[(j / 4 * 8 + r) * 4 + j % 4], block.qs[j]) << "byte " << j;
+        }
       }
     }
   }
-  std::vector<BlockQ4_0> unpacked(rows.size());
-  unpack_q4_0_x8(packed.data(), unpacked.data(), kRows, kBlocks);
-  EXPECT_EQ(std::memcmp(unpacked.data(), rows.data(), rows.size() * sizeof(BlockQ4_0)), 0);
+  std::vector<Block> unpacked(rows.size());
+  unpack(packed.data(), unpacked.data(), kRows, kBlocks);
+  EXPECT_EQ(std::memcmp(unpacked.data(), rows.data(), rows.size() * sizeof(Block)), 0);
   for (const int64_t bad_rows : {1, 7, 12}) {
-    EXPECT_THROW(repack_q4_0_x8(rows.data(), packed.data(), bad_rows, kBlocks), Error);
-    EXPECT_THROW(unpack_q4_0_x8(packed.data(), unpacked.data(), bad_rows, kBlocks), Error);
+    EXPECT_THROW(repack(rows.data(), packed.data(), bad_rows, kBlocks), Error);
+    EXPECT_THROW(unpack(packed.data(), unpacked.data(), bad_rows, kBlocks), Error);
   }
+}
+
+TEST(QuantTest, Q4_0x8RepackInterleavesEightRowsAndRoundTrips) {
+  static_assert(kQ4_0x8Rows == 8);
+  check_x8_repack<BlockQ4_0, BlockQ4_0x8>(repack_q4_0_x8, unpack_q4_0_x8);
+}
+
+TEST(QuantTest, Q8_0x8RepackInterleavesEightRowsAndRoundTrips) {
+  static_assert(kQ8_0x8Rows == 8);
+  check_x8_repack<BlockQ8_0, BlockQ8_0x8>(repack_q8_0_x8, unpack_q8_0_x8);
 }
 
 }  // namespace

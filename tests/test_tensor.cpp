@@ -264,7 +264,8 @@ TEST(TensorTest, QuantizedTensorsAreCountedInBlocks) {
   EXPECT_EQ(memory.bytes_in_use(), 108u + 204u);
 }
 
-// Q4_0x8 interleaves groups of eight rows: only matrices of 8·n rows, sliced on group boundaries.
+// Q4_0x8 and Q8_0x8 interleave groups of eight rows: only matrices of 8·n rows, sliced on group
+// boundaries.
 TEST(TensorTest, RowGroupedTensorsKeepWholeGroups) {
   HostMemory memory;
   const Tensor packed = Tensor::empty(memory, DType::Q4_0x8, Shape{16, 64});
@@ -275,6 +276,9 @@ TEST(TensorTest, RowGroupedTensorsKeepWholeGroups) {
   EXPECT_THROW(Tensor::empty(memory, DType::Q4_0x8, Shape{12, 64}), Error);
   EXPECT_THROW(Tensor::empty(memory, DType::Q4_0x8, Shape{1024}), Error);
   EXPECT_THROW(packed.reshape(Shape{4, 256}), Error);
+  const Tensor packed8 = Tensor::empty(memory, DType::Q8_0x8, Shape{8, 64});
+  EXPECT_EQ(packed8.nbytes(), 8u * 68u);  // the bytes of Q8_0
+  EXPECT_THROW(Tensor::empty(memory, DType::Q8_0x8, Shape{20, 64}), Error);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ KernelTable make_portable_table() {
   table.matmul[at(DType::Q8_0)] = q8_0_matmul__portable;
   table.matmul[at(DType::Q4_0)] = q4_0_matmul__portable;
   table.matmul[at(DType::Q4_0x8)] = q4_0x8_matmul__portable;
+  table.matmul[at(DType::Q8_0x8)] = q8_0x8_matmul__portable;
   table.row_to_f32[at(DType::F32)] = f32_to_f32__portable;
   table.row_to_f32[at(DType::F16)] = f16_to_f32__portable;
   table.row_to_f32[at(DType::BF16)] = bf16_to_f32__portable;
@@ -66,6 +67,8 @@ KernelTable make_avx2_table() {
   table.matmul[at(DType::Q4_0)] = q4_0_matmul__avx2;
   table.matmul[at(DType::Q4_0x8)] = q4_0x8_matmul__avx2;
   table.q4_0_matmul_layout = DType::Q4_0x8;  // decode 1B Q4_0, 2 threads: see performance.md
+  table.matmul[at(DType::Q8_0x8)] = q8_0x8_matmul__avx2;
+  table.q8_0_matmul_layout = DType::Q8_0x8;  // prefill 1B Q8_0: see performance.md
   table.attention[at(DType::F32)] = f32_attention__avx2;
   table.attention[at(DType::F16)] = f16_attention__avx2;
   table.rms_norm = f32_rms_norm__avx2;
@@ -85,9 +88,11 @@ KernelTable make_avx512_table() {
   table.matmul[at(DType::BF16)] = bf16_matmul__avx512;
   table.matmul[at(DType::Q8_0)] = q8_0_matmul__avx512;
   table.matmul[at(DType::Q4_0)] = q4_0_matmul__avx512;
-  // The AVX2 Q4_0x8 kernel (no AVX-512 one is written), offered but not chosen: Q4_0 stays in
-  // place until Q4_0x8 is measured against the VNNI Q4_0 kernel on an AVX-512 machine.
+  // The AVX2 Q4_0x8 and Q8_0x8 kernels (no AVX-512 ones are written), offered but not chosen:
+  // Q4_0 and Q8_0 stay in place until the interleaved layouts are measured against the VNNI
+  // kernels on an AVX-512 machine.
   table.matmul[at(DType::Q4_0x8)] = q4_0x8_matmul__avx2;
+  table.matmul[at(DType::Q8_0x8)] = q8_0x8_matmul__avx2;
   table.attention[at(DType::F32)] = f32_attention__avx512;
   table.attention[at(DType::F16)] = f16_attention__avx512;
   table.rms_norm = f32_rms_norm__avx512;

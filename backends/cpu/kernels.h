@@ -48,6 +48,8 @@ struct KernelTable {
   // table's Q4_0x8 kernel beats its Q4_0 one (the CPU backend then asks the loader to repack).
   // Every table can multiply both; the portable Q4_0x8 kernel is the oracle for the fast ones.
   DType q4_0_matmul_layout = DType::Q4_0;
+  // The same for Q8_0 weights: Q8_0, or Q8_0x8.
+  DType q8_0_matmul_layout = DType::Q8_0;
 };
 
 // The reference kernels (backends/cpu/portable/), always available.

@@ -131,12 +131,14 @@ void matmul_cases(std::vector<OpCase>& cases) {
       add_matmul_case(cases, dtype, s);
     }
   }
-  // Q4_0x8 holds whole groups of eight rows: N = 8, 16, 24, 64 (one to eight groups, split
-  // between threads on group boundaries), with the same M tails and K lengths as above.
-  for (MatmulShape s : {MatmulShape{1, 8, 32}, MatmulShape{1, 16, 96}, MatmulShape{5, 24, 64},
-                        MatmulShape{4, 32, 288}, MatmulShape{17, 16, 160}, MatmulShape{33, 64, 256},
-                        MatmulShape{1, 64, 1024}}) {
-    add_matmul_case(cases, DType::Q4_0x8, s);
+  // Q4_0x8 and Q8_0x8 hold whole groups of eight rows: N = 8, 16, 24, 64 (one to eight groups,
+  // split between threads on group boundaries), with the same M tails and K lengths as above.
+  for (DType dtype : {DType::Q4_0x8, DType::Q8_0x8}) {
+    for (MatmulShape s : {MatmulShape{1, 8, 32}, MatmulShape{1, 16, 96}, MatmulShape{5, 24, 64},
+                          MatmulShape{4, 32, 288}, MatmulShape{17, 16, 160},
+                          MatmulShape{33, 64, 256}, MatmulShape{1, 64, 1024}}) {
+      add_matmul_case(cases, dtype, s);
+    }
   }
 }
 

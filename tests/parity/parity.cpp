@@ -67,6 +67,15 @@ void Context::fill(const Tensor& tensor, const std::vector<double>& values) {
                      K / kQ4_0BlockSize);
       break;
     }
+    case DType::Q8_0x8: {  // quantized as Q8_0 rows, then repacked
+      std::vector<float> row(values.begin(), values.end());
+      const int64_t K = tensor.shape().last();
+      std::vector<BlockQ8_0> blocks(static_cast<size_t>(n / kQ8_0BlockSize));
+      quantize_row_q8_0(row.data(), blocks.data(), n);
+      repack_q8_0_x8(blocks.data(), static_cast<BlockQ8_0x8*>(raw), tensor.shape().rows(),
+                     K / kQ8_0BlockSize);
+      break;
+    }
     case DType::Count:
       EDGELM_FAIL("[parity] cannot fill dtype Count");
   }

@@ -96,6 +96,19 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape)
       }
       break;
     }
+    case DType::Q8_0x8: {  // records of 8 rows x 32 elements: 8 half scales, [8][8][4] bytes
+      const int64_t K = shape.last();
+      for (int64_t i = 0; i < numel; ++i) {
+        const int64_t row = i / K;
+        const int64_t k = i % K;
+        const uint8_t* record = bytes + 272 * ((row / 8) * (K / 32) + k / 32);
+        const int64_t r = row % 8;
+        const int j = static_cast<int>(k % 32);
+        const auto value = static_cast<int8_t>(record[16 + (j / 4 * 8 + r) * 4 + j % 4]);
+        out[i] = half_bits_to_double(load_u16(record + 2 * r)) * value;
+      }
+      break;
+    }
     case DType::Count:
       EDGELM_FAIL("[parity] cannot decode dtype Count");
   }

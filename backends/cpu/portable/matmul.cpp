@@ -86,4 +86,17 @@ void q4_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M,
   });
 }
 
+void q8_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                             int64_t K, int64_t n_begin, int64_t n_end) {
+  const auto* records = static_cast<const BlockQ8_0x8*>(w);  // [N / 8, K / 32]
+  const int64_t blocks_per_row = K / kQ8_0BlockSize;
+  matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
+    const BlockQ8_0x8& record = records[(n / kQ8_0x8Rows) * blocks_per_row + k / kQ8_0BlockSize];
+    const auto r = static_cast<int>(n % kQ8_0x8Rows);
+    const int i = static_cast<int>(k % kQ8_0BlockSize);  // chunk i / 4, byte i % 4 of it
+    return static_cast<double>(f16_to_f32(record.d[r])) *
+           record.qs[(i / 4 * kQ8_0x8Rows + r) * 4 + i % 4];
+  });
+}
+
 }  // namespace edgelm::cpu

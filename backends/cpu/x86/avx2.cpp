@@ -548,33 +548,95 @@ void q4_0x8_tile(const QuantizedX& xq, const BlockQ4_0x8* group, float* y, int64
   for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + (m0 + i) * N + n0, acc[i]);
 }
 
+// Q8_0x8 (Q8_0 repacked at load, core/quant.h): the same one-row-per-lane scheme over a block's
+// eight 4-byte chunks. Signed by signed goes through maddubs as in Q8_0Format::dot_block (|w| as
+// the unsigned operand, x with w's sign): a lane's pair sums reach 2·128·127, so each maddubs is
+// widened by its own madd before the chunks add up. Chunk-major over the rows of x, so a chunk's
+// |w| is computed once for all MR rows and only the MR block sums stay live.
 template <int MR>
-void q4_0x8_band(const QuantizedX& xq, const BlockQ4_0x8* w, float* y, int64_t N, int64_t K,
-                 int64_t m0, int64_t n_begin, int64_t n_end) {
-  for (int64_t n = n_begin; n < n_end; n += kQ4_0x8Rows)
-    q4_0x8_tile<MR>(xq, w + (n / kQ4_0x8Rows) * xq.blocks, y, N, K, m0, n);
+void q8_0x8_tile(const QuantizedX& xq, const BlockQ8_0x8* group, float* y, int64_t N, int64_t K,
+                 int64_t m0, int64_t n0) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    const BlockQ8_0x8& record = group[b];
+    const char* ahead = reinterpret_cast<const char*>(&record) + kPrefetchBytes;
+    for (size_t line = 0; line < sizeof(BlockQ8_0x8); line += 64)
+      _mm_prefetch(ahead + line, _MM_HINT_T0);
+    __m256i sums[MR];
+    for (int i = 0; i < MR; ++i) sums[i] = _mm256_setzero_si256();
+    for (int c = 0; c < kBlock / 4; ++c) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(record.qs + 32 * c));
+      const __m256i w_abs = _mm256_abs_epi8(w);
+      for (int i = 0; i < MR; ++i) {
+        int32_t group4;
+        std::memcpy(&group4, xq.qs + (m0 + i) * K + b * kBlock + 4 * c, sizeof(group4));
+        const __m256i x = _mm256_sign_epi8(_mm256_set1_epi32(group4), w);
+        sums[i] =
+            _mm256_add_epi32(sums[i], _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, x), ones));
+      }
+    }
+    const __m256 w_scale =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(record.d)));
+    for (int i = 0; i < MR; ++i) {
+      const __m256 scale =
+          _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[(m0 + i) * xq.blocks + b]));
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[i]), scale, acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + (m0 + i) * N + n0, acc[i]);
 }
 
-void q4_0x8_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                   int64_t n_begin, int64_t n_end) {
+struct Q4_0x8Kernel {
+  using Record = BlockQ4_0x8;
+  template <int MR>
+  static void tile(const QuantizedX& xq, const Record* group, float* y, int64_t N, int64_t K,
+                   int64_t m0, int64_t n0) {
+    q4_0x8_tile<MR>(xq, group, y, N, K, m0, n0);
+  }
+};
+
+struct Q8_0x8Kernel {
+  using Record = BlockQ8_0x8;
+  template <int MR>
+  static void tile(const QuantizedX& xq, const Record* group, float* y, int64_t N, int64_t K,
+                   int64_t m0, int64_t n0) {
+    q8_0x8_tile<MR>(xq, group, y, N, K, m0, n0);
+  }
+};
+
+template <class Kernel, int MR>
+void x8_band(const QuantizedX& xq, const typename Kernel::Record* w, float* y, int64_t N, int64_t K,
+             int64_t m0, int64_t n_begin, int64_t n_end) {
+  for (int64_t n = n_begin; n < n_end; n += 8)
+    Kernel::template tile<MR>(xq, w + (n / 8) * xq.blocks, y, N, K, m0, n);
+}
+
+// Weights in records of eight interleaved rows (Q4_0x8, Q8_0x8); n_begin and n_end are multiples
+// of 8.
+template <class Kernel>
+void x8_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+               int64_t n_begin, int64_t n_end) {
+  using Record = typename Kernel::Record;
   const QuantizedX xq = quantize_x(x, M, K, /*pair_order=*/false);
-  const auto* records = static_cast<const BlockQ4_0x8*>(w);
+  const auto* records = static_cast<const Record*>(w);
   // Whole groups of eight rows per chunk, ~128 KiB of weights as for the other kernels.
-  const int64_t rows = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(BlockQ4_0));
-  const int64_t chunk = (rows + kQ4_0x8Rows - 1) / kQ4_0x8Rows * kQ4_0x8Rows;
+  const int64_t rows = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(Record) / 8);
+  const int64_t chunk = (rows + 7) / 8 * 8;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     int64_t m = 0;
-    for (; m + 4 <= M; m += 4) q4_0x8_band<4>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+    for (; m + 4 <= M; m += 4) x8_band<Kernel, 4>(xq, records, y, N, K, m, chunk_begin, chunk_end);
     switch (M - m) {
       case 3:
-        q4_0x8_band<3>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+        x8_band<Kernel, 3>(xq, records, y, N, K, m, chunk_begin, chunk_end);
         break;
       case 2:
-        q4_0x8_band<2>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+        x8_band<Kernel, 2>(xq, records, y, N, K, m, chunk_begin, chunk_end);
         break;
       case 1:
-        q4_0x8_band<1>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+        x8_band<Kernel, 1>(xq, records, y, N, K, m, chunk_begin, chunk_end);
         break;
       default:
         break;
@@ -718,13 +780,18 @@ void q4_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64
   quant_matmul<Q4_0Format>(x, w, y, M, N, K, n_begin, n_end);
 }
 
-// Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the
-// models use); the inverse RMS itself in double.
 void q4_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end) {
-  q4_0x8_matmul(x, w, y, M, N, K, n_begin, n_end);
+  x8_matmul<Q4_0x8Kernel>(x, w, y, M, N, K, n_begin, n_end);
 }
 
+void q8_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                         int64_t n_begin, int64_t n_end) {
+  x8_matmul<Q8_0x8Kernel>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+// Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the
+// models use); the inverse RMS itself in double.
 void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};

@@ -32,6 +32,9 @@ void q4_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64
 // Q4_0x8 weights; n_begin and n_end are multiples of 8. The AVX-512 table uses it too.
 void q4_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end);
+// Q8_0x8 weights; n_begin and n_end are multiples of 8. The AVX-512 table uses it too.
+void q8_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                         int64_t n_begin, int64_t n_end);
 void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
                     const float* inv_freq);
@@ -61,7 +64,6 @@ void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64
 void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 
 namespace x86 {
-
 
 // Per-thread scratch memory, one growing buffer per slot: a kernel asks for the bytes it needs on
 // every call and gets the same 64-byte aligned buffer back once it is large enough, so steady-state
