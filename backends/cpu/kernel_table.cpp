@@ -88,11 +88,10 @@ KernelTable make_avx512_table() {
   table.matmul[at(DType::BF16)] = bf16_matmul__avx512;
   table.matmul[at(DType::Q8_0)] = q8_0_matmul__avx512;
   table.matmul[at(DType::Q4_0)] = q4_0_matmul__avx512;
-  // The AVX2 Q4_0x8 and Q8_0x8 kernels (no AVX-512 ones are written), offered but not chosen:
-  // Q4_0 and Q8_0 stay in place until the interleaved layouts are measured against the VNNI
-  // kernels on an AVX-512 machine.
-  table.matmul[at(DType::Q4_0x8)] = q4_0x8_matmul__avx2;
-  table.matmul[at(DType::Q8_0x8)] = q8_0x8_matmul__avx2;
+  table.matmul[at(DType::Q4_0x8)] = q4_0x8_matmul__avx512;
+  table.q4_0_matmul_layout = DType::Q4_0x8;  // prefill and decode 1B Q4_0: see performance.md
+  table.matmul[at(DType::Q8_0x8)] = q8_0x8_matmul__avx512;
+  table.q8_0_matmul_layout = DType::Q8_0x8;  // prefill and decode 1B Q8_0: see performance.md
   table.attention[at(DType::F32)] = f32_attention__avx512;
   table.attention[at(DType::F16)] = f16_attention__avx512;
   table.rms_norm = f32_rms_norm__avx512;

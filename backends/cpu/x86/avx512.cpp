@@ -525,6 +525,208 @@ void quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
 }
 
 // ---------------------------------------------------------------------------------------------
+// Q4_0x8 and Q8_0x8 matmul (weights repacked at load, core/quant.h). As in the AVX2 kernels, one
+// output row sits in one 32-bit lane, so a block's row sums need no horizontal reduction; here
+// two groups of eight rows share a ZMM (group g in the low 256 bits, g + 1 in the high), and each
+// vpdpbusd multiplies a 4-byte chunk of all sixteen rows by a 4-byte group of x broadcast to every
+// lane, summing straight into 32 bits. vpdpbusd wants one operand unsigned, so the weights become
+// unsigned values w + offset (Q4_0's nibbles already are; Q8_0 bytes get their top bit flipped)
+// and offset·Σx, known per block of x from quantize_x, is subtracted from each block sum.
+
+// The eight weight vectors of one block, for two groups (ZMM) or one (YMM), and which bytes of the
+// block of x each one multiplies.
+struct Q4_0x8Vnni {
+  using Record = BlockQ4_0x8;
+  static constexpr int32_t kSum8Multiple = 1;  // offset 8: subtract sum8 (8·Σx) itself
+
+  // Vector j < 4: chunk j's low nibbles (elements 4j..4j+3 of each row); j ≥ 4: chunk j - 4's
+  // high nibbles (elements 16 + 4(j - 4) ..).
+  static void unpack(const Record& first, const Record& second, __m512i* w) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i packed = _mm512_inserti64x4(
+          _mm512_castsi256_si512(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first.qs + 32 * c))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second.qs + 32 * c)), 1);
+      w[c] = _mm512_and_si512(packed, low4);
+      w[4 + c] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+    }
+  }
+  static void unpack(const Record& record, __m256i* w) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i packed =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(record.qs + 32 * c));
+      w[c] = _mm256_and_si256(packed, low4);
+      w[4 + c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+    }
+  }
+  static constexpr int x_byte(int j) { return j < 4 ? 4 * j : 16 + 4 * (j - 4); }
+};
+
+struct Q8_0x8Vnni {
+  using Record = BlockQ8_0x8;
+  static constexpr int32_t kSum8Multiple = 16;  // offset 128: subtract 16·sum8 (128·Σx)
+
+  // Vector j: chunk j (elements 4j..4j+3 of each row), as unsigned bytes w + 128.
+  static void unpack(const Record& first, const Record& second, __m512i* w) {
+    const __m512i top = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int c = 0; c < 8; ++c) {
+      const __m512i packed = _mm512_inserti64x4(
+          _mm512_castsi256_si512(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first.qs + 32 * c))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second.qs + 32 * c)), 1);
+      w[c] = _mm512_xor_si512(packed, top);
+    }
+  }
+  static void unpack(const Record& record, __m256i* w) {
+    const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (int c = 0; c < 8; ++c) {
+      w[c] = _mm256_xor_si256(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(record.qs + 32 * c)), top);
+    }
+  }
+  static constexpr int x_byte(int j) { return 4 * j; }
+};
+
+// Four bytes of quantized x as one 32-bit word, to broadcast to every lane.
+int32_t x4(const int8_t* x) {
+  int32_t bytes;
+  std::memcpy(&bytes, x, sizeof(bytes));
+  return bytes;
+}
+
+// y_row[0 .. 8) = row m of x against one group of eight weight rows (decode). One group at a
+// time in YMM vectors, so the weights are read as one sequential stream: the pair of groups of
+// x8_pair_tile is two streams a row group apart, which left one thread at 13-14 GB/s against 18
+// for the same instructions over a single stream. No software prefetch: over one stream the
+// hardware prefetchers keep up by themselves, and prefetching 2 KiB ahead cost one thread 10-15 %
+// of its decode speed on the Zen 4 VM (1B Q4_0 37.5 against 41-42.5 tok/s, Q8_0 20.3-21.2 against
+// 23.4-23.7).
+template <class Format>
+void x8_row_tile(const QuantizedX& xq, const typename Format::Record* group, float* y_row,
+                 int64_t m) {
+  const int8_t* x_row = xq.qs + m * xq.blocks * kBlock;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    __m256i w[8];
+    Format::unpack(group[b], w);
+    const int8_t* x = x_row + b * kBlock;
+    __m256i even = _mm256_setzero_si256();
+    __m256i odd = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j += 2) {
+      even = _mm256_dpbusd_epi32(even, w[j], _mm256_set1_epi32(x4(x + Format::x_byte(j))));
+      odd = _mm256_dpbusd_epi32(odd, w[j + 1], _mm256_set1_epi32(x4(x + Format::x_byte(j + 1))));
+    }
+    const int64_t at = m * xq.blocks + b;
+    const __m256i sums = _mm256_sub_epi32(_mm256_add_epi32(even, odd),
+                                          _mm256_set1_epi32(xq.sum8[at] * Format::kSum8Multiple));
+    const __m256 w_scale =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group[b].d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
+                          _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[at])), acc);
+  }
+  _mm256_storeu_ps(y_row, acc);
+}
+
+// y[m0 + i, n0 .. n0 + 16) for i < MR: groups `first` and `second` (rows n0..n0+7 and
+// n0+8..n0+15) against MR rows of quantized x (prefill). Without `store_second`, `second` is a copy
+// of `first` and only the first eight results are stored (a range's odd last group).
+template <class Format, int MR>
+void x8_pair_tile(const QuantizedX& xq, const typename Format::Record* first,
+                  const typename Format::Record* second, bool store_second, float* y, int64_t N,
+                  int64_t K, int64_t m0, int64_t n0) {
+  using Record = typename Format::Record;
+  __m512 acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  const int8_t* x_rows[MR];
+  for (int i = 0; i < MR; ++i) x_rows[i] = xq.qs + (m0 + i) * K;
+  for (int64_t b = 0; b < xq.blocks; ++b) {
+    for (const Record* record : {first + b, second + b}) {
+      const char* ahead = reinterpret_cast<const char*>(record) + kPrefetchBytes;
+      for (size_t line = 0; line < sizeof(Record); line += 64)
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
+    __m512i w[8];
+    Format::unpack(first[b], second[b], w);
+    const __m512 w_scale = _mm512_cvtph_ps(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(first[b].d))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(second[b].d)), 1));
+    for (int i = 0; i < MR; ++i) {
+      const int8_t* x = x_rows[i] + b * kBlock;
+      // Two dependency chains of four vpdpbusd each.
+      __m512i even = _mm512_setzero_si512();
+      __m512i odd = _mm512_setzero_si512();
+      for (int j = 0; j < 8; j += 2) {
+        even = _mm512_dpbusd_epi32(even, w[j], _mm512_set1_epi32(x4(x + Format::x_byte(j))));
+        odd = _mm512_dpbusd_epi32(odd, w[j + 1], _mm512_set1_epi32(x4(x + Format::x_byte(j + 1))));
+      }
+      const int64_t at = (m0 + i) * xq.blocks + b;
+      const __m512i sums = _mm512_sub_epi32(_mm512_add_epi32(even, odd),
+                                            _mm512_set1_epi32(xq.sum8[at] * Format::kSum8Multiple));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums),
+                               _mm512_mul_ps(w_scale, _mm512_set1_ps(xq.scale[at])), acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* out = y + (m0 + i) * N + n0;
+    if (store_second) {
+      _mm512_storeu_ps(out, acc[i]);
+    } else {
+      _mm256_storeu_ps(out, _mm512_castps512_ps256(acc[i]));
+    }
+  }
+}
+
+template <class Format, int MR>
+void x8_band(const QuantizedX& xq, const typename Format::Record* w, float* y, int64_t N, int64_t K,
+             int64_t m0, int64_t n_begin, int64_t n_end) {
+  int64_t n = n_begin;
+  if constexpr (MR == 1) {
+    for (; n < n_end; n += 8) x8_row_tile<Format>(xq, w + (n / 8) * xq.blocks, y + m0 * N + n, m0);
+    return;
+  }
+  for (; n + 16 <= n_end; n += 16) {
+    const auto* first = w + (n / 8) * xq.blocks;
+    x8_pair_tile<Format, MR>(xq, first, first + xq.blocks, true, y, N, K, m0, n);
+  }
+  if (n < n_end) {
+    const auto* last = w + (n / 8) * xq.blocks;
+    x8_pair_tile<Format, MR>(xq, last, last, false, y, N, K, m0, n);
+  }
+}
+
+// Weights in records of eight interleaved rows; n_begin and n_end are multiples of 8.
+template <class Format>
+void x8_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+               int64_t n_begin, int64_t n_end) {
+  using Record = typename Format::Record;
+  const QuantizedX xq = quantize_x(x, M, K, /*group=*/1, /*biased=*/false);
+  const auto* records = static_cast<const Record*>(w);
+  // Whole pairs of groups per chunk, ~128 KiB of weights as for the other kernels.
+  const int64_t rows = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(Record) / 8);
+  const int64_t chunk = (rows + 15) / 16 * 16;
+  for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
+    const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) x8_band<Format, 4>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+    switch (M - m) {
+      case 3:
+        x8_band<Format, 3>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 2:
+        x8_band<Format, 2>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      case 1:
+        x8_band<Format, 1>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Attention. Head dimensions are 64 or 128 in practice; the loops over head_dim (weighted_sum,
 // the F16 row conversion) take a 256-bit step after the 512-bit ones so that smaller heads (the
 // tests use 8..32) still run vectorised.
@@ -670,6 +872,16 @@ void q8_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int
 void q4_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end) {
   quant_matmul<Q4_0Format>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  x8_matmul<Q4_0x8Vnni>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void q8_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  x8_matmul<Q8_0x8Vnni>(x, w, y, M, N, K, n_begin, n_end);
 }
 
 // Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the

@@ -29,10 +29,10 @@ void q8_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64
                        int64_t n_begin, int64_t n_end);
 void q4_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                        int64_t n_begin, int64_t n_end);
-// Q4_0x8 weights; n_begin and n_end are multiples of 8. The AVX-512 table uses it too.
+// Q4_0x8 weights; n_begin and n_end are multiples of 8.
 void q4_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end);
-// Q8_0x8 weights; n_begin and n_end are multiples of 8. The AVX-512 table uses it too.
+// Q8_0x8 weights; n_begin and n_end are multiples of 8.
 void q8_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end);
 void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps);
@@ -54,6 +54,11 @@ void q8_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int
                          int64_t n_begin, int64_t n_end);
 void q4_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end);
+// Q4_0x8 and Q8_0x8 weights; n_begin and n_end are multiples of 8.
+void q4_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
+void q8_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
 void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
                       int32_t position, const float* inv_freq);
