@@ -75,16 +75,25 @@ size_t peak_rss_bytes() {
 // ---- memory bandwidth ----
 
 // Sum of 64-bit words. Four independent accumulators keep the add chain off the critical path
-// (the compiler vectorises each), and each cache line is prefetched 2 KiB ahead as the matmul
-// kernels do (one core's demand misses alone leave bandwidth unused: on the Zen 3 VM one thread
-// measured ~14 GB/s without, while decode itself pulled 16), so a pass is limited by how fast
-// memory delivers the words.
-uint64_t sum_words(const uint64_t* words, size_t n) {
+// (the compiler vectorises each). With `prefetch`, each cache line is also prefetched 2 KiB
+// ahead, as the matmul kernels do. Which of the two reads faster depends on the machine: on the
+// Zen 3 VM one thread's demand misses alone left bandwidth unused (~14 GB/s without, while decode
+// itself pulled 16), on the Zen 4 VM the prefetches cost a quarter of it (31-32 GB/s without,
+// 24-25 with), so the probe runs both and keeps the faster.
+uint64_t sum_words(const uint64_t* words, size_t n, bool prefetch) {
   constexpr size_t kAhead = 2048 / sizeof(uint64_t);
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   size_t i = 0;
+  if (prefetch) {
+    for (; i + 8 <= n; i += 8) {
+      __builtin_prefetch(words + i + kAhead);
+      s0 += words[i] + words[i + 4];
+      s1 += words[i + 1] + words[i + 5];
+      s2 += words[i + 2] + words[i + 6];
+      s3 += words[i + 3] + words[i + 7];
+    }
+  }
   for (; i + 8 <= n; i += 8) {
-    __builtin_prefetch(words + i + kAhead);
     s0 += words[i] + words[i + 4];
     s1 += words[i + 1] + words[i + 5];
     s2 += words[i + 2] + words[i + 6];
@@ -111,7 +120,8 @@ class BandwidthProbe {
 
   size_t bytes() const { return n_words_ * sizeof(uint64_t); }
 
-  // Bytes/s with `n_threads` threads, each summing its contiguous share; best of `passes`.
+  // Bytes/s with `n_threads` threads, each summing its contiguous share; best of `passes` with
+  // software prefetch and `passes` without.
   double measure(int n_threads, int passes, const std::vector<int>& cpus) {
     edgelm::ThreadPool pool(n_threads, cpus);
     auto share = [&](int index, size_t& begin, size_t& end) {
@@ -121,12 +131,14 @@ class BandwidthProbe {
     // One sum per thread, a cache line apart so the threads do not share a line.
     std::vector<uint64_t> sums(static_cast<size_t>(n_threads) * 8);
     double best = 0.0;
-    for (int pass = 0; pass < passes; ++pass) {
+    for (int pass = 0; pass < 2 * passes; ++pass) {
+      const bool prefetch = pass % 2 == 0;
       const auto start = Clock::now();
       pool.run([&](int index) {
         size_t begin = 0, end = 0;
         share(index, begin, end);
-        sums[static_cast<size_t>(index) * 8] = sum_words(words_.get() + begin, end - begin);
+        sums[static_cast<size_t>(index) * 8] =
+            sum_words(words_.get() + begin, end - begin, prefetch);
       });
       const double seconds = seconds_since(start);
       best = std::max(best, static_cast<double>(bytes()) / seconds);
@@ -475,8 +487,9 @@ int run(int argc, char** argv) {
   }
   char bw_line[512];
   std::snprintf(bw_line, sizeof bw_line,
-                "read bandwidth (streaming 64-bit loads over %zu MiB, best of %d): %s", bw_mib,
-                bw_passes, bw_header.c_str());
+                "read bandwidth (streaming 64-bit loads over %zu MiB, best of %d passes with "
+                "software prefetch and %d without): %s",
+                bw_mib, bw_passes, bw_passes, bw_header.c_str());
   const std::string header = edgelm::str_cat(
       bw_line, "\n", "KV cache ", edgelm::dtype_name(kv_type), ", prefill chunk ", chunk, ", ",
       repetitions,
