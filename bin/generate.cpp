@@ -164,7 +164,8 @@ int run(int argc, char** argv) {
                  "Convert weights on load: f32|f16|q8_0|q4_0 (default: the file's)");
   bool no_repack = false;
   app.add_flag("--no-repack", no_repack,
-               "CPU: multiply Q4_0 and Q8_0 weights as stored instead of repacking them at load");
+               "CPU: multiply Q4_0, Q8_0 and F16 weights as stored instead of repacking them at "
+               "load");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16");
   app.add_option("--max-seq-len", max_seq_len, "KV cache capacity in tokens")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));

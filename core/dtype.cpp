@@ -19,6 +19,8 @@ constexpr std::array<DTypeInfo, kDTypeCount> kInfo = {{
     // Per row and block the same 18 bytes as Q4_0 (BlockQ4_0x8 holds 8 rows of one block).
     {"q4_0x8", kQ4_0BlockSize, sizeof(BlockQ4_0x8) / kQ4_0x8Rows, true, false, kQ4_0x8Rows},
     {"q8_0x8", kQ8_0BlockSize, sizeof(BlockQ8_0x8) / kQ8_0x8Rows, true, false, kQ8_0x8Rows},
+    // Rows are cut into chunks of 16 elements (32 bytes per row), which the interleaving moves.
+    {"f16x4", kF16x4Chunk, kF16x4Chunk * sizeof(uint16_t), false, true, kF16x4Rows},
 }};
 static_assert(kInfo.size() == static_cast<size_t>(DType::Count), "one entry per DType");
 

@@ -9,11 +9,12 @@
 namespace edgelm {
 
 // Storage types. Activations are F32; weights F32/F16/BF16/Q8_0/Q4_0; KV cache F32/F16; token ids
-// and positions I32. Q8_0 and Q4_0 are the GGML/GGUF block formats (see core/quant.h). Q4_0x8 and
-// Q8_0x8 are Q4_0 and Q8_0 repacked at load for the CPU's matmul: the same blocks (same bytes per
-// weight), eight rows interleaved block by block (BlockQ4_0x8, BlockQ8_0x8), so they only exist for
-// matrices of 8·n rows and only as matmul weights; files never hold them.
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, Q4_0x8, Q8_0x8, Count };
+// and positions I32. Q8_0 and Q4_0 are the GGML/GGUF block formats (see core/quant.h). Q4_0x8,
+// Q8_0x8 and F16x4 are Q4_0, Q8_0 and F16 repacked at load for the CPU's matmul: the same bytes per
+// weight, groups of rows interleaved (eight rows block by block, BlockQ4_0x8 and BlockQ8_0x8; four
+// F16 rows 16 elements at a time), so they only exist for matrices of whole row groups and only as
+// matmul weights; files never hold them.
+enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, Q4_0x8, Q8_0x8, F16x4, Count };
 inline constexpr int kDTypeCount = static_cast<int>(DType::Count);
 
 struct DTypeInfo {
@@ -21,9 +22,10 @@ struct DTypeInfo {
   int64_t block_size;  // elements per block (1 for plain types)
   size_t block_bytes;  // bytes per block
   bool is_quantized;
-  bool is_float;  // F32, F16, BF16
+  bool is_float;  // F32, F16, BF16, F16x4
   // Rows stored together (1: every row is contiguous; Q4_0x8, Q8_0x8: groups of 8 rows interleaved,
-  // so a tensor needs a multiple of 8 rows and has no addressable single row).
+  // F16x4: groups of 4, so a tensor needs a multiple of that many rows and has no addressable
+  // single row).
   int64_t row_group = 1;
 };
 

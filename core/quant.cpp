@@ -120,7 +120,38 @@ void unpack_x8(const Record* src, Block* dst, int64_t rows, int64_t blocks, cons
   }
 }
 
+// Calls move(plain, packed) for every 16-element chunk of an F16x4 matrix: the chunk starting at
+// element `plain` of the row-major matrix starts at element `packed` of the interleaved one.
+template <class Move>
+void for_each_f16_x4(int64_t rows, int64_t cols, Move move) {
+  EDGELM_CHECK(rows % kF16x4Rows == 0 && cols % kF16x4Chunk == 0, "[quant] f16x4 needs a multiple ",
+               "of ", kF16x4Rows, " rows and of ", kF16x4Chunk, " columns, got ", rows, " x ",
+               cols);
+  const int64_t chunks = cols / kF16x4Chunk;
+  for (int64_t g = 0; g < rows / kF16x4Rows; ++g) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      for (int r = 0; r < kF16x4Rows; ++r) {
+        const int64_t row = g * kF16x4Rows + r;
+        const int64_t index = ((g * chunks + c) * kF16x4Rows + r) * kF16x4Chunk;
+        move(row * cols + c * kF16x4Chunk, index);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void repack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t cols) {
+  for_each_f16_x4(rows, cols, [&](int64_t plain, int64_t packed) {
+    std::memcpy(dst + packed, src + plain, kF16x4Chunk * sizeof(uint16_t));
+  });
+}
+
+void unpack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t cols) {
+  for_each_f16_x4(rows, cols, [&](int64_t plain, int64_t packed) {
+    std::memcpy(dst + plain, src + packed, kF16x4Chunk * sizeof(uint16_t));
+  });
+}
 
 void repack_q4_0_x8(const BlockQ4_0* src, BlockQ4_0x8* dst, int64_t rows, int64_t blocks) {
   repack_x8(src, dst, rows, blocks, "q4_0x8");

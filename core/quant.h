@@ -56,6 +56,20 @@ static_assert(sizeof(BlockQ8_0x8) == kQ8_0x8Rows * sizeof(BlockQ8_0), "same byte
 void repack_q8_0_x8(const BlockQ8_0* src, BlockQ8_0x8* dst, int64_t rows, int64_t blocks);
 void unpack_q8_0_x8(const BlockQ8_0x8* src, BlockQ8_0* dst, int64_t rows, int64_t blocks);
 
+// F16x4: an F16 matrix with groups of four rows interleaved 16 elements at a time, for the CPU's
+// float matmul. Chunk c of group g holds elements 16c..16c+15 of rows 4g, 4g+1, 4g+2, 4g+3, one row
+// after the other (64 halves, 128 bytes); a group's chunks follow each other, and groups follow in
+// row order, so element k of row 4g + r is at index (g·(K/16) + k/16)·64 + 16r + k % 16. A matrix-
+// vector product then reads the weights as one sequential stream while each 16 elements of x serve
+// four rows. Not a quantized format, but a load-time layout like Q4_0x8, and declared beside it.
+inline constexpr int kF16x4Rows = 4;
+inline constexpr int kF16x4Chunk = 16;
+
+// Repacks an F16 matrix of `rows` x `cols` half values (rows a multiple of 4, cols of 16) into
+// F16x4, and back; pure moves: unpack(repack(w)) == w.
+void repack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t cols);
+void unpack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t cols);
+
 // Reference quantizers. n must be a multiple of 32. They reproduce GGML's reference rounding:
 // Q8_0 scales by max|x|/127 and rounds half away from zero; Q4_0 scales by (signed value of
 // largest magnitude)/-8 so that value maps to nibble 0, and rounds half up.

@@ -66,24 +66,32 @@ Tensor unpermute_rows(Backend& backend, const Tensor& source, int64_t head_dim) 
 }
 
 // A matmul weight in the layout `backend` multiplies fastest (Backend::matmul_weight_type): the
-// tensor itself, or a repacked copy in backend memory (Q4_0 -> Q4_0x8 and Q8_0 -> Q8_0x8 on x86,
-// byte shuffles). The embedding table is never repacked: embed gathers single rows, which the
-// interleaved layouts do not keep together.
+// tensor itself, or a repacked copy in backend memory (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8 and
+// F16 -> F16x4 on x86, byte shuffles). The embedding table is never repacked: embed gathers single
+// rows, which the interleaved layouts do not keep together.
 Tensor for_matmul(Backend& backend, const Tensor& weight) {
   const DType from = weight.dtype();
   const DType layout = backend.matmul_weight_type(from);
   if (layout == from) return weight;
   EDGELM_CHECK((from == DType::Q4_0 && layout == DType::Q4_0x8) ||
-                   (from == DType::Q8_0 && layout == DType::Q8_0x8),
+                   (from == DType::Q8_0 && layout == DType::Q8_0x8) ||
+                   (from == DType::F16 && layout == DType::F16x4),
                "[load] backend ", backend.name(), " asks for ", dtype_name(from), " weights as ",
                dtype_name(layout), ", which the loader cannot produce");
-  if (weight.dim(0) % dtype_row_group(layout) != 0) return weight;  // no whole groups of rows
+  // No whole groups of rows, or rows the layout cannot cut into its blocks: keep the stored one.
+  if (weight.dim(0) % dtype_row_group(layout) != 0 ||
+      weight.dim(1) % dtype_block_size(layout) != 0) {
+    return weight;
+  }
   Tensor packed = Tensor::empty(backend.memory(), layout, weight.shape());
   EDGELM_CHECK(packed.raw() != nullptr, "[load] backend ", backend.name(),
                " memory has no host mapping to load weights through");
   const int64_t rows = weight.dim(0);
   const int64_t blocks = weight.dim(1) / dtype_block_size(from);
-  if (layout == DType::Q4_0x8) {
+  if (layout == DType::F16x4) {
+    repack_f16_x4(static_cast<const uint16_t*>(weight.raw()), static_cast<uint16_t*>(packed.raw()),
+                  rows, weight.dim(1));
+  } else if (layout == DType::Q4_0x8) {
     repack_q4_0_x8(static_cast<const BlockQ4_0*>(weight.raw()),
                    static_cast<BlockQ4_0x8*>(packed.raw()), rows, blocks);
   } else {

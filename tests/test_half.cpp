@@ -353,6 +353,7 @@ TEST(DTypeTest, InfoDescribesEachType) {
       {DType::I32, "i32", 1, 4, false, false},
       {DType::Q4_0x8, "q4_0x8", 32, 18, true, false, 8},
       {DType::Q8_0x8, "q8_0x8", 32, 34, true, false, 8},
+      {DType::F16x4, "f16x4", 16, 32, false, true, 4},
   };
   static_assert(std::size(table) == kDTypeCount, "one row per DType");
   for (const Expected& e : table) {

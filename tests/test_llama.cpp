@@ -284,19 +284,18 @@ TEST(QuantizedWeights, StayWithinBoundsOfF32) {
   }
 }
 
-// Repacking Q4_0 and Q8_0 weights at load (Backend::matmul_weight_type) changes the layout, not
-// the model: with the best table, a GGUF loaded with and without repacking gives the same greedy
-// tokens and logits equal up to float summation order (both kernels round activations to 8 bits
-// the same way; measured ~1e-7 relative). Where the table keeps the stored layout (portable, NEON)
-// both loads are equal.
+// Repacking Q4_0, Q8_0 and F16 weights at load (Backend::matmul_weight_type) changes the layout,
+// not the model: with the best table, a GGUF loaded with and without repacking gives the same
+// greedy tokens and logits equal up to float summation order (the quantized kernels round
+// activations to 8 bits the same way; measured ~1e-7 relative). Where the table keeps the stored
+// layout (portable, NEON) both loads are equal.
 TEST(RepackedWeights, GiveTheSameTokensAsTheStoredLayout) {
   const fs::path dir =
       fs::path(::testing::TempDir()) / ("edgelm_repack_" + std::to_string(::getpid()));
   cpu::CpuBackend repacking(cpu::CpuOptions{.n_threads = 2});
   cpu::CpuBackend stored(cpu::CpuOptions{.n_threads = 2, .repack_weights = false});
-  for (const DType quant : {DType::Q4_0, DType::Q8_0}) {
-    const DType layout = quant == DType::Q4_0 ? repacking.kernels().q4_0_matmul_layout
-                                              : repacking.kernels().q8_0_matmul_layout;
+  for (const DType quant : {DType::Q4_0, DType::Q8_0, DType::F16}) {
+    const DType layout = repacking.kernels().matmul_layout[static_cast<size_t>(quant)];
     for (const char* preset : {"tiny", "tiny-odd-heads"}) {
       SCOPED_TRACE(std::string(preset) + " " + dtype_name(quant));
       const std::string path = make_model(

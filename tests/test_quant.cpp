@@ -344,5 +344,34 @@ TEST(QuantTest, Q8_0x8RepackInterleavesEightRowsAndRoundTrips) {
   check_x8_repack<BlockQ8_0, BlockQ8_0x8>(repack_q8_0_x8, unpack_q8_0_x8);
 }
 
+// F16x4 moves halves only: chunk c of group g holds elements 16c..16c+15 of rows 4g..4g+3, one
+// row after the other; unpacking restores every value, and shapes that are not whole groups of
+// four rows and whole chunks of 16 columns are refused.
+TEST(QuantTest, F16x4RepackInterleavesFourRowsAndRoundTrips) {
+  static_assert(kF16x4Rows == 4 && kF16x4Chunk == 16);
+  constexpr int64_t kRows = 8;
+  constexpr int64_t kCols = 48;
+  std::mt19937 rng(6);
+  std::vector<uint16_t> rows(kRows * kCols);
+  for (uint16_t& value : rows) value = static_cast<uint16_t>(rng());
+  std::vector<uint16_t> packed(rows.size());
+  repack_f16_x4(rows.data(), packed.data(), kRows, kCols);
+  for (int64_t row = 0; row < kRows; ++row) {
+    for (int64_t k = 0; k < kCols; ++k) {
+      const int64_t chunk = (row / 4) * (kCols / 16) + k / 16;
+      ASSERT_EQ(packed[(chunk * 4 + row % 4) * 16 + k % 16], rows[row * kCols + k])
+          << "row " << row << " column " << k;
+    }
+  }
+  std::vector<uint16_t> unpacked(rows.size());
+  unpack_f16_x4(packed.data(), unpacked.data(), kRows, kCols);
+  EXPECT_EQ(unpacked, rows);
+  for (const auto& [bad_rows, bad_cols] :
+       {std::pair<int64_t, int64_t>{6, 48}, {3, 48}, {8, 40}, {8, 8}}) {
+    EXPECT_THROW(repack_f16_x4(rows.data(), packed.data(), bad_rows, bad_cols), Error);
+    EXPECT_THROW(unpack_f16_x4(packed.data(), unpacked.data(), bad_rows, bad_cols), Error);
+  }
+}
+
 }  // namespace
 }  // namespace edgelm

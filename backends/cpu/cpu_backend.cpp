@@ -57,10 +57,9 @@ CpuBackend::CpuBackend(CpuOptions options)
       repack_weights_(options.repack_weights) {}
 
 DType CpuBackend::matmul_weight_type(DType dtype) const {
-  if (!repack_weights_) return dtype;
-  if (dtype == DType::Q4_0) return kernels_->q4_0_matmul_layout;
-  if (dtype == DType::Q8_0) return kernels_->q8_0_matmul_layout;
-  return dtype;
+  const auto index = static_cast<size_t>(dtype);
+  if (!repack_weights_ || index >= kernels_->matmul_layout.size()) return dtype;
+  return kernels_->matmul_layout[index];
 }
 
 std::string CpuBackend::device() const {
@@ -140,7 +139,8 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   const void* weights = host(w, "matmul", "w");
   auto* y_values = static_cast<float*>(host(y, "matmul", "y"));
   const MatmulFn kernel = entry(kernels_->matmul, w.dtype());
-  // Ranges start and end on whole row groups (Q4_0x8 and Q8_0x8 kernels take eight rows at a time).
+  // Ranges start and end on whole row groups (the kernels for interleaved layouts take a group of
+  // rows at a time).
   const int64_t group = dtype_row_group(w.dtype());
   const int64_t grain = (grain_for(M * K) + group - 1) / group * group;
   auto rows = [&](int64_t begin, int64_t end) {

@@ -18,8 +18,7 @@ struct CpuOptions {
   int n_threads = 0;      // 0: one per hardware thread
   std::string isa;        // empty: EDGELM_CPU_ISA or the best available (see select_kernels)
   std::vector<int> cpus;  // pin thread i to cpus[i % size] (e.g. a phone's big cores); empty: no
-  // Let the loader repack weights into the table's faster layouts (KernelTable::q4_0_matmul_layout,
-  // q8_0_matmul_layout);
+  // Let the loader repack weights into the table's faster layouts (KernelTable::matmul_layout);
   // false keeps them as stored (to compare, or to keep a GGUF's pages shared with other processes).
   bool repack_weights = true;
   // Allocator for tensors made for this backend; null: a private HostMemory. Pass another

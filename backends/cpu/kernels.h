@@ -44,12 +44,17 @@ struct KernelTable {
   SoftmaxFn softmax = nullptr;
   SiluMulFn silu_mul = nullptr;
   AddFn add = nullptr;
-  // The layout Q4_0 matrices are multiplied fastest in with this table: Q4_0, or Q4_0x8 where the
-  // table's Q4_0x8 kernel beats its Q4_0 one (the CPU backend then asks the loader to repack).
-  // Every table can multiply both; the portable Q4_0x8 kernel is the oracle for the fast ones.
-  DType q4_0_matmul_layout = DType::Q4_0;
-  // The same for Q8_0 weights: Q8_0, or Q8_0x8.
-  DType q8_0_matmul_layout = DType::Q8_0;
+  // By weight dtype, the layout this table multiplies such matrices fastest in: the dtype itself,
+  // or a load-time layout (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8, F16 -> F16x4) where the table's kernel
+  // for it was measured faster (the CPU backend then asks the loader to repack). Every table can
+  // multiply every layout; the portable kernels are the oracle for the fast ones.
+  std::array<DType, kDTypeCount> matmul_layout = stored_layouts();
+
+  static constexpr std::array<DType, kDTypeCount> stored_layouts() {
+    std::array<DType, kDTypeCount> layouts{};
+    for (int i = 0; i < kDTypeCount; ++i) layouts[static_cast<size_t>(i)] = static_cast<DType>(i);
+    return layouts;
+  }
 };
 
 // The reference kernels (backends/cpu/portable/), always available.

@@ -140,6 +140,13 @@ void matmul_cases(std::vector<OpCase>& cases) {
       add_matmul_case(cases, dtype, s);
     }
   }
+  // F16x4 holds whole groups of four rows and whole chunks of 16 columns: one to sixteen groups,
+  // M tails, and K from one chunk to the 8192 of Llama-3.2-1B's down projection.
+  for (MatmulShape s : {MatmulShape{1, 4, 16}, MatmulShape{1, 20, 96}, MatmulShape{5, 12, 64},
+                        MatmulShape{4, 32, 288}, MatmulShape{17, 16, 160}, MatmulShape{33, 64, 256},
+                        MatmulShape{1, 64, 1024}, MatmulShape{2, 8, 8192}}) {
+    add_matmul_case(cases, DType::F16x4, s);
+  }
 }
 
 std::vector<double> rms_norm_reference(const std::vector<double>& x, const std::vector<double>& w,

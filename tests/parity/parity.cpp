@@ -67,6 +67,13 @@ void Context::fill(const Tensor& tensor, const std::vector<double>& values) {
                      K / kQ4_0BlockSize);
       break;
     }
+    case DType::F16x4: {  // rounded to F16 rows, then repacked
+      std::vector<uint16_t> halves(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) halves[i] = f32_to_f16(static_cast<float>(values[i]));
+      repack_f16_x4(halves.data(), static_cast<uint16_t*>(raw), tensor.shape().rows(),
+                    tensor.shape().last());
+      break;
+    }
     case DType::Q8_0x8: {  // quantized as Q8_0 rows, then repacked
       std::vector<float> row(values.begin(), values.end());
       const int64_t K = tensor.shape().last();

@@ -96,6 +96,16 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape)
       }
       break;
     }
+    case DType::F16x4: {  // chunks of 4 rows x 16 halves, each group's chunks in order
+      const int64_t K = shape.last();
+      for (int64_t i = 0; i < numel; ++i) {
+        const int64_t row = i / K;
+        const int64_t k = i % K;
+        const int64_t chunk = (row / 4) * (K / 16) + k / 16;
+        out[i] = half_bits_to_double(load_u16(bytes + 2 * ((chunk * 4 + row % 4) * 16 + k % 16)));
+      }
+      break;
+    }
     case DType::Q8_0x8: {  // records of 8 rows x 32 elements: 8 half scales, [8][8][4] bytes
       const int64_t K = shape.last();
       for (int64_t i = 0; i < numel; ++i) {

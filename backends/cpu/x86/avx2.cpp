@@ -95,13 +95,34 @@ constexpr int kPrefetchBytes = 2048;
 // Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
 // accumulator a vector of partial sums along K, reduced once at the end of the row.
 
-struct F32Weights {
+// row() and offset() place the elements: rows one after the other, or in F16x4's groups of four
+// interleaved rows (core/quant.h), where row n starts in its group's first chunk, 16 elements after
+// the row before it, and element k is in chunk k / 16, whose rows are four chunks apart.
+struct RowMajor {
+  static constexpr int kGroupRows = 1;
+  template <class Element>
+  static const Element* row(const Element* w, int64_t n, int64_t K) {
+    return w + n * K;
+  }
+  static int64_t offset(int64_t k) { return k; }  // of element k from the row's first element
+};
+
+struct FourRowsInterleaved {
+  static constexpr int kGroupRows = kF16x4Rows;
+  template <class Element>
+  static const Element* row(const Element* w, int64_t n, int64_t K) {
+    return w + (n / kF16x4Rows) * kF16x4Rows * K + (n % kF16x4Rows) * kF16x4Chunk;
+  }
+  static int64_t offset(int64_t k) { return kF16x4Rows * (k - k % kF16x4Chunk) + k % kF16x4Chunk; }
+};
+
+struct F32Weights : RowMajor {
   using Element = float;
   static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
   static float at(const float* p) { return *p; }
 };
 
-struct F16Weights {
+struct F16Weights : RowMajor {
   using Element = uint16_t;
   static __m256 load8(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -109,7 +130,7 @@ struct F16Weights {
   static float at(const uint16_t* p) { return half_to_float(*p); }
 };
 
-struct BF16Weights {
+struct BF16Weights : RowMajor {
   using Element = uint16_t;
   static __m256 load8(const uint16_t* p) {
     const __m256i wide =
@@ -119,7 +140,13 @@ struct BF16Weights {
   static float at(const uint16_t* p) { return bf16_to_float(*p); }
 };
 
-// y[m0 + i, n0 + j] for i < MR, j < NR. x: [M, K]; w: [N, K]; y: [M, N].
+struct F16x4Weights : FourRowsInterleaved {
+  using Element = uint16_t;
+  static __m256 load8(const uint16_t* p) { return F16Weights::load8(p); }
+  static float at(const uint16_t* p) { return F16Weights::at(p); }
+};
+
+// y[m0 + i, n0 + j] for i < MR, j < NR. x: [M, K]; w: [N, K] in the Weights' layout; y: [M, N].
 template <class Weights, int MR, int NR>
 void float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
                 int64_t m0, int64_t n0) {
@@ -129,11 +156,11 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   const float* x_rows[MR];
   const typename Weights::Element* w_rows[NR];
   for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
-  for (int j = 0; j < NR; ++j) w_rows[j] = w + (n0 + j) * K;
+  for (int j = 0; j < NR; ++j) w_rows[j] = Weights::row(w, n0 + j, K);
   int64_t k = 0;
   for (; k + 8 <= K; k += 8) {
     __m256 wv[NR];
-    for (int j = 0; j < NR; ++j) wv[j] = Weights::load8(w_rows[j] + k);
+    for (int j = 0; j < NR; ++j) wv[j] = Weights::load8(w_rows[j] + Weights::offset(k));
     for (int i = 0; i < MR; ++i) {
       const __m256 xv = _mm256_loadu_ps(x_rows[i] + k);
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
@@ -142,7 +169,8 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
       float sum = hsum(acc[i][j]);
-      for (int64_t t = k; t < K; ++t) sum += x_rows[i][t] * Weights::at(w_rows[j] + t);
+      for (int64_t t = k; t < K; ++t)
+        sum += x_rows[i][t] * Weights::at(w_rows[j] + Weights::offset(t));
       y[(m0 + i) * N + n0 + j] = sum;
     }
   }
@@ -176,6 +204,31 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
   return sum;
 }
 
+// One group of four interleaved weight rows (F16x4) against one row of x (decode): y[0..4). The
+// group's chunks are read front to back as one sequential stream (prefetched as float_row_dot's
+// row), and each 16 elements of x are loaded once for all four rows: row by row, x is read again
+// for every row, and once it no longer fits in L1 beside the weights streaming through (K = 8192:
+// 32 KiB of floats) those reads compete with the weight stream (see the AVX-512 kernel).
+template <class Weights>
+void float_group_dot4(const float* x, const typename Weights::Element* group, int64_t K, float* y) {
+  static_assert(Weights::kGroupRows == 4 && kF16x4Chunk == 16);
+  constexpr int kStepBytes = 64 * sizeof(typename Weights::Element);
+  __m256 acc[8];
+  for (__m256& a : acc) a = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    const typename Weights::Element* chunk = group + 4 * k;
+    const char* ahead = reinterpret_cast<const char*>(chunk) + kFloatPrefetchBytes;
+    for (int line = 0; line < kStepBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    const __m256 x0 = _mm256_loadu_ps(x + k);
+    const __m256 x1 = _mm256_loadu_ps(x + k + 8);
+    for (int r = 0; r < 4; ++r) {
+      acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
+      acc[2 * r + 1] = _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) y[r] = hsum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1]));
+}
+
 // One band of MR rows of x against weight rows [n_begin, n_end), three weight rows per tile: the
 // MR x 3 = 12 accumulators, three weight vectors and an x vector fill the 16 YMM registers, and 12
 // independent FMA chains keep both FMA pipes busy through their 4-cycle latency where 8 did not
@@ -187,7 +240,11 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
 template <class Weights, int MR>
 void float_band(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
                 int64_t m0, int64_t n_begin, int64_t n_end) {
-  if constexpr (MR == 1) {
+  if constexpr (MR == 1 && Weights::kGroupRows == 4) {
+    for (int64_t n = n_begin; n < n_end; n += 4)
+      float_group_dot4<Weights>(x + m0 * K, Weights::row(w, n, K), K, y + m0 * N + n);
+    return;
+  } else if constexpr (MR == 1) {
     for (int64_t n = n_begin; n < n_end; ++n)
       y[m0 * N + n] = float_row_dot<Weights>(x + m0 * K, w + n * K, K);
     return;
@@ -209,8 +266,11 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
                   int64_t n_begin, int64_t n_end) {
   const auto* weights = static_cast<const typename Weights::Element*>(w);
   // Whole 3-row tiles per chunk: a chunk of 32 rows left 2 rows to the 4 x 1 tile, which took
-  // 18 % of F16 prefill time.
-  const int64_t chunk = (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + 2) / 3 * 3;
+  // 18 % of F16 prefill time. With F16x4, whole groups of four rows too (decode takes a group at
+  // a time): multiples of 12.
+  constexpr int64_t kRows = Weights::kGroupRows == 4 ? 12 : 3;
+  const int64_t chunk =
+      (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + kRows - 1) / kRows * kRows;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     int64_t m = 0;
@@ -776,6 +836,11 @@ void f16_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_
 void bf16_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                        int64_t n_begin, int64_t n_end) {
   float_matmul<BF16Weights>(x, w, y, M, N, K, n_begin, n_end);
+}
+
+void f16x4_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                        int64_t n_begin, int64_t n_end) {
+  float_matmul<F16x4Weights>(x, w, y, M, N, K, n_begin, n_end);
 }
 
 void q8_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,

@@ -29,6 +29,9 @@ void q8_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64
                        int64_t n_begin, int64_t n_end);
 void q4_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                        int64_t n_begin, int64_t n_end);
+// F16x4 weights; n_begin and n_end are multiples of 4.
+void f16x4_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                        int64_t n_begin, int64_t n_end);
 // Q4_0x8 weights; n_begin and n_end are multiples of 8.
 void q4_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end);
@@ -54,6 +57,9 @@ void q8_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int
                          int64_t n_begin, int64_t n_end);
 void q4_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end);
+// F16x4 weights; n_begin and n_end are multiples of 4.
+void f16x4_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end);
 // Q4_0x8 and Q8_0x8 weights; n_begin and n_end are multiples of 8.
 void q4_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                            int64_t n_begin, int64_t n_end);
