@@ -5,14 +5,19 @@
 # same files with the same tests; then prints one markdown table side by side
 # (scripts/bench_compare.py). Results go to bench-results/<date>/ as JSON.
 #
+# The two tools take turns per model and thread count (edgelm, then llama-bench, then the next),
+# so each pair of rows is measured minutes apart at most: on a VM the memory bandwidth two vCPUs
+# get can change by half between phases of a few minutes, more than the differences measured.
+#
 #   scripts/bench_suite.sh                         # edgelm only
 #   LLAMA_BENCH=~/llama.cpp/build/bin/llama-bench scripts/bench_suite.sh
-#   EDGELM_BENCH_ARGS="-p 128 -n 32 -t 2 -r 2" scripts/bench_suite.sh   # a shorter run
+#   EDGELM_BENCH_ARGS="-p 128 -n 32 -r 2" EDGELM_BENCH_THREADS="2" scripts/bench_suite.sh
 #
 # Run it on an otherwise idle machine: both tools measure wall-clock throughput.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-args=${EDGELM_BENCH_ARGS:-"-p 128,512 -n 128 -t 1,2 -r 3"}
+args=${EDGELM_BENCH_ARGS:-"-p 128,512 -n 128 -r 3"}
+threads=${EDGELM_BENCH_THREADS:-"1 2"}
 types=${EDGELM_BENCH_TYPES:-"q4_0 q8_0 f16"}
 out=bench-results/$(date +%Y-%m-%d)
 mkdir -p "$out" build/models
@@ -32,15 +37,28 @@ for type in $types; do
   fi
   models+=("$file")
 done
-list=$(IFS=,; echo "${models[*]}")
+rm -f "$out"/edgelm-*.json "$out"/llama.cpp-*.json
+for file in "${models[@]}"; do
+  for t in $threads; do
+    name=$(basename "$file" .gguf)-t$t
+    echo "bench_suite: edgelm bench -m $file $args -t $t"
+    # shellcheck disable=SC2086
+    build/bin/bench -m "$file" $args -t "$t" -o json > "$out/edgelm-$name.json"
+    if [ -n "${LLAMA_BENCH:-}" ]; then
+      echo "bench_suite: $LLAMA_BENCH -m $file $args -t $t"
+      # shellcheck disable=SC2086
+      "$LLAMA_BENCH" -m "$file" $args -t "$t" -o json > "$out/llama.cpp-$name.json"
+    fi
+  done
+done
 
-echo "bench_suite: edgelm bench $args"
-# shellcheck disable=SC2086
-build/bin/bench -m "$list" $args -o json > "$out/edgelm.json"
+# One JSON array per tool, in the order the tests ran.
+join() {
+  python3 -c 'import json, sys; print(json.dumps([r for f in sys.argv[1:] for r in json.load(open(f))], indent=1))' "$@"
+}
+join $(ls -tr "$out"/edgelm-*.json) > "$out/edgelm.json"
 if [ -n "${LLAMA_BENCH:-}" ]; then
-  echo "bench_suite: $LLAMA_BENCH $args"
-  # shellcheck disable=SC2086
-  "$LLAMA_BENCH" -m "$list" $args -o json > "$out/llama.cpp.json"
+  join $(ls -tr "$out"/llama.cpp-*.json) > "$out/llama.cpp.json"
   python3 scripts/bench_compare.py "$out/edgelm.json" "$out/llama.cpp.json" | tee "$out/summary.md"
 else
   python3 scripts/bench_compare.py "$out/edgelm.json" | tee "$out/summary.md"
