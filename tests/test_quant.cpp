@@ -1,5 +1,6 @@
 // The GGML block quantizers: exact bytes for blocks worked out by hand, dequantization of known
-// bytes, and error bounds on random rows.
+// bytes, and error bounds on random rows; the load-time layouts' repacking; and the CPU kernel
+// tables' two-step quantized matmul against their one-step kernels.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/cpu/kernels.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/quant.h"
@@ -371,6 +373,76 @@ TEST(QuantTest, F16x4RepackInterleavesFourRowsAndRoundTrips) {
     EXPECT_THROW(repack_f16_x4(rows.data(), packed.data(), bad_rows, bad_cols), Error);
     EXPECT_THROW(unpack_f16_x4(packed.data(), unpacked.data(), bad_rows, bad_cols), Error);
   }
+}
+
+// Quantized weights of `dtype` (Q8_0, Q4_0 or their interleaved layouts) for an N x K matrix.
+std::vector<std::byte> random_quantized_weights(DType dtype, int64_t N, int64_t K,
+                                                std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(N * K));
+  for (float& v : values) v = normal(rng);
+  const int64_t blocks = K / 32;
+  std::vector<BlockQ8_0> q8(static_cast<size_t>(N * blocks));
+  std::vector<BlockQ4_0> q4(static_cast<size_t>(N * blocks));
+  quantize_row_q8_0(values.data(), q8.data(), N * K);
+  quantize_row_q4_0(values.data(), q4.data(), N * K);
+  std::vector<std::byte> bytes(dtype_row_bytes(dtype, K) * static_cast<size_t>(N));
+  switch (dtype) {
+    case DType::Q8_0:
+      std::memcpy(bytes.data(), q8.data(), bytes.size());
+      break;
+    case DType::Q4_0:
+      std::memcpy(bytes.data(), q4.data(), bytes.size());
+      break;
+    case DType::Q8_0x8:
+      repack_q8_0_x8(q8.data(), reinterpret_cast<BlockQ8_0x8*>(bytes.data()), N, blocks);
+      break;
+    case DType::Q4_0x8:
+      repack_q4_0_x8(q4.data(), reinterpret_cast<BlockQ4_0x8*>(bytes.data()), N, blocks);
+      break;
+    default:
+      ADD_FAILURE() << "no quantized weights of " << dtype_name(dtype);
+  }
+  return bytes;
+}
+
+// What the CPU backend runs (x quantized once, in pieces of rows, then multiplied in ranges of
+// weight rows) is bit for bit what the table's one-step kernel computes.
+TEST(QuantizedMatmul, TwoStepsEqualTheOneStepKernelOnEveryTable) {
+  constexpr int64_t N = 48;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  int checked = 0;
+  for (const cpu::KernelTable* table : cpu::available_kernel_tables()) {
+    for (int d = 0; d < kDTypeCount; ++d) {
+      const auto dtype = static_cast<DType>(d);
+      const cpu::QuantizedMatmul two_step = table->quantized_matmul[static_cast<size_t>(d)];
+      if (two_step.matmul == nullptr) continue;
+      ASSERT_NE(two_step.quantize_x, nullptr) << table->isa << " " << dtype_name(dtype);
+      for (const auto& [M, K] : {std::pair<int64_t, int64_t>{1, 96}, {5, 288}, {9, 256}}) {
+        SCOPED_TRACE(std::string(table->isa) + " " + dtype_name(dtype) + " M=" + std::to_string(M) +
+                     " K=" + std::to_string(K));
+        std::vector<float> x(static_cast<size_t>(M * K));
+        for (float& v : x) v = normal(rng);
+        const std::vector<std::byte> w = random_quantized_weights(dtype, N, K, rng);
+        std::vector<float> one(static_cast<size_t>(M * N), NAN);
+        table->matmul[static_cast<size_t>(d)](x.data(), w.data(), one.data(), M, N, K, 0, N);
+        std::vector<std::byte> xq(cpu::quantized_x_bytes(M, K));
+        two_step.quantize_x(x.data(), xq.data(), M, K, 0, M / 2);
+        two_step.quantize_x(x.data(), xq.data(), M, K, M / 2, M);
+        std::vector<float> two(static_cast<size_t>(M * N), NAN);
+        two_step.matmul(xq.data(), w.data(), two.data(), M, N, K, 0, 16);
+        two_step.matmul(xq.data(), w.data(), two.data(), M, N, K, 16, N);
+        ASSERT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+        ++checked;
+      }
+    }
+  }
+#if defined(__x86_64__) || defined(__aarch64__)
+  if (cpu::available_kernel_tables().size() > 1) {
+    EXPECT_GT(checked, 0);
+  }
+#endif
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -17,11 +19,12 @@ int default_thread_count() {
   return hardware == 0 ? 1 : static_cast<int>(hardware);
 }
 
-// The table entry for `dtype`, or null for a value outside the enum (supports() must not throw).
-template <class Fn>
-Fn entry(const std::array<Fn, kDTypeCount>& table, DType dtype) {
+// The table entry for `dtype`, or an empty one for a value outside the enum (supports() must not
+// throw).
+template <class Entry>
+Entry entry(const std::array<Entry, kDTypeCount>& table, DType dtype) {
   const auto index = static_cast<size_t>(dtype);
-  return index < table.size() ? table[index] : nullptr;
+  return index < table.size() ? table[index] : Entry{};
 }
 
 // Host address of a tensor's bytes; every CPU op needs one.
@@ -35,13 +38,27 @@ void* host(const Tensor& t, const char* op, const char* role) {
 
 // Matmul rows are handed out in about this many ranges per thread (ThreadPool::
 // parallel_for_dynamic), so a thread slowed by another process or the hypervisor takes fewer of
-// them; each range re-quantizes x in the quantized kernels, so not many more.
+// them; 16 instead of 4 measured the same (Zen 4 VM, 1B decode, 2 threads).
 constexpr int64_t kMatmulChunksPerThread = 4;
 // Up to this many rows of x (decode, short steps) matmul is split dynamically. Longer prefill
-// chunks keep one range per thread: every range of a quantized kernel quantizes x again, and
-// alternating A/B runs of a dynamic prefill split (1B Q4_0 and Q8_0 pp128, 2 threads) showed no
-// difference beyond the VM's +-10 % noise.
+// chunks keep one range per thread: alternating A/B runs of a dynamic prefill split (1B Q4_0 and
+// Q8_0 pp128, 2 threads) showed no difference beyond the VM's +-10 % noise.
 constexpr int64_t kDynamicMatmulRows = 4;
+
+// The quantized x of a matmul (QuantizedMatmul), one growing buffer per calling thread: after the
+// first prefill step it is large enough for every later step, so decoding allocates nothing.
+void* quantized_x_buffer(size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    size_t capacity = 0;
+  };
+  thread_local Buffer buffer;
+  if (bytes > buffer.capacity) {
+    buffer.data = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    buffer.capacity = bytes;
+  }
+  return buffer.data.get();
+}
 
 // Rows of a [rows, n] problem per task: enough work per task to amortise a dispatch.
 int64_t grain_for(int64_t row_cost) {
@@ -139,19 +156,34 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   const void* weights = host(w, "matmul", "w");
   auto* y_values = static_cast<float*>(host(y, "matmul", "y"));
   const MatmulFn kernel = entry(kernels_->matmul, w.dtype());
+  const QuantizedMatmul quantized = entry(kernels_->quantized_matmul, w.dtype());
   // Ranges start and end on whole row groups (the kernels for interleaved layouts take a group of
   // rows at a time).
   const int64_t group = dtype_row_group(w.dtype());
   const int64_t grain = (grain_for(M * K) + group - 1) / group * group;
-  auto rows = [&](int64_t begin, int64_t end) {
-    kernel(x_values, weights, y_values, M, N, K, begin, end);
+  auto split = [&](auto&& rows) {
+    if (M > kDynamicMatmulRows) {
+      pool_.parallel_for(N, rows, grain);
+      return;
+    }
+    const int64_t per_chunk = N / (kMatmulChunksPerThread * pool_.size());
+    pool_.parallel_for_dynamic(N, rows, std::max(grain, per_chunk / grain * grain));
   };
-  if (M > kDynamicMatmulRows) {
-    pool_.parallel_for(N, rows, grain);
+  if (quantized.matmul == nullptr) {
+    split([&](int64_t begin, int64_t end) {
+      kernel(x_values, weights, y_values, M, N, K, begin, end);
+    });
     return;
   }
-  const int64_t per_chunk = N / (kMatmulChunksPerThread * pool_.size());
-  pool_.parallel_for_dynamic(N, rows, std::max(grain, per_chunk / grain * grain));
+  // x quantized once, its rows split over the threads when there are many, then shared by every
+  // range (instead of each range quantizing all of it again).
+  void* xq = quantized_x_buffer(quantized_x_bytes(M, K));
+  pool_.parallel_for(
+      M, [&](int64_t begin, int64_t end) { quantized.quantize_x(x_values, xq, M, K, begin, end); },
+      grain_for(K));
+  split([&](int64_t begin, int64_t end) {
+    quantized.matmul(xq, weights, y_values, M, N, K, begin, end);
+  });
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {

@@ -74,6 +74,10 @@ KernelTable make_avx2_table() {
   // F16 prefill is where AVX2 machines trail llama.cpp (performance.md).
   table.matmul[at(DType::F16x4)] = f16x4_matmul__avx2;
   table.matmul_layout[at(DType::Q8_0)] = DType::Q8_0x8;  // prefill 1B Q8_0: see performance.md
+  table.quantized_matmul[at(DType::Q4_0)] = {quantize_x_pairs__avx2, q4_0_matmul_xq__avx2};
+  table.quantized_matmul[at(DType::Q8_0)] = {quantize_x__avx2, q8_0_matmul_xq__avx2};
+  table.quantized_matmul[at(DType::Q4_0x8)] = {quantize_x__avx2, q4_0x8_matmul_xq__avx2};
+  table.quantized_matmul[at(DType::Q8_0x8)] = {quantize_x__avx2, q8_0x8_matmul_xq__avx2};
   table.attention[at(DType::F32)] = f32_attention__avx2;
   table.attention[at(DType::F16)] = f16_attention__avx2;
   table.rms_norm = f32_rms_norm__avx2;
@@ -99,6 +103,10 @@ KernelTable make_avx512_table() {
   table.matmul[at(DType::F16x4)] = f16x4_matmul__avx512;
   table.matmul_layout[at(DType::F16)] = DType::F16x4;    // 1B F16 decode: see performance.md
   table.matmul_layout[at(DType::Q8_0)] = DType::Q8_0x8;  // 1B Q8_0: see performance.md
+  table.quantized_matmul[at(DType::Q4_0)] = {quantize_x_q4_0__avx512, q4_0_matmul_xq__avx512};
+  table.quantized_matmul[at(DType::Q8_0)] = {quantize_x_q8_0__avx512, q8_0_matmul_xq__avx512};
+  table.quantized_matmul[at(DType::Q4_0x8)] = {quantize_x_x8__avx512, q4_0x8_matmul_xq__avx512};
+  table.quantized_matmul[at(DType::Q8_0x8)] = {quantize_x_x8__avx512, q8_0x8_matmul_xq__avx512};
   table.attention[at(DType::F32)] = f32_attention__avx512;
   table.attention[at(DType::F16)] = f16_attention__avx512;
   table.rms_norm = f32_rms_norm__avx512;
@@ -137,6 +145,8 @@ KernelTable make_neon_table() {
   table.matmul[at(DType::BF16)] = bf16_matmul__neon;
   table.matmul[at(DType::Q8_0)] = q8_0_matmul__neon;
   table.matmul[at(DType::Q4_0)] = q4_0_matmul__neon;
+  table.quantized_matmul[at(DType::Q8_0)] = {quantize_x__neon, q8_0_matmul_xq__neon};
+  table.quantized_matmul[at(DType::Q4_0)] = {quantize_x__neon, q4_0_matmul_xq__neon};
   table.attention[at(DType::F32)] = f32_attention__neon;
   table.attention[at(DType::F16)] = f16_attention__neon;
   table.rms_norm = f32_rms_norm__neon;
@@ -154,6 +164,8 @@ KernelTable make_neon_dotprod_table() {
   auto at = [](DType dtype) { return static_cast<size_t>(dtype); };
   table.matmul[at(DType::Q8_0)] = q8_0_matmul__neon_dotprod;
   table.matmul[at(DType::Q4_0)] = q4_0_matmul__neon_dotprod;
+  table.quantized_matmul[at(DType::Q8_0)] = {quantize_x__neon, q8_0_matmul_xq__neon_dotprod};
+  table.quantized_matmul[at(DType::Q4_0)] = {quantize_x__neon, q4_0_matmul_xq__neon_dotprod};
   return table;
 }
 

@@ -29,6 +29,26 @@ using RopeFn = void (*)(const float* x, float* out, int64_t n_heads, int64_t hea
 using SoftmaxFn = void (*)(const float* x, float* y, int64_t n);
 using SiluMulFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 using AddFn = void (*)(const float* a, const float* b, float* out, int64_t n);
+// Quantized-weight kernels round the rows of x to 8 bits per 32-block (scale max|x|/127, as GGML's
+// Q8_0) before multiplying. A table can hand that step out separately (QuantizedMatmul), so the CPU
+// backend quantizes x once per matmul, shared by every thread and row range, instead of once per
+// range: quantize_x writes rows [m_begin, m_end) of x into `xq`, a buffer of
+// quantized_x_bytes(M, K) bytes laid out as the kernel reads it, and matmul multiplies from it.
+using QuantizeXFn = void (*)(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                             int64_t m_end);
+using QuantizedXMatmulFn = void (*)(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                                    int64_t K, int64_t n_begin, int64_t n_end);
+struct QuantizedMatmul {
+  QuantizeXFn quantize_x = nullptr;
+  QuantizedXMatmulFn matmul = nullptr;
+};
+
+// Bytes of a quantized x: M·K values, then per block a float scale and a 32-bit sum. Every ISA's
+// layout fits in it.
+constexpr size_t quantized_x_bytes(int64_t M, int64_t K) {
+  return static_cast<size_t>(M * K) + static_cast<size_t>(M * (K / 32)) * 8;
+}
+
 // Attention for kv heads [group_begin, group_end) (all queries and all query heads of those
 // groups, and their rows of args.mass). Semantics as Backend::attention.
 using AttentionFn = void (*)(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
@@ -36,6 +56,8 @@ using AttentionFn = void (*)(const AttentionArgs& args, int64_t group_begin, int
 struct KernelTable {
   const char* isa = "";
   std::array<MatmulFn, kDTypeCount> matmul{};            // by weight dtype
+  // By weight dtype, where set: the same product as matmul[] in two steps (see QuantizedMatmul).
+  std::array<QuantizedMatmul, kDTypeCount> quantized_matmul{};
   std::array<RowToF32Fn, kDTypeCount> row_to_f32{};      // by source dtype
   std::array<RowFromF32Fn, kDTypeCount> row_from_f32{};  // by destination dtype
   std::array<AttentionFn, kDTypeCount> attention{};      // by K/V dtype

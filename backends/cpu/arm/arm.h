@@ -29,6 +29,15 @@ void q8_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64
                        int64_t n_begin, int64_t n_end);
 void q4_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                        int64_t n_begin, int64_t n_end);
+// Two-step quantized matmul (kernels.h, QuantizedMatmul): x quantized once into a buffer of
+// quantized_x_bytes(M, K) bytes, then multiplied from there. The SDOT matmuls read the same
+// buffer.
+void quantize_x__neon(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                      int64_t m_end);
+void q8_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end);
+void q4_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end);
 void f32_rms_norm__neon(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void f32_rope__neon(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
                     const float* inv_freq);
@@ -42,6 +51,10 @@ void q8_0_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t 
                                int64_t K, int64_t n_begin, int64_t n_end);
 void q4_0_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t M, int64_t N,
                                int64_t K, int64_t n_begin, int64_t n_end);
+void q8_0_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                                  int64_t K, int64_t n_begin, int64_t n_end);
+void q4_0_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                                  int64_t K, int64_t n_begin, int64_t n_end);
 
 namespace arm {
 

@@ -326,12 +326,27 @@ void bf16_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64
 
 void q8_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                        int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q8_0Format, NeonDot>(x, w, y, M, N, K, n_begin, n_end);
+  quant_matmul<Q8_0Format, NeonDot>(quantize_x(x, M, K), w, y, M, N, K, n_begin, n_end);
 }
 
 void q4_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                        int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q4_0Format, NeonDot>(x, w, y, M, N, K, n_begin, n_end);
+  quant_matmul<Q4_0Format, NeonDot>(quantize_x(x, M, K), w, y, M, N, K, n_begin, n_end);
+}
+
+void quantize_x__neon(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                      int64_t m_end) {
+  quantize_rows(x, xq, M, K, m_begin, m_end);
+}
+
+void q8_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end) {
+  quant_matmul<Q8_0Format, NeonDot>(quantized_view(xq, M, K), w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end) {
+  quant_matmul<Q4_0Format, NeonDot>(quantized_view(xq, M, K), w, y, M, N, K, n_begin, n_end);
 }
 
 // Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the

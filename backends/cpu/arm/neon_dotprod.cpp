@@ -25,12 +25,22 @@ struct DotprodDot {
 
 void q8_0_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t M, int64_t N,
                                int64_t K, int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q8_0Format, DotprodDot>(x, w, y, M, N, K, n_begin, n_end);
+  quant_matmul<Q8_0Format, DotprodDot>(quantize_x(x, M, K), w, y, M, N, K, n_begin, n_end);
 }
 
 void q4_0_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t M, int64_t N,
                                int64_t K, int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q4_0Format, DotprodDot>(x, w, y, M, N, K, n_begin, n_end);
+  quant_matmul<Q4_0Format, DotprodDot>(quantize_x(x, M, K), w, y, M, N, K, n_begin, n_end);
+}
+
+void q8_0_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                                  int64_t K, int64_t n_begin, int64_t n_end) {
+  quant_matmul<Q8_0Format, DotprodDot>(quantized_view(xq, M, K), w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                                  int64_t K, int64_t n_begin, int64_t n_end) {
+  quant_matmul<Q4_0Format, DotprodDot>(quantized_view(xq, M, K), w, y, M, N, K, n_begin, n_end);
 }
 
 }  // namespace edgelm::cpu

@@ -1,7 +1,8 @@
 // Quantized-weight matmul (Q8_0, Q4_0) for AArch64, shared by neon.cpp and neon_dotprod.cpp, which
-// differ only in the integer dot product of one 32-element block (their `Dot` policy). Each call
-// quantizes the rows of x to 8 bits per 32-block (scale max|x|/127, as GGML's Q8_0) once; every
-// block product is then an integer dot product scaled by d_w·d_x. Blocks are taken four at a
+// differ only in the integer dot product of one 32-element block (their `Dot` policy). The rows of
+// x are quantized to 8 bits per 32-block (scale max|x|/127, as GGML's Q8_0) once per matmul (by the
+// CPU backend through QuantizedMatmul, or at the start of a MatmulFn call); every block product is
+// then an integer dot product scaled by d_w·d_x. Blocks are taken four at a
 // time, so the four integer sums are reduced into one vector and scaled with one multiply-add
 // against the four block scales.
 //
@@ -34,22 +35,28 @@ int64_t weight_chunk_rows(size_t row_bytes) {
   return rows < 4 ? 4 : rows;
 }
 
-// Rows of x quantized for one call, in per-thread scratch.
+// Rows of x quantized for one matmul: a view of a buffer laid out [M·K values][M·blocks scales]
+// (within kernels.h's quantized_x_bytes; the x86 kernels also keep block sums after the scales).
 struct QuantizedX {
   const int8_t* qs;    // [M, K] values in -127..127 (never -128: see Dot::block)
   const float* scale;  // [M, K / 32] d_x per block
   int64_t blocks;      // K / 32
 };
 
-QuantizedX quantize_x(const float* x, int64_t M, int64_t K) {
-  const int64_t blocks = K / kBlock;
+QuantizedX quantized_view(const void* buffer, int64_t M, int64_t K) {
   // M·K is a multiple of 32, so the scales after the values stay aligned.
-  const size_t qs_bytes = static_cast<size_t>(M * K);
-  auto* base = static_cast<char*>(arm::scratch(
-      arm::Scratch::kActivations, qs_bytes + static_cast<size_t>(M * blocks) * sizeof(float)));
-  auto* qs = reinterpret_cast<int8_t*>(base);
-  auto* scale = reinterpret_cast<float*>(base + qs_bytes);
-  for (int64_t m = 0; m < M; ++m) {
+  const auto* base = static_cast<const char*>(buffer);
+  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + M * K),
+          K / kBlock};
+}
+
+// Rows [m_begin, m_end) of x into the buffer of an M x K quantized x.
+void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m_begin,
+                   int64_t m_end) {
+  const int64_t blocks = K / kBlock;
+  auto* qs = static_cast<int8_t*>(buffer);
+  auto* scale = reinterpret_cast<float*>(qs + M * K);
+  for (int64_t m = m_begin; m < m_end; ++m) {
     for (int64_t b = 0; b < blocks; ++b) {
       const float* src = x + m * K + b * kBlock;
       float32x4_t v[8];
@@ -71,7 +78,15 @@ QuantizedX quantize_x(const float* x, int64_t M, int64_t K) {
       scale[m * blocks + b] = max_abs / 127.0f;
     }
   }
-  return {qs, scale, blocks};
+}
+
+// All of x quantized into per-thread scratch, for a MatmulFn call.
+QuantizedX quantize_x(const float* x, int64_t M, int64_t K) {
+  void* buffer =
+      arm::scratch(arm::Scratch::kActivations,
+                   static_cast<size_t>(M * K) + static_cast<size_t>(M * (K / kBlock)) * 8);
+  quantize_rows(x, buffer, M, K, 0, M);
+  return quantized_view(buffer, M, K);
 }
 
 // Weight block formats: the 32 values of one block as two vectors of signed bytes, elements 0..15
@@ -164,10 +179,8 @@ void quant_band(const QuantizedX& xq, const typename Format::Block* w, float* y,
 }
 
 template <class Format, class Dot>
-void quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+void quant_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                   int64_t n_begin, int64_t n_end) {
-  // Every thread quantizes all of x for itself: M·K is small next to the N·K weights it streams.
-  const QuantizedX xq = quantize_x(x, M, K);
   const auto* blocks = static_cast<const typename Format::Block*>(w);
   const int64_t chunk = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {

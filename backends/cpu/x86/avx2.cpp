@@ -293,14 +293,16 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Quantized-weight matmul (Q8_0, Q4_0). Each call quantizes the rows of x to 8 bits per 32-block
-// (scale max|x|/127, as GGML's Q8_0) once, then every block product is an integer dot product
-// scaled by d_w·d_x. Blocks are taken eight at a time so the eight integer sums are reduced into
+// Quantized-weight matmul (Q8_0, Q4_0). The rows of x are quantized to 8 bits per 32-block (scale
+// max|x|/127, as GGML's Q8_0) once per matmul (by the CPU backend through QuantizedMatmul, or at
+// the start of a MatmulFn call), then every block product is an integer dot product scaled by
+// d_w·d_x. Blocks are taken eight at a time so the eight integer sums are reduced into
 // one vector and scaled with one multiply-add against the eight block scales.
 
 constexpr int kBlock = 32;
 
-// Rows of x quantized for one call, in per-thread scratch.
+// Rows of x quantized for one matmul: a view of a buffer laid out [M·K values][M·blocks scales]
+// [M·blocks sums] (kernels.h, quantized_x_bytes).
 struct QuantizedX {
   const int8_t* qs;     // [M, K] values, in the byte order the weight format reads (see below)
   const float* scale;   // [M, K / 32] d_x per block
@@ -312,20 +314,29 @@ struct QuantizedX {
 // Pair order (Q4_0): blocks 2j and 2j+1 occupy 64 bytes as [2j: 0..15][2j+1: 0..15][2j: 16..31]
 // [2j+1: 16..31], matching one 256-bit load of both blocks' nibbles split into low nibbles
 // (elements 0..15) and high nibbles (elements 16..31). An odd last block is stored in order.
-QuantizedX quantize_x(const float* x, int64_t M, int64_t K, bool pair_order) {
+QuantizedX quantized_view(const void* buffer, int64_t M, int64_t K, bool pair_order) {
   const int64_t blocks = K / kBlock;
   // M·K is a multiple of 32, so the scales after the values stay aligned.
-  const size_t qs_bytes = static_cast<size_t>(M * K);
-  auto* base = static_cast<char*>(scratch(
-      Scratch::kActivations, qs_bytes + static_cast<size_t>(M * blocks) * 2 * sizeof(float)));
-  auto* qs = reinterpret_cast<int8_t*>(base);
-  auto* scale = reinterpret_cast<float*>(base + qs_bytes);
-  auto* sum8 = reinterpret_cast<int32_t*>(scale + M * blocks);
-  const int64_t pair_blocks = pair_order ? blocks & ~int64_t{1} : 0;
+  const auto* base = static_cast<const char*>(buffer);
+  const auto* scale = reinterpret_cast<const float*>(base + M * K);
+  return {reinterpret_cast<const int8_t*>(base), scale,
+          reinterpret_cast<const int32_t*>(scale + M * blocks), blocks,
+          pair_order ? blocks & ~int64_t{1} : 0};
+}
+
+// Rows [m_begin, m_end) of x into the buffer of an M x K quantized x.
+void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m_begin,
+                   int64_t m_end, bool pair_order) {
+  const QuantizedX view = quantized_view(buffer, M, K, pair_order);
+  auto* qs = const_cast<int8_t*>(view.qs);
+  auto* scale = const_cast<float*>(view.scale);
+  auto* sum8 = const_cast<int32_t*>(view.sum8);
+  const int64_t blocks = view.blocks;
+  const int64_t pair_blocks = view.pair_blocks;
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   // packs_epi32/packs_epi16 interleave the 128-bit halves; this puts the 4-byte groups back.
   const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int64_t m = 0; m < M; ++m) {
+  for (int64_t m = m_begin; m < m_end; ++m) {
     for (int64_t b = 0; b < blocks; ++b) {
       const float* src = x + m * K + b * kBlock;
       __m256 v[4];
@@ -355,7 +366,14 @@ QuantizedX quantize_x(const float* x, int64_t M, int64_t K, bool pair_order) {
       sum8[m * blocks + b] = 8 * hsum_i32(total);
     }
   }
-  return {qs, scale, sum8, blocks, pair_blocks};
+}
+
+// All of x quantized into per-thread scratch, for a MatmulFn call.
+QuantizedX quantize_x(const float* x, int64_t M, int64_t K, bool pair_order) {
+  void* buffer = scratch(Scratch::kActivations,
+                         static_cast<size_t>(M * K) + static_cast<size_t>(M * (K / kBlock)) * 8);
+  quantize_rows(x, buffer, M, K, 0, M, pair_order);
+  return quantized_view(buffer, M, K, pair_order);
 }
 
 // Scales of eight consecutive blocks as floats. One gather of the 32-bit words starting at each
@@ -524,10 +542,8 @@ void quant_band(const QuantizedX& xq, const typename Format::Block* w, float* y,
 }
 
 template <class Format>
-void quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+void quant_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                   int64_t n_begin, int64_t n_end) {
-  // Every thread quantizes all of x for itself: M·K is small next to the N·K weights it streams.
-  const QuantizedX xq = quantize_x(x, M, K, Format::kPairOrder);
   const auto* blocks = static_cast<const typename Format::Block*>(w);
   const int64_t chunk = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
@@ -684,10 +700,9 @@ void x8_band(const QuantizedX& xq, const typename Kernel::Record* w, float* y, i
 // Weights in records of eight interleaved rows (Q4_0x8, Q8_0x8); n_begin and n_end are multiples
 // of 8.
 template <class Kernel>
-void x8_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                int64_t n_begin, int64_t n_end) {
   using Record = typename Kernel::Record;
-  const QuantizedX xq = quantize_x(x, M, K, /*pair_order=*/false);
   const auto* records = static_cast<const Record*>(w);
   // Whole groups of eight rows per chunk, ~128 KiB of weights as for the other kernels.
   const int64_t rows = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(Record) / 8);
@@ -843,24 +858,58 @@ void f16x4_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int6
   float_matmul<F16x4Weights>(x, w, y, M, N, K, n_begin, n_end);
 }
 
+// How each format wants x: Q4_0 in pair order, the others plain.
+void quantize_x_pairs__avx2(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                            int64_t m_end) {
+  quantize_rows(x, xq, M, K, m_begin, m_end, /*pair_order=*/true);
+}
+
+void quantize_x__avx2(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                      int64_t m_end) {
+  quantize_rows(x, xq, M, K, m_begin, m_end, /*pair_order=*/false);
+}
+
+void q8_0_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end) {
+  static_assert(!Q8_0Format::kPairOrder);
+  quant_matmul<Q8_0Format>(quantized_view(xq, M, K, false), w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end) {
+  static_assert(Q4_0Format::kPairOrder);
+  quant_matmul<Q4_0Format>(quantized_view(xq, M, K, true), w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                            int64_t K, int64_t n_begin, int64_t n_end) {
+  x8_matmul<Q4_0x8Kernel>(quantized_view(xq, M, K, false), w, y, M, N, K, n_begin, n_end);
+}
+
+void q8_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                            int64_t K, int64_t n_begin, int64_t n_end) {
+  x8_matmul<Q8_0x8Kernel>(quantized_view(xq, M, K, false), w, y, M, N, K, n_begin, n_end);
+}
+
+// The one-step forms quantize all of x into per-thread scratch first.
 void q8_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                        int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q8_0Format>(x, w, y, M, N, K, n_begin, n_end);
+  quant_matmul<Q8_0Format>(quantize_x(x, M, K, false), w, y, M, N, K, n_begin, n_end);
 }
 
 void q4_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                        int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q4_0Format>(x, w, y, M, N, K, n_begin, n_end);
+  quant_matmul<Q4_0Format>(quantize_x(x, M, K, true), w, y, M, N, K, n_begin, n_end);
 }
 
 void q4_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end) {
-  x8_matmul<Q4_0x8Kernel>(x, w, y, M, N, K, n_begin, n_end);
+  x8_matmul<Q4_0x8Kernel>(quantize_x(x, M, K, false), w, y, M, N, K, n_begin, n_end);
 }
 
 void q8_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end) {
-  x8_matmul<Q8_0x8Kernel>(x, w, y, M, N, K, n_begin, n_end);
+  x8_matmul<Q8_0x8Kernel>(quantize_x(x, M, K, false), w, y, M, N, K, n_begin, n_end);
 }
 
 // Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the

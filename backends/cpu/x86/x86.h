@@ -38,6 +38,20 @@ void q4_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int
 // Q8_0x8 weights; n_begin and n_end are multiples of 8.
 void q8_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                          int64_t n_begin, int64_t n_end);
+// Two-step quantized matmul (kernels.h, QuantizedMatmul): x quantized once into a buffer of
+// quantized_x_bytes(M, K) bytes, as the format wants it, then multiplied from there.
+void quantize_x_pairs__avx2(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                            int64_t m_end);  // Q4_0
+void quantize_x__avx2(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                      int64_t m_end);  // Q8_0, Q4_0x8, Q8_0x8
+void q8_0_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end);
+void q4_0_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                          int64_t n_begin, int64_t n_end);
+void q4_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                            int64_t K, int64_t n_begin, int64_t n_end);
+void q8_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                            int64_t K, int64_t n_begin, int64_t n_end);
 void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
                     const float* inv_freq);
@@ -65,6 +79,20 @@ void q4_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, i
                            int64_t n_begin, int64_t n_end);
 void q8_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                            int64_t n_begin, int64_t n_end);
+void quantize_x_q4_0__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                             int64_t m_end);
+void quantize_x_q8_0__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                             int64_t m_end);
+void quantize_x_x8__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                           int64_t m_end);  // Q4_0x8, Q8_0x8
+void q8_0_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                            int64_t K, int64_t n_begin, int64_t n_end);
+void q4_0_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                            int64_t K, int64_t n_begin, int64_t n_end);
+void q4_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                              int64_t K, int64_t n_begin, int64_t n_end);
+void q8_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                              int64_t K, int64_t n_begin, int64_t n_end);
 void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
                       int32_t position, const float* inv_freq);
