@@ -136,22 +136,9 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
   const int64_t chunk = weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights));
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4)
-      float_band<Weights, 4>(x, weights, y, N, K, m, chunk_begin, chunk_end);
-    switch (M - m) {
-      case 3:
-        float_band<Weights, 3>(x, weights, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 2:
-        float_band<Weights, 2>(x, weights, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 1:
-        float_band<Weights, 1>(x, weights, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      default:
-        break;
-    }
+    for_each_band(M, [&]<int MR>(int64_t m) {
+      float_band<Weights, MR>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+    });
   }
 }
 

@@ -28,6 +28,27 @@ int64_t min_of(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
+// Runs band.template operator()<MR>(m0) over the rows of x: bands of four rows, then one band of
+// the one to three left, so each tile is instantiated for MR = 4, 3, 2 and 1 only.
+template <class Band>
+void for_each_band(int64_t M, Band&& band) {
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) band.template operator()<4>(m);
+  switch (M - m) {
+    case 3:
+      band.template operator()<3>(m);
+      break;
+    case 2:
+      band.template operator()<2>(m);
+      break;
+    case 1:
+      band.template operator()<1>(m);
+      break;
+    default:
+      break;
+  }
+}
+
 // Weight rows per chunk: about 64 KiB of weights, which stay in the L2 of even the small cores of
 // phones (Cortex-A55: 64-256 KiB) while every band of x passes over them.
 int64_t weight_chunk_rows(size_t row_bytes) {
@@ -185,22 +206,9 @@ void quant_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int6
   const int64_t chunk = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4)
-      quant_band<Format, Dot, 4>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
-    switch (M - m) {
-      case 3:
-        quant_band<Format, Dot, 3>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 2:
-        quant_band<Format, Dot, 2>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 1:
-        quant_band<Format, Dot, 1>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      default:
-        break;
-    }
+    for_each_band(M, [&]<int MR>(int64_t m) {
+      quant_band<Format, Dot, MR>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+    });
   }
 }
 

@@ -255,6 +255,27 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
   for (; n < n_end; ++n) float_tile<Weights, MR, 1>(x, w, y, N, K, m0, n);
 }
 
+// Runs band.template operator()<MR>(m0) over the rows of x: bands of four rows, then one band of
+// the one to three left, so each tile is instantiated for MR = 4, 3, 2 and 1 only.
+template <class Band>
+void for_each_band(int64_t M, Band&& band) {
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) band.template operator()<4>(m);
+  switch (M - m) {
+    case 3:
+      band.template operator()<3>(m);
+      break;
+    case 2:
+      band.template operator()<2>(m);
+      break;
+    case 1:
+      band.template operator()<1>(m);
+      break;
+    default:
+      break;
+  }
+}
+
 // Weight rows per chunk: about 128 KiB of weights, which stay in L2 while every band of x passes.
 int64_t weight_chunk_rows(size_t row_bytes) {
   const int64_t rows = static_cast<int64_t>((size_t{128} << 10) / (row_bytes ? row_bytes : 1));
@@ -273,22 +294,9 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
       (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + kRows - 1) / kRows * kRows;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4)
-      float_band<Weights, 4>(x, weights, y, N, K, m, chunk_begin, chunk_end);
-    switch (M - m) {
-      case 3:
-        float_band<Weights, 3>(x, weights, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 2:
-        float_band<Weights, 2>(x, weights, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 1:
-        float_band<Weights, 1>(x, weights, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      default:
-        break;
-    }
+    for_each_band(M, [&]<int MR>(int64_t m) {
+      float_band<Weights, MR>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+    });
   }
 }
 
@@ -548,22 +556,9 @@ void quant_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int6
   const int64_t chunk = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4)
-      quant_band<Format, 4>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
-    switch (M - m) {
-      case 3:
-        quant_band<Format, 3>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 2:
-        quant_band<Format, 2>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 1:
-        quant_band<Format, 1>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      default:
-        break;
-    }
+    for_each_band(M, [&]<int MR>(int64_t m) {
+      quant_band<Format, MR>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
+    });
   }
 }
 
@@ -709,21 +704,9 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
   const int64_t chunk = (rows + 7) / 8 * 8;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4) x8_band<Kernel, 4>(xq, records, y, N, K, m, chunk_begin, chunk_end);
-    switch (M - m) {
-      case 3:
-        x8_band<Kernel, 3>(xq, records, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 2:
-        x8_band<Kernel, 2>(xq, records, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      case 1:
-        x8_band<Kernel, 1>(xq, records, y, N, K, m, chunk_begin, chunk_end);
-        break;
-      default:
-        break;
-    }
+    for_each_band(M, [&]<int MR>(int64_t m) {
+      x8_band<Kernel, MR>(xq, records, y, N, K, m, chunk_begin, chunk_end);
+    });
   }
 }
 
