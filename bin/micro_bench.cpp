@@ -4,8 +4,10 @@
 // attention over an F16 KV cache (one decode query, and a 64-query prefill chunk under the causal
 // mask). Ops run through a CpuBackend built for one table and
 // thread count, so the numbers include the backend's thread split, as in the model. Eigen's GEMM
-// (y = x * W^T on the same F32 matrices, one thread, built with the project's compiler flags) runs
-// beside ours for the dense F32 prefill shapes; its label names the SIMD it was compiled for.
+// (y = x * W^T on the same F32 matrices, one thread) runs beside ours for the dense F32 prefill
+// shapes, once per SIMD level this CPU has (bin/eigen_gemm.h: "eigen" is the baseline build, SSE2
+// on x86-64; "eigen-avx2" and "eigen-avx512" are built with those instructions); its label names
+// the SIMD Eigen reports.
 //
 // Each benchmark reports bytes/s (weights + activations read and written) and, for matmul and
 // attention, FLOP/s (2 per multiply-add), as Google Benchmark rate counters. Weight matrices are
@@ -14,7 +16,8 @@
 //
 // Names: <op>/<isa>/<dtype>/<model>.<what>/<size>/t<threads> (Google Benchmark appends /real_time:
 // time is wall-clock, as work is split over threads), e.g.
-//   matmul/avx512/q4_0/1b.ffn_up.8192x2048/M1/t1     matmul/eigen/f32/1b.attn_qo.2048x2048/M512/t1
+//   matmul/avx512/q4_0/1b.ffn_up.8192x2048/M1/t1
+//   matmul/eigen-avx512/f32/1b.attn_qo.2048x2048/M512/t1
 //   attention/avx2/f16/1b.h32kv8d64/slots2048/t1     rms_norm/portable/f32/1b.2048/rows64/t1
 //   attention/avx2/f16/1b.h32kv8d64/q64.slots512/t1
 //
@@ -23,11 +26,11 @@
 // product (every table x dtype x matrix x M x threads; the portable kernels take seconds per call
 // on the large shapes, so combine it with a filter). Examples:
 //   micro_bench --benchmark_filter='matmul/.*/q4_0/.*/M1/'          # decode GEMV, Q4_0, all ISAs
-//   micro_bench --benchmark_filter='matmul/(avx512|eigen)/f32/.*/M512'  # ours vs Eigen
+//   micro_bench --benchmark_filter='matmul/(avx512|eigen-avx512)/f32/.*/M512'  # ours vs Eigen
 //   micro_bench --full --benchmark_filter='3b\..*/M64/t2'
 //   micro_bench --benchmark_format=json --benchmark_out=micro.json
 #include <benchmark/benchmark.h>
-#include <Eigen/Core>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -40,6 +43,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
+#include "bin/eigen_gemm.h"
 #include "core/buffer.h"
 #include "core/error.h"
 #include "core/quant.h"
@@ -212,11 +216,28 @@ std::string shape_label(int64_t a, int64_t b) {
 
 // ---- matmul ----
 
+const std::vector<edgelm::bench::EigenGemm>& eigen_builds() {
+  static const std::vector<edgelm::bench::EigenGemm> builds = edgelm::bench::available_eigen_gemms();
+  return builds;
+}
+
+// The Eigen build named `isa`, or null when `isa` names a kernel table.
+const edgelm::bench::EigenGemm* eigen_build(const std::string& isa) {
+  for (const edgelm::bench::EigenGemm& eigen : eigen_builds())
+    if (isa == eigen.name) return &eigen;
+  return nullptr;
+}
+
+// The default set's Eigen: the widest SIMD this CPU runs, as the best kernel table is.
+std::string best_eigen() {
+  return eigen_builds().back().name;
+}
+
 struct MatmulCase {
   const ModelShape* model;
   MatrixShape matrix;
   DType dtype;
-  std::string isa;  // a kernel table, or "eigen"
+  std::string isa;  // a kernel table, or one of Eigen's builds ("eigen", "eigen-avx2", ...)
   int64_t M;
   int threads;
 };
@@ -228,14 +249,10 @@ void run_matmul(benchmark::State& state, const MatmulCase& c) {
     const Tensor x = random_tensor(DType::F32, {M, K}, 3);
     const Tensor y = Tensor::empty(memory(), DType::F32, {M, N});
     size_t next = 0;
-    if (c.isa == "eigen") {
-      using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-      const Eigen::Map<const RowMajor> xs(x.data<float>(), M, K);
-      Eigen::Map<RowMajor> ys(y.data<float>(), M, N);
-      state.SetLabel(Eigen::SimdInstructionSetsInUse());
+    if (const edgelm::bench::EigenGemm* eigen = eigen_build(c.isa)) {
+      state.SetLabel(eigen->simd());
       for (auto _ : state) {
-        const Eigen::Map<const RowMajor> w(weights.copies[next].data<float>(), N, K);
-        ys.noalias() = xs * w.transpose();
+        eigen->gemm(x.data<float>(), weights.copies[next].data<float>(), y.data<float>(), M, N, K);
         next = (next + 1) % weights.copies.size();
       }
     } else {
@@ -281,13 +298,13 @@ std::vector<MatmulCase> default_matmul_cases(const std::vector<std::string>& isa
       for (const char* name : {"attn_qo", "ffn_up"}) {
         for (int64_t M : {64, 512}) {
           add(kLlama1B, m1, name, dtype, isa, M, 1);
-          if (dtype == DType::F32) add(kLlama1B, m1, name, dtype, "eigen", M, 1);
+          if (dtype == DType::F32) add(kLlama1B, m1, name, dtype, best_eigen(), M, 1);
         }
       }
       for (const char* name : {"ffn_up", "output"}) add(kLlama1B, m1, name, dtype, isa, 1, 2);
       add(kLlama3B, m3, "ffn_up", dtype, isa, 1, 1);
       add(kLlama3B, m3, "ffn_up", dtype, isa, 512, 1);
-      if (dtype == DType::F32) add(kLlama3B, m3, "ffn_up", dtype, "eigen", 512, 1);
+      if (dtype == DType::F32) add(kLlama3B, m3, "ffn_up", dtype, best_eigen(), 512, 1);
     }
   }
   return cases;
@@ -302,7 +319,9 @@ std::vector<MatmulCase> full_matmul_cases(const std::vector<std::string>& isas) 
           for (const std::string& isa : isas) {
             for (int threads : {1, 2}) cases.push_back({model, matrix, dtype, isa, M, threads});
           }
-          if (dtype == DType::F32 && M > 1) cases.push_back({model, matrix, dtype, "eigen", M, 1});
+          if (dtype != DType::F32 || M == 1) continue;
+          for (const edgelm::bench::EigenGemm& eigen : eigen_builds())
+            cases.push_back({model, matrix, dtype, eigen.name, M, 1});
         }
       }
     }
@@ -313,7 +332,7 @@ std::vector<MatmulCase> full_matmul_cases(const std::vector<std::string>& isas) 
 // A table that multiplies `dtype` with the portable kernel itself (a layout it never chooses,
 // such as F16x4 in the AVX2 table) only repeats the oracle's case, at the oracle's speed.
 bool runs_portable_kernel(const std::string& isa, DType dtype) {
-  if (isa == "portable" || isa == "eigen") return false;
+  if (isa == "portable" || eigen_build(isa) != nullptr) return false;
   const auto at = static_cast<size_t>(dtype);
   for (const edgelm::cpu::KernelTable* table : edgelm::cpu::available_kernel_tables()) {
     if (isa == table->isa) return table->matmul[at] == edgelm::cpu::portable_kernels().matmul[at];
