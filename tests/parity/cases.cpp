@@ -127,10 +127,15 @@ void matmul_cases(std::vector<OpCase>& cases) {
   for (DType dtype : kWeightTypes) {
     for (MatmulShape s : {MatmulShape{1, 1, 32}, MatmulShape{1, 17, 96}, MatmulShape{5, 7, 64},
                           MatmulShape{4, 33, 288}, MatmulShape{17, 16, 160},
-                          MatmulShape{33, 65, 256}, MatmulShape{1, 15, 1024}}) {
+                          MatmulShape{33, 65, 256}, MatmulShape{1, 15, 1024},
+                          MatmulShape{6, 50, 2080}}) {
       add_matmul_case(cases, dtype, s);
     }
   }
+  // Float weights take any K: one that is no multiple of 8, past the float GEMM's K slices (1024
+  // elements in the AVX2 kernel), with an M tail and an N tail.
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16})
+    add_matmul_case(cases, dtype, MatmulShape{5, 13, 1091});
   // Q4_0x8 and Q8_0x8 hold whole groups of eight rows: N = 8, 16, 24, 64 (one to eight groups,
   // split between threads on group boundaries), with the same M tails and K lengths as above.
   for (DType dtype : {DType::Q4_0x8, DType::Q8_0x8}) {

@@ -146,25 +146,35 @@ struct F16x4Weights : FourRowsInterleaved {
   static float at(const uint16_t* p) { return F16Weights::at(p); }
 };
 
-// y[m0 + i, n0 + j] for i < MR, j < NR. x: [M, K]; w: [N, K] in the Weights' layout; y: [M, N].
+// y[m0 + i, n0 + j] for i < MR, j < NR over elements [k_begin, k_end) of K. x: [M, K]; w: [N, K]
+// in the Weights' layout; y: [M, N]. The MR x NR vector accumulators start from `partial` unless
+// k_begin is 0, and are left in it unless k_end is K, where they are summed into y (with the
+// elements past the last multiple of 8). k_begin is a multiple of 8.
 template <class Weights, int MR, int NR>
 void float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
-                int64_t m0, int64_t n0) {
+                int64_t m0, int64_t n0, int64_t k_begin, int64_t k_end, __m256* partial) {
   __m256 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j)
+      acc[i][j] = k_begin == 0 ? _mm256_setzero_ps() : partial[i * NR + j];
+  }
   const float* x_rows[MR];
   const typename Weights::Element* w_rows[NR];
   for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
   for (int j = 0; j < NR; ++j) w_rows[j] = Weights::row(w, n0 + j, K);
-  int64_t k = 0;
-  for (; k + 8 <= K; k += 8) {
+  int64_t k = k_begin;
+  for (; k + 8 <= k_end; k += 8) {
     __m256 wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = Weights::load8(w_rows[j] + Weights::offset(k));
     for (int i = 0; i < MR; ++i) {
       const __m256 xv = _mm256_loadu_ps(x_rows[i] + k);
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
     }
+  }
+  if (k_end < K) {
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) partial[i * NR + j] = acc[i][j];
+    return;
   }
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
@@ -180,6 +190,13 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
 // none 5.9-6.2 tok/s, 512 B 6.6-6.9, 768-1024 B 6.4-7.1, 1536 B 6.2, 2 KiB and more below none;
 // the quantized kernels' 2 KiB is too far for a stream that is consumed this fast.
 constexpr int kFloatPrefetchBytes = 1024;
+
+// Elements of K per slice in the float GEMM (a multiple of 8): a band of four rows of x is then
+// 4 x 1024 floats, 16 KiB, which stays in L1 across the tiles of a weight chunk. Unsliced, the
+// band is 32 KiB at K = 2048 (128 KiB at 8192), all of L1 or more, and x came from L2 along with
+// the weights. Zen 4 running this table, micro_bench M = 64, one thread: F16 72-75 -> 83-93
+// GFLOP/s (slices of 256: 80-87, 512: 75-92); F32 63-76 -> 74-81.
+constexpr int64_t kFloatKBlock = 1024;
 
 // One weight row against one row of x (decode): the row is read front to back as one sequential
 // stream, 32 elements a step into four independent accumulators (which hide the FMA latency).
@@ -233,13 +250,16 @@ void float_group_dot4(const float* x, const typename Weights::Element* group, in
 // MR x 3 = 12 accumulators, three weight vectors and an x vector fill the 16 YMM registers, and 12
 // independent FMA chains keep both FMA pipes busy through their 4-cycle latency where 8 did not
 // (Zen 3, F16 prefill GEMM at M = 64: 48 -> 65 GFLOP/s; 3 x 4 spilled the converted weights and
-// ran at 39). A single row
-// of x (decode) takes the weight rows one at a time: several rows read side by side are as many
-// interleaved DRAM streams, which measured slower than one sequential stream (AVX-512 kernels,
-// F16: ~15 %).
+// ran at 39). K is taken kFloatKBlock elements at a time across all the tiles of the band, so the
+// band's slice of x stays in L1 while the weight rows pass (see kFloatKBlock); `partial` holds the
+// tiles' accumulators between slices.
+//
+// A single row of x (decode) takes the weight rows one at a time: several rows read side by side
+// are as many interleaved DRAM streams, which measured slower than one sequential stream
+// (AVX-512 kernels, F16: ~15 %).
 template <class Weights, int MR>
 void float_band(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
-                int64_t m0, int64_t n_begin, int64_t n_end) {
+                int64_t m0, int64_t n_begin, int64_t n_end, __m256* partial) {
   if constexpr (MR == 1 && Weights::kGroupRows == 4) {
     for (int64_t n = n_begin; n < n_end; n += 4)
       float_group_dot4<Weights>(x + m0 * K, Weights::row(w, n, K), K, y + m0 * N + n);
@@ -250,9 +270,15 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
     return;
   }
   constexpr int NR = 3;
-  int64_t n = n_begin;
-  for (; n + NR <= n_end; n += NR) float_tile<Weights, MR, NR>(x, w, y, N, K, m0, n);
-  for (; n < n_end; ++n) float_tile<Weights, MR, 1>(x, w, y, N, K, m0, n);
+  for (int64_t k = 0; k < K; k += kFloatKBlock) {
+    const int64_t k_end = min_of(k + kFloatKBlock, K);
+    __m256* tile_partial = partial;
+    int64_t n = n_begin;
+    for (; n + NR <= n_end; n += NR, tile_partial += MR * NR)
+      float_tile<Weights, MR, NR>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
+    for (; n < n_end; ++n, tile_partial += MR)
+      float_tile<Weights, MR, 1>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
+  }
 }
 
 // Runs band.template operator()<MR>(m0) over the rows of x: bands of four rows, then one band of
@@ -282,6 +308,10 @@ int64_t weight_chunk_rows(size_t row_bytes) {
   return rows < 4 ? 4 : rows;
 }
 
+// The float GEMM's weight chunks hold at most this many rows (so the tiles' partial sums of one
+// band fit a fixed buffer on the stack: 4 x 32 bytes per row, 6 KiB).
+constexpr int64_t kFloatChunkRowsMax = 48;
+
 template <class Weights>
 void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                   int64_t n_begin, int64_t n_end) {
@@ -290,12 +320,14 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
   // 18 % of F16 prefill time. With F16x4, whole groups of four rows too (decode takes a group at
   // a time): multiples of 12.
   constexpr int64_t kRows = Weights::kGroupRows == 4 ? 12 : 3;
-  const int64_t chunk =
-      (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + kRows - 1) / kRows * kRows;
+  static_assert(kFloatChunkRowsMax % kRows == 0);
+  const int64_t rows = weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights));
+  const int64_t chunk = std::min<int64_t>((rows + kRows - 1) / kRows * kRows, kFloatChunkRowsMax);
+  __m256 partial[kFloatChunkRowsMax * 4];
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     for_each_band(M, [&]<int MR>(int64_t m) {
-      float_band<Weights, MR>(x, weights, y, N, K, m, chunk_begin, chunk_end);
+      float_band<Weights, MR>(x, weights, y, N, K, m, chunk_begin, chunk_end, partial);
     });
   }
 }
