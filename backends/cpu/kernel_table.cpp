@@ -70,10 +70,8 @@ KernelTable make_avx2_table() {
   table.matmul_layout[at(DType::Q4_0)] = DType::Q4_0x8;  // decode 1B Q4_0: see performance.md
   table.matmul[at(DType::Q8_0x8)] = q8_0x8_matmul__avx2;
   table.matmul_layout[at(DType::Q8_0)] = DType::Q8_0x8;  // prefill 1B Q8_0: see performance.md
-  // F16x4 is offered, not chosen: under this table on the Zen 4 VM it made 1B F16 decode 25 %
-  // faster and prefill 10 % slower (the 4 x 3 GEMM tile does not fit groups of four rows), and
-  // F16 prefill is where AVX2 machines trail llama.cpp (performance.md).
   table.matmul[at(DType::F16x4)] = f16x4_matmul__avx2;
+  table.matmul_layout[at(DType::F16)] = DType::F16x4;  // 1B F16 decode: see performance.md
   table.quantized_matmul[at(DType::Q4_0)] = {quantize_x_pairs__avx2, q4_0_matmul_xq__avx2};
   table.quantized_matmul[at(DType::Q8_0)] = {quantize_x__avx2, q8_0_matmul_xq__avx2};
   table.quantized_matmul[at(DType::Q4_0x8)] = {quantize_x__avx2, q4_0x8_matmul_xq__avx2};

@@ -222,20 +222,19 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
 }
 
 // One group of four interleaved weight rows (F16x4) against one row of x (decode): y[0..4). The
-// group's chunks are read front to back as one sequential stream (prefetched as float_row_dot's
-// row), and each 16 elements of x are loaded once for all four rows: row by row, x is read again
-// for every row, and once it no longer fits in L1 beside the weights streaming through (K = 8192:
-// 32 KiB of floats) those reads compete with the weight stream (see the AVX-512 kernel).
+// group's chunks are read front to back as one sequential stream, and each 16 elements of x are
+// loaded once for all four rows: row by row, x is read again for every row, and once it no longer
+// fits in L1 beside the weights streaming through (K = 8192: 32 KiB of floats) those reads compete
+// with the weight stream (see the AVX-512 kernel). No software prefetch, as in the AVX-512 kernel:
+// on the Zen 4 VM running this table, prefetching 1 KiB ahead (float_row_dot's distance) held the
+// 1B matrices to 13-23 GB/s on one thread, against 18-25 without.
 template <class Weights>
 void float_group_dot4(const float* x, const typename Weights::Element* group, int64_t K, float* y) {
   static_assert(Weights::kGroupRows == 4 && kF16x4Chunk == 16);
-  constexpr int kStepBytes = 64 * sizeof(typename Weights::Element);
   __m256 acc[8];
   for (__m256& a : acc) a = _mm256_setzero_ps();
   for (int64_t k = 0; k < K; k += 16) {
     const typename Weights::Element* chunk = group + 4 * k;
-    const char* ahead = reinterpret_cast<const char*>(chunk) + kFloatPrefetchBytes;
-    for (int line = 0; line < kStepBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
     const __m256 x0 = _mm256_loadu_ps(x + k);
     const __m256 x1 = _mm256_loadu_ps(x + k + 8);
     for (int r = 0; r < 4; ++r) {
@@ -246,11 +245,49 @@ void float_group_dot4(const float* x, const typename Weights::Element* group, in
   for (int r = 0; r < 4; ++r) y[r] = hsum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1]));
 }
 
+// y[m0 + i, n0 + r] for i < MR, r < 4: MR rows of x against one group of F16x4's four interleaved
+// rows, over elements [k_begin, k_end) of K, with `partial` as in float_tile. The group's chunks
+// are read front to back; each 8 elements of x serve all four rows. MR = 3 at most: 12
+// accumulators, three x vectors and one weight vector fill the 16 YMM registers. k_begin and K are
+// multiples of 16 (F16x4 holds whole chunks).
+template <class Weights, int MR>
+void group_tile(const float* x, const typename Weights::Element* group, float* y, int64_t N,
+                int64_t K, int64_t m0, int64_t n0, int64_t k_begin, int64_t k_end,
+                __m256* partial) {
+  static_assert(Weights::kGroupRows == 4 && kF16x4Chunk == 16 && MR <= 3);
+  __m256 acc[MR][4];
+  for (int i = 0; i < MR; ++i) {
+    for (int r = 0; r < 4; ++r)
+      acc[i][r] = k_begin == 0 ? _mm256_setzero_ps() : partial[i * 4 + r];
+  }
+  const float* x_rows[MR];
+  for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
+  for (int64_t k = k_begin; k < k_end; k += 16) {
+    const typename Weights::Element* chunk = group + 4 * k;
+    for (int half = 0; half < 2; ++half) {
+      __m256 xv[MR];
+      for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_ps(x_rows[i] + k + 8 * half);
+      for (int r = 0; r < 4; ++r) {
+        const __m256 wv = Weights::load8(chunk + 16 * r + 8 * half);
+        for (int i = 0; i < MR; ++i) acc[i][r] = _mm256_fmadd_ps(xv[i], wv, acc[i][r]);
+      }
+    }
+  }
+  if (k_end < K) {
+    for (int i = 0; i < MR; ++i)
+      for (int r = 0; r < 4; ++r) partial[i * 4 + r] = acc[i][r];
+    return;
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int r = 0; r < 4; ++r) y[(m0 + i) * N + n0 + r] = hsum(acc[i][r]);
+}
+
 // One band of MR rows of x against weight rows [n_begin, n_end), three weight rows per tile: the
 // MR x 3 = 12 accumulators, three weight vectors and an x vector fill the 16 YMM registers, and 12
 // independent FMA chains keep both FMA pipes busy through their 4-cycle latency where 8 did not
 // (Zen 3, F16 prefill GEMM at M = 64: 48 -> 65 GFLOP/s; 3 x 4 spilled the converted weights and
-// ran at 39). K is taken kFloatKBlock elements at a time across all the tiles of the band, so the
+// ran at 39); F16x4 takes one group of four rows per tile instead (group_tile, bands of three rows
+// of x). K is taken kFloatKBlock elements at a time across all the tiles of the band, so the
 // band's slice of x stays in L1 while the weight rows pass (see kFloatKBlock); `partial` holds the
 // tiles' accumulators between slices.
 //
@@ -268,6 +305,15 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
     for (int64_t n = n_begin; n < n_end; ++n)
       y[m0 * N + n] = float_row_dot<Weights>(x + m0 * K, w + n * K, K);
     return;
+  } else if constexpr (Weights::kGroupRows == 4) {
+    for (int64_t k = 0; k < K; k += kFloatKBlock) {
+      const int64_t k_end = min_of(k + kFloatKBlock, K);
+      for (int64_t n = n_begin; n < n_end; n += 4) {
+        group_tile<Weights, MR>(x, Weights::row(w, n, K), y, N, K, m0, n, k, k_end,
+                                partial + (n - n_begin) * MR);
+      }
+    }
+    return;
   }
   constexpr int NR = 3;
   for (int64_t k = 0; k < K; k += kFloatKBlock) {
@@ -281,12 +327,14 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
   }
 }
 
-// Runs band.template operator()<MR>(m0) over the rows of x: bands of four rows, then one band of
-// the one to three left, so each tile is instantiated for MR = 4, 3, 2 and 1 only.
-template <class Band>
+// Runs band.template operator()<MR>(m0) over the rows of x: bands of kRows rows (4, or 3 for
+// tiles that hold four weight rows), then one band of the rows left, so each tile is instantiated
+// for MR = 4, 3, 2 and 1 only.
+template <int kRows = 4, class Band>
 void for_each_band(int64_t M, Band&& band) {
+  static_assert(kRows == 3 || kRows == 4);
   int64_t m = 0;
-  for (; m + 4 <= M; m += 4) band.template operator()<4>(m);
+  for (; m + kRows <= M; m += kRows) band.template operator()<kRows>(m);
   switch (M - m) {
     case 3:
       band.template operator()<3>(m);
@@ -326,7 +374,7 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
   __m256 partial[kFloatChunkRowsMax * 4];
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
-    for_each_band(M, [&]<int MR>(int64_t m) {
+    for_each_band<Weights::kGroupRows == 4 ? 3 : 4>(M, [&]<int MR>(int64_t m) {
       float_band<Weights, MR>(x, weights, y, N, K, m, chunk_begin, chunk_end, partial);
     });
   }
