@@ -147,16 +147,18 @@ struct F16x4Weights : FourRowsInterleaved {
 };
 
 // y[m0 + i, n0 + j] for i < MR, j < NR over elements [k_begin, k_end) of K. x: [M, K]; w: [N, K]
-// in the Weights' layout; y: [M, N]. The MR x NR vector accumulators start from `partial` unless
-// k_begin is 0, and are left in it unless k_end is K, where they are summed into y (with the
-// elements past the last multiple of 8). k_begin is a multiple of 8.
-template <class Weights, int MR, int NR>
+// in the Weights' layout; y: [M, N]. kSliced: the MR x NR vector accumulators start from `partial`
+// unless k_begin is 0, and are left in it unless k_end is K; otherwise [k_begin, k_end) is all of
+// K and `partial` is unused (short K, as attention's head_dim, pays no test for slices). At the end
+// of K they are summed into y, with the elements past the last multiple of 8. k_begin is a
+// multiple of 8.
+template <class Weights, int MR, int NR, bool kSliced>
 void float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
                 int64_t m0, int64_t n0, int64_t k_begin, int64_t k_end, __m256* partial) {
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j)
-      acc[i][j] = k_begin == 0 ? _mm256_setzero_ps() : partial[i * NR + j];
+      acc[i][j] = kSliced && k_begin > 0 ? partial[i * NR + j] : _mm256_setzero_ps();
   }
   const float* x_rows[MR];
   const typename Weights::Element* w_rows[NR];
@@ -171,7 +173,7 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
     }
   }
-  if (k_end < K) {
+  if (kSliced && k_end < K) {
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) partial[i * NR + j] = acc[i][j];
     return;
@@ -246,11 +248,11 @@ void float_group_dot4(const float* x, const typename Weights::Element* group, in
 }
 
 // y[m0 + i, n0 + r] for i < MR, r < 4: MR rows of x against one group of F16x4's four interleaved
-// rows, over elements [k_begin, k_end) of K, with `partial` as in float_tile. The group's chunks
+// rows, over elements [k_begin, k_end) of K, with kSliced and `partial` as in float_tile. The group's chunks
 // are read front to back; each 8 elements of x serve all four rows. MR = 3 at most: 12
 // accumulators, three x vectors and one weight vector fill the 16 YMM registers. k_begin and K are
 // multiples of 16 (F16x4 holds whole chunks).
-template <class Weights, int MR>
+template <class Weights, int MR, bool kSliced>
 void group_tile(const float* x, const typename Weights::Element* group, float* y, int64_t N,
                 int64_t K, int64_t m0, int64_t n0, int64_t k_begin, int64_t k_end,
                 __m256* partial) {
@@ -258,7 +260,7 @@ void group_tile(const float* x, const typename Weights::Element* group, float* y
   __m256 acc[MR][4];
   for (int i = 0; i < MR; ++i) {
     for (int r = 0; r < 4; ++r)
-      acc[i][r] = k_begin == 0 ? _mm256_setzero_ps() : partial[i * 4 + r];
+      acc[i][r] = kSliced && k_begin > 0 ? partial[i * 4 + r] : _mm256_setzero_ps();
   }
   const float* x_rows[MR];
   for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
@@ -273,7 +275,7 @@ void group_tile(const float* x, const typename Weights::Element* group, float* y
       }
     }
   }
-  if (k_end < K) {
+  if (kSliced && k_end < K) {
     for (int i = 0; i < MR; ++i)
       for (int r = 0; r < 4; ++r) partial[i * 4 + r] = acc[i][r];
     return;
@@ -305,26 +307,30 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
     for (int64_t n = n_begin; n < n_end; ++n)
       y[m0 * N + n] = float_row_dot<Weights>(x + m0 * K, w + n * K, K);
     return;
-  } else if constexpr (Weights::kGroupRows == 4) {
-    for (int64_t k = 0; k < K; k += kFloatKBlock) {
-      const int64_t k_end = min_of(k + kFloatKBlock, K);
-      for (int64_t n = n_begin; n < n_end; n += 4) {
-        group_tile<Weights, MR>(x, Weights::row(w, n, K), y, N, K, m0, n, k, k_end,
-                                partial + (n - n_begin) * MR);
-      }
-    }
-    return;
   }
-  constexpr int NR = 3;
-  for (int64_t k = 0; k < K; k += kFloatKBlock) {
-    const int64_t k_end = min_of(k + kFloatKBlock, K);
+  // Every tile of the band over elements [k, k_end) of K.
+  auto slice = [&]<bool kSliced>(int64_t k, int64_t k_end) {
+    if constexpr (Weights::kGroupRows == 4) {
+      for (int64_t n = n_begin; n < n_end; n += 4) {
+        group_tile<Weights, MR, kSliced>(x, Weights::row(w, n, K), y, N, K, m0, n, k, k_end,
+                                         partial + (n - n_begin) * MR);
+      }
+      return;
+    }
+    constexpr int NR = 3;
     __m256* tile_partial = partial;
     int64_t n = n_begin;
     for (; n + NR <= n_end; n += NR, tile_partial += MR * NR)
-      float_tile<Weights, MR, NR>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
+      float_tile<Weights, MR, NR, kSliced>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
     for (; n < n_end; ++n, tile_partial += MR)
-      float_tile<Weights, MR, 1>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
+      float_tile<Weights, MR, 1, kSliced>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
+  };
+  if (K <= kFloatKBlock) {
+    slice.template operator()<false>(0, K);
+    return;
   }
+  for (int64_t k = 0; k < K; k += kFloatKBlock)
+    slice.template operator()<true>(k, min_of(k + kFloatKBlock, K));
 }
 
 // Runs band.template operator()<MR>(m0) over the rows of x: bands of kRows rows (4, or 3 for
@@ -356,8 +362,8 @@ int64_t weight_chunk_rows(size_t row_bytes) {
   return rows < 4 ? 4 : rows;
 }
 
-// The float GEMM's weight chunks hold at most this many rows (so the tiles' partial sums of one
-// band fit a fixed buffer on the stack: 4 x 32 bytes per row, 6 KiB).
+// When K is sliced, the float GEMM's weight chunks hold at most this many rows, so the tiles'
+// partial sums of one band fit a fixed buffer on the stack (4 x 32 bytes per row, 6 KiB).
 constexpr int64_t kFloatChunkRowsMax = 48;
 
 template <class Weights>
@@ -370,7 +376,8 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
   constexpr int64_t kRows = Weights::kGroupRows == 4 ? 12 : 3;
   static_assert(kFloatChunkRowsMax % kRows == 0);
   const int64_t rows = weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights));
-  const int64_t chunk = std::min<int64_t>((rows + kRows - 1) / kRows * kRows, kFloatChunkRowsMax);
+  const int64_t whole = (rows + kRows - 1) / kRows * kRows;
+  const int64_t chunk = K > kFloatKBlock ? std::min(whole, kFloatChunkRowsMax) : whole;
   __m256 partial[kFloatChunkRowsMax * 4];
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
