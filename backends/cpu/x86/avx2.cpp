@@ -335,12 +335,20 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
 
 // Runs band.template operator()<MR>(m0) over the rows of x: bands of kRows rows (4, or 3 for
 // tiles that hold four weight rows), then one band of the rows left, so each tile is instantiated
-// for MR = 4, 3, 2 and 1 only.
+// for MR = 4, 3, 2 and 1 only. With bands of three, one row left over (M = 64: 21 x 3 + 1) would
+// run as a GEMV, which reads the weights at a third of the tile's rate; the last four rows are
+// taken as two bands of two instead.
 template <int kRows = 4, class Band>
 void for_each_band(int64_t M, Band&& band) {
   static_assert(kRows == 3 || kRows == 4);
+  const int64_t full = kRows == 3 && M % 3 == 1 && M >= 4 ? M - 4 : M;
   int64_t m = 0;
-  for (; m + kRows <= M; m += kRows) band.template operator()<kRows>(m);
+  for (; m + kRows <= full; m += kRows) band.template operator()<kRows>(m);
+  if (full != M) {
+    band.template operator()<2>(m);
+    band.template operator()<2>(m + 2);
+    return;
+  }
   switch (M - m) {
     case 3:
       band.template operator()<3>(m);
