@@ -55,6 +55,14 @@ void q8_0_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64
                                   int64_t K, int64_t n_begin, int64_t n_end);
 void q4_0_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64_t M, int64_t N,
                                   int64_t K, int64_t n_begin, int64_t n_end);
+void q4_0x8_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                                 int64_t K, int64_t n_begin, int64_t n_end);
+void q8_0x8_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                                 int64_t K, int64_t n_begin, int64_t n_end);
+void q4_0x8_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                                    int64_t K, int64_t n_begin, int64_t n_end);
+void q8_0x8_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                                    int64_t K, int64_t n_begin, int64_t n_end);
 
 namespace arm {
 
