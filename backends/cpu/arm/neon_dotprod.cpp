@@ -137,7 +137,9 @@ template <class Block>
 void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                int64_t n_begin, int64_t n_end) {
   const auto* records = static_cast<const typename Block::Record*>(w);
-  const int64_t rows = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(BlockQ8_0));
+  // A record holds one block of eight rows, so a row takes sizeof(Record) / 8 bytes per block.
+  const int64_t rows =
+      weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(typename Block::Record) / 8);
   const int64_t chunk = (rows + 7) / 8 * 8;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
