@@ -6,11 +6,12 @@
 //
 // Rows also carry the load time, the peak resident memory (without bench's own bandwidth buffer),
 // and for tg tests the fraction of the memory-bandwidth limit reached: bench measures the
-// streaming read bandwidth once per thread count at start, and again right before and right after
-// each tg test's timed runs; the limit is the best of those two adjacent measurements divided by
-// the bytes one decode step must read (every weight matrix once, plus the K/V rows attention
-// reads at that depth). Measuring beside the test matters on VMs, where the bandwidth a pair of
-// vCPUs gets can change between runs by more than the effects being measured.
+// streaming read bandwidth once per thread count at start, and around every timed run of a tg
+// test (before the first, between runs, after the last). Each run's limit is the better of the
+// two measurements around it divided by the bytes one decode step must read (every weight matrix
+// once, plus the K/V rows attention reads at that depth); the row's fraction is the mean of the
+// runs' fractions. Measuring beside each run matters on VMs, where the bandwidth a pair of vCPUs
+// gets can switch within seconds by more than the effects being measured.
 //
 //   bench -m model-q4_0.gguf -p 128,512 -n 128 -t 1,2 -r 3
 //   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 -p 0 -n 64 -d 0,1024 -o json
@@ -494,9 +495,9 @@ int run(int argc, char** argv) {
   const std::string header = edgelm::str_cat(
       bw_line, "\n", "KV cache ", edgelm::dtype_name(kv_type), ", prefill chunk ", chunk, ", ",
       repetitions,
-      " repetitions after one warm-up; bw limit = read bandwidth measured just before ",
-      "and after the test (best of the two) / bytes read per decoded token (weights + K/V at the ",
-      "test's mean depth)\n");
+      " repetitions after one warm-up; per timed run, bw limit = read bandwidth measured just ",
+      "before or just after it (the better) / bytes read per decoded token (weights + K/V at the ",
+      "test's mean depth); bw GB/s, bw limit and bw % are the means over the runs\n");
 
   Report report(output == "json");
   report.begin(header);
@@ -546,19 +547,23 @@ int run(int argc, char** argv) {
           warm_up.n_depth = 0;
           if (warm_up.n_gen > 0) warm_up.n_gen = std::min<int64_t>(warm_up.n_gen, 16);
           run_test_once(model, warm_up, kv_type, ids);
-          // Decode tests get their own bandwidth measurements, just before and just after.
-          double adjacent_bw = 0.0;
-          if (test.n_gen > 0) adjacent_bw = probe.measure(n_threads, bw_passes, cpus);
+          // Decode tests get their own bandwidth measurements around every timed run.
+          const bool decode = test.n_gen > 0;
+          std::vector<double> samples_bw;  // bytes/s: before run 1, between runs, after the last
+          if (decode) samples_bw.push_back(probe.measure(n_threads, bw_passes, cpus));
           std::vector<double> samples_ns, samples_ts;
           for (int rep = 0; rep < repetitions; ++rep) {
             const double seconds = run_test_once(model, test, kv_type, ids);
             samples_ns.push_back(seconds * 1e9);
             samples_ts.push_back(static_cast<double>(test.tokens()) / seconds);
-            std::fprintf(stderr, "bench: %s rep %d/%d: %.2f t/s\n", where.c_str(), rep + 1,
+            if (decode) samples_bw.push_back(probe.measure(n_threads, bw_passes, cpus));
+            std::fprintf(stderr, "bench: %s rep %d/%d: %.2f t/s", where.c_str(), rep + 1,
                          repetitions, samples_ts.back());
-          }
-          if (test.n_gen > 0) {
-            adjacent_bw = std::max(adjacent_bw, probe.measure(n_threads, bw_passes, cpus));
+            if (decode) {
+              std::fprintf(stderr, " (read bandwidth before/after %.1f/%.1f GB/s)",
+                           samples_bw[samples_bw.size() - 2] / 1e9, samples_bw.back() / 1e9);
+            }
+            std::fprintf(stderr, "\n");
           }
           const Stats ns = stats_of(samples_ns);
           const Stats ts = stats_of(samples_ts);
@@ -591,8 +596,10 @@ int run(int argc, char** argv) {
               {"load_s", load_s},
               {"peak_rss_bytes", peak_rss_bytes() - probe.bytes()},
               {"peak_rss_scope", peak_is_per_model ? "model" : "process"},
-              {"bw_gbs", (test.n_gen > 0 ? adjacent_bw : bandwidth[ti]) / 1e9},
+              {"bw_gbs", bandwidth[ti] / 1e9},
               {"bw_gbs_at_start", bandwidth[ti] / 1e9},
+              {"samples_bw_gbs", nullptr},
+              {"samples_bw_fraction", nullptr},
               {"bytes_per_token", nullptr},
               {"bw_limit_ts", nullptr},
               {"bw_fraction", nullptr},
@@ -603,10 +610,22 @@ int run(int argc, char** argv) {
                 static_cast<double>(test.n_depth) + static_cast<double>(test.n_gen + 1) / 2.0;
             const double bytes_per_token = static_cast<double>(model.weight_bytes_per_token()) +
                                            kv_bytes_per_slot * mean_slots;
-            const double limit = adjacent_bw / bytes_per_token;
+            // Run i is bracketed by measurements i and i + 1; the better of the two is its limit,
+            // so a run during which the bandwidth rose is not credited with the lower figure.
+            std::vector<double> run_bw, run_limit, run_fraction, samples_bw_gbs;
+            for (size_t i = 0; i < samples_ts.size(); ++i) {
+              const double bw = std::max(samples_bw[i], samples_bw[i + 1]);
+              run_bw.push_back(bw / 1e9);
+              run_limit.push_back(bw / bytes_per_token);
+              run_fraction.push_back(samples_ts[i] / run_limit.back());
+            }
+            for (double bw : samples_bw) samples_bw_gbs.push_back(bw / 1e9);
+            row["bw_gbs"] = stats_of(run_bw).mean;
+            row["samples_bw_gbs"] = samples_bw_gbs;
             row["bytes_per_token"] = bytes_per_token;
-            row["bw_limit_ts"] = limit;
-            row["bw_fraction"] = ts.mean / limit;
+            row["bw_limit_ts"] = stats_of(run_limit).mean;
+            row["bw_fraction"] = stats_of(run_fraction).mean;
+            row["samples_bw_fraction"] = run_fraction;
           }
           report.row(row);
         }
