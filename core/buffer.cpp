@@ -1,5 +1,9 @@
 #include "core/buffer.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <utility>
 
@@ -29,7 +33,45 @@ std::function<void()> Memory::track(size_t size) {
       [counters = counters_, size] { counters->in_use.fetch_sub(size, std::memory_order_relaxed); };
 }
 
+namespace {
+
+// `size` bytes of fresh anonymous memory starting at a multiple of `alignment` (a power of two
+// and a multiple of the page size), marked for transparent huge pages where the kernel has them.
+// Returns null when the mapping fails; *mapped_bytes is what to pass to munmap.
+void* map_aligned(size_t size, size_t alignment, size_t* mapped_bytes) {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t length = (size + page - 1) / page * page;
+  // Over-reserve by the alignment, then return the unaligned head and the tail past the length.
+  const size_t reserve = length + alignment;
+  void* base = ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(base);
+  const uintptr_t aligned = (start + alignment - 1) / alignment * alignment;
+  if (aligned > start) ::munmap(base, aligned - start);
+  const uintptr_t end = aligned + length;
+  if (start + reserve > end) ::munmap(reinterpret_cast<void*>(end), start + reserve - end);
+#if defined(MADV_HUGEPAGE)
+  // EINVAL on kernels built without transparent huge pages: the mapping keeps small pages.
+  ::madvise(reinterpret_cast<void*>(aligned), length, MADV_HUGEPAGE);
+#endif
+  *mapped_bytes = length;
+  return reinterpret_cast<void*>(aligned);
+}
+
+}  // namespace
+
 std::shared_ptr<Buffer> HostMemory::allocate(size_t size) {
+  if (kMapsLargeAllocations && size >= kLargeHostAllocation) {
+    size_t mapped = 0;
+    void* pointer = map_aligned(size, kLargeHostAllocation, &mapped);
+    if (pointer == nullptr) EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed");
+    auto untrack = track(size);
+    return std::make_shared<Buffer>(pointer, size, nullptr,
+                                    [pointer, mapped, untrack = std::move(untrack)] {
+                                      ::munmap(pointer, mapped);
+                                      untrack();
+                                    });
+  }
   // aligned_alloc wants a size that is a multiple of the alignment; a zero-byte request still
   // gets a valid unique pointer.
   const size_t rounded = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;

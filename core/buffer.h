@@ -70,10 +70,31 @@ class Memory {
   std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
 };
 
-// Plain host memory: 64-byte aligned allocations from the C heap.
+// Plain host memory, 64-byte aligned. Allocations of kLargeHostAllocation bytes or more (weight
+// matrices, KV caches) are mapped on their own at a 2 MiB boundary and offered to the kernel for
+// transparent huge pages (Linux madvise(MADV_HUGEPAGE)): streaming a matrix through 4 KiB pages
+// costs a TLB miss every 4 KiB, which under a hypervisor's nested page tables cut one core's read
+// bandwidth by about a third on the dev VM (docs/memory_model.md). Where the kernel has no
+// transparent huge pages the mapping simply keeps 4 KiB pages. Smaller allocations, and all of
+// them in AddressSanitizer builds (so overflows stay detectable), come from the C heap.
 class HostMemory final : public Memory {
  public:
-  std::string name() const override { return "host"; }
+  static constexpr size_t kLargeHostAllocation = size_t{2} << 20;
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr bool kMapsLargeAllocations = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  static constexpr bool kMapsLargeAllocations = false;
+#else
+  static constexpr bool kMapsLargeAllocations = true;
+#endif
+#else
+  static constexpr bool kMapsLargeAllocations = true;
+#endif
+
+  std::string name() const override {
+    return "host";
+  }
   std::shared_ptr<Buffer> allocate(size_t size) override;
 };
 

@@ -134,6 +134,38 @@ TEST(HostMemoryTest, AllocationsAre64ByteAligned) {
   EXPECT_EQ(empty.nbytes(), 0u);
 }
 
+// Weight-sized allocations are mapped on their own at a 2 MiB boundary (for huge pages): every
+// byte of an odd size is usable, distinct buffers do not overlap, and the counters see them.
+TEST(HostMemoryTest, LargeAllocationsAreHugePageAlignedAndUsable) {
+  HostMemory memory;
+  const size_t sizes[] = {HostMemory::kLargeHostAllocation,
+                          3 * HostMemory::kLargeHostAllocation + 123};
+  std::vector<std::shared_ptr<Buffer>> buffers;
+  size_t total = 0;
+  for (const size_t size : sizes) {
+    buffers.push_back(memory.allocate(size));
+    total += size;
+    auto* bytes = static_cast<unsigned char*>(buffers.back()->host_ptr());
+    const auto address = reinterpret_cast<uintptr_t>(bytes);
+    EXPECT_EQ(address % kBufferAlignment, 0u) << size;
+    if (HostMemory::kMapsLargeAllocations) {
+      EXPECT_EQ(address % HostMemory::kLargeHostAllocation, 0u) << size;
+    }
+    for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<unsigned char>(i * 7 + size);
+  }
+  EXPECT_EQ(memory.bytes_in_use(), total);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const auto* bytes = static_cast<const unsigned char*>(buffers[b]->host_ptr());
+    size_t wrong = 0;
+    for (size_t i = 0; i < sizes[b]; ++i)
+      wrong += bytes[i] != static_cast<unsigned char>(i * 7 + sizes[b]);
+    EXPECT_EQ(wrong, 0u) << "buffer " << b;
+  }
+  buffers.clear();
+  EXPECT_EQ(memory.bytes_in_use(), 0u);
+  EXPECT_EQ(memory.peak_bytes(), total);
+}
+
 TEST(TensorTest, DefaultIsUndefined) {
   const Tensor tensor;
   EXPECT_FALSE(tensor.defined());
