@@ -21,7 +21,9 @@ void problem(size_t row, const std::string& what) {
   ++problems;
 }
 
-bool near(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)); }
+bool near(double a, double b) {
+  return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b));
+}
 
 std::vector<double> numbers(const nlohmann::json& value) {
   std::vector<double> out;
@@ -46,12 +48,14 @@ double sample_stddev(const std::vector<double>& v) {
 
 void check_row(size_t i, const nlohmann::json& row, int repetitions) {
   const int problems_before = problems;
-  for (const char* key : {"model_filename", "model_type", "model_size", "model_n_params", "backend",
-                          "n_threads", "type_k", "type_v", "n_prompt", "n_gen", "n_depth",
-                          "n_ubatch", "test", "test_time", "avg_ns", "stddev_ns", "avg_ts",
-                          "stddev_ts", "samples_ns", "samples_ts", "load_s", "peak_rss_bytes",
-                          "bw_gbs", "bw_fraction", "bw_limit_ts", "bytes_per_token",
-                          "samples_bw_gbs", "samples_bw_fraction"}) {
+  for (const char* key :
+       {"model_filename", "model_type",      "model_size",     "model_n_params",
+        "backend",        "n_threads",       "type_k",         "type_v",
+        "n_prompt",       "n_gen",           "n_depth",        "n_ubatch",
+        "test",           "test_time",       "avg_ns",         "stddev_ns",
+        "avg_ts",         "stddev_ts",       "samples_ns",     "samples_ts",
+        "load_s",         "peak_rss_bytes",  "bw_gbs",         "bw_fraction",
+        "bw_limit_ts",    "bytes_per_token", "samples_bw_gbs", "samples_bw_fraction"}) {
     if (!row.contains(key)) problem(i, std::string("no field ") + key);
   }
   if (problems > problems_before) return;
@@ -61,10 +65,12 @@ void check_row(size_t i, const nlohmann::json& row, int repetitions) {
     problem(i, "samples_ts/samples_ns do not hold one value per repetition");
     return;
   }
-  if (!near(row["avg_ts"].get<double>(), mean(ts))) problem(i, "avg_ts is not the mean of samples_ts");
+  if (!near(row["avg_ts"].get<double>(), mean(ts)))
+    problem(i, "avg_ts is not the mean of samples_ts");
   if (!near(row["stddev_ts"].get<double>(), sample_stddev(ts)))
     problem(i, "stddev_ts is not the sample standard deviation of samples_ts");
-  if (!near(row["avg_ns"].get<double>(), mean(ns))) problem(i, "avg_ns is not the mean of samples_ns");
+  if (!near(row["avg_ns"].get<double>(), mean(ns)))
+    problem(i, "avg_ns is not the mean of samples_ns");
   const auto n_prompt = row["n_prompt"].get<int64_t>();
   const auto n_gen = row["n_gen"].get<int64_t>();
   const int64_t tokens = n_prompt > 0 ? n_prompt : n_gen;
@@ -90,7 +96,8 @@ void check_row(size_t i, const nlohmann::json& row, int repetitions) {
   const std::vector<double> bw = numbers(row["samples_bw_gbs"]);
   const std::vector<double> fraction = numbers(row["samples_bw_fraction"]);
   if (bw.size() != ts.size() + 1 || fraction.size() != ts.size()) {
-    problem(i, "samples_bw_gbs/samples_bw_fraction do not hold repetitions + 1 / repetitions values");
+    problem(i,
+            "samples_bw_gbs/samples_bw_fraction do not hold repetitions + 1 / repetitions values");
     return;
   }
   const double bytes_per_token = row["bytes_per_token"].get<double>();
