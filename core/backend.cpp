@@ -18,6 +18,14 @@ constexpr std::array<OpKind, kOpCount> kAllOps = {
 
 }  // namespace
 
+void Backend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> ws,
+                              std::initializer_list<Tensor> ys) {
+  EDGELM_CHECK(ws.size() == ys.size(), "[", name(), "] matmul_shared_x: ", ws.size(),
+               " weights for ", ys.size(), " outputs");
+  const Tensor* y = ys.begin();
+  for (const Tensor& w : ws) matmul(x, w, *y++);
+}
+
 const char* op_name(OpKind op) {
   const auto index = static_cast<size_t>(op);
   EDGELM_CHECK(index < kOpNames.size(), "[backend] invalid op value ", index);

@@ -109,6 +109,14 @@ class Backend {
   // y = x · Wᵀ. x: F32 [M, K]; w: F32|F16|BF16|Q8_0|Q4_0|Q4_0x8 [N, K]; y: F32 [M, N].
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& y) = 0;
 
+  // ys[i] = x · ws[i]ᵀ for every i: matmuls that read the same x (a layer's K, V and Q
+  // projections, or its gate and up projections), each with matmul's contract. The result is the
+  // same as calling matmul for each pair in turn, which is what this default does; a backend may
+  // run them as one (the CPU backend quantizes x once and splits the rows of all the weights over
+  // its threads in one dispatch). ys must not alias x or each other.
+  virtual void matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> ws,
+                               std::initializer_list<Tensor> ys);
+
   // y[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * weight. x, y: F32 [rows, dim] (any rank,
   // normalised over the last dimension); weight: F32 [dim]. y may alias x.
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) = 0;

@@ -172,15 +172,22 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache, 
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LlamaLayerWeights& w = weights_.layers[l];
     b.rms_norm(x, w.attn_norm, c.rms_norm_eps, normed);
-    b.matmul(normed, w.wk, k_rows);
-    b.matmul(normed, w.wv, v_rows);
+    const bool last_layer = l + 1 == c.n_layers;
+    const bool pruned = last_layer && prune_last_layer;
+    const Rows& r = pruned ? last_row : all;
+    if (pruned) {
+      // Q only for the last row (or none): K and V alone for the cache.
+      b.matmul_shared_x(normed, {w.wk, w.wv}, {k_rows, v_rows});
+    } else {
+      // One pass over x for the three projections (CpuBackend: one quantization of x, one split
+      // of all their rows over the threads).
+      b.matmul_shared_x(normed, {w.wk, w.wv, w.wq}, {k_rows, v_rows, r.q_rows});
+    }
     b.rope(k, pos_list, ws_.inv_freq, k);
     cache.append(l, k, v, chunk_positions);
-    const bool last_layer = l + 1 == c.n_layers;
-    if (last_layer && prune_last_layer && !compute_logits) break;
-    const Rows& r = last_layer && prune_last_layer ? last_row : all;
+    if (pruned && !compute_logits) break;
 
-    b.matmul(r.normed, w.wq, r.q_rows);
+    if (pruned) b.matmul(r.normed, w.wq, r.q_rows);
     b.rope(r.q, r.positions, ws_.inv_freq, r.q);
     const KvCache::View view = cache.view(l);
     attention.q = r.q;
@@ -199,8 +206,7 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache, 
     b.add(r.x, r.projected, r.x);
 
     b.rms_norm(r.x, w.ffn_norm, c.rms_norm_eps, r.normed);
-    b.matmul(r.normed, w.w_gate, r.gate);
-    b.matmul(r.normed, w.w_up, r.up);
+    b.matmul_shared_x(r.normed, {w.w_gate, w.w_up}, {r.gate, r.up});
     b.silu_mul(r.gate, r.up, r.gate);
     b.matmul(r.gate, w.w_down, r.projected);
     b.add(r.x, r.projected, r.x);

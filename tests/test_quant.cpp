@@ -13,10 +13,12 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/quant.h"
+#include "core/tensor.h"
 
 namespace edgelm {
 namespace {
@@ -443,6 +445,95 @@ TEST(QuantizedMatmul, TwoStepsEqualTheOneStepKernelOnEveryTable) {
     EXPECT_GT(checked, 0);
   }
 #endif
+}
+
+// A weight tensor of `dtype` (as stored or in an interleaved layout) with random values.
+Tensor random_weight_tensor(Memory& memory, DType dtype, int64_t N, int64_t K, std::mt19937& rng) {
+  Tensor t = Tensor::empty(memory, dtype, Shape{N, K});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  if (dtype == DType::F32) {
+    for (int64_t i = 0; i < N * K; ++i) t.data<float>()[i] = normal(rng);
+  } else if (dtype == DType::F16 || dtype == DType::F16x4) {
+    std::vector<uint16_t> rows(static_cast<size_t>(N * K));
+    for (uint16_t& h : rows) h = f32_to_f16(normal(rng));
+    if (dtype == DType::F16) {
+      std::memcpy(t.raw(), rows.data(), rows.size() * sizeof(uint16_t));
+    } else {
+      repack_f16_x4(rows.data(), static_cast<uint16_t*>(t.raw()), N, K);
+    }
+  } else {
+    const std::vector<std::byte> bytes = random_quantized_weights(dtype, N, K, rng);
+    std::memcpy(t.raw(), bytes.data(), bytes.size());
+  }
+  return t;
+}
+
+// matmul_shared_x (a layer's K, V and Q in one dispatch: x quantized once, the rows of all three
+// weights split over the threads as one sequence) gives bit for bit what three matmul calls
+// give, on every table, for every weight layout a table multiplies, with the decode split
+// (M <= 4) and the prefill split, on one, two and three threads (uneven ranges that cross the
+// weights' boundaries).
+TEST(MatmulSharedX, EqualsOneMatmulPerWeightOnEveryTable) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  int checked = 0;
+  for (const cpu::KernelTable* table : cpu::available_kernel_tables()) {
+    for (const int threads : {1, 2, 3}) {
+      cpu::CpuBackend backend({.n_threads = threads, .isa = table->isa});
+      Memory& memory = backend.memory();
+      for (const DType stored : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+        for (const DType dtype : {stored, backend.matmul_weight_type(stored)}) {
+          if (!backend.supports(OpKind::Matmul, {dtype})) continue;
+          for (const auto& [M, K] : {std::pair<int64_t, int64_t>{1, 96}, {3, 288}, {9, 256}}) {
+            SCOPED_TRACE(std::string(table->isa) + " t" + std::to_string(threads) + " " +
+                         dtype_name(dtype) + " M=" + std::to_string(M) + " K=" + std::to_string(K));
+            Tensor x = Tensor::empty(memory, DType::F32, Shape{M, K});
+            for (int64_t i = 0; i < M * K; ++i) x.data<float>()[i] = normal(rng);
+            const int64_t sizes[] = {16, 40, 24};
+            std::vector<Tensor> w, fused, alone;
+            for (const int64_t N : sizes) {
+              w.push_back(random_weight_tensor(memory, dtype, N, K, rng));
+              fused.push_back(Tensor::empty(memory, DType::F32, Shape{M, N}));
+              alone.push_back(Tensor::empty(memory, DType::F32, Shape{M, N}));
+            }
+            backend.matmul_shared_x(x, {w[0], w[1], w[2]}, {fused[0], fused[1], fused[2]});
+            for (size_t i = 0; i < w.size(); ++i) backend.matmul(x, w[i], alone[i]);
+            for (size_t i = 0; i < w.size(); ++i) {
+              ASSERT_EQ(std::memcmp(fused[i].raw(), alone[i].raw(), fused[i].nbytes()), 0)
+                  << "weight " << i;
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(MatmulSharedX, MixedWeightTypesAndBadArgumentsOnTheCpu) {
+  std::mt19937 rng(12);
+  cpu::CpuBackend backend({.n_threads = 2});
+  Memory& memory = backend.memory();
+  constexpr int64_t M = 2, K = 64;
+  Tensor x = Tensor::empty(memory, DType::F32, Shape{M, K});
+  for (int64_t i = 0; i < M * K; ++i) x.data<float>()[i] = 0.01f * static_cast<float>(i % 37);
+  const Tensor a = random_weight_tensor(memory, DType::F32, 8, K, rng);
+  const Tensor b = random_weight_tensor(memory, DType::Q8_0, 16, K, rng);
+  Tensor ya = Tensor::empty(memory, DType::F32, Shape{M, 8});
+  Tensor yb = Tensor::empty(memory, DType::F32, Shape{M, 16});
+  Tensor ya_alone = Tensor::empty(memory, DType::F32, Shape{M, 8});
+  Tensor yb_alone = Tensor::empty(memory, DType::F32, Shape{M, 16});
+  // Different weight types: one matmul each, same results.
+  backend.matmul_shared_x(x, {a, b}, {ya, yb});
+  backend.matmul(x, a, ya_alone);
+  backend.matmul(x, b, yb_alone);
+  EXPECT_EQ(std::memcmp(ya.raw(), ya_alone.raw(), ya.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(yb.raw(), yb_alone.raw(), yb.nbytes()), 0);
+  // One output per weight, each of the right shape.
+  EXPECT_THROW(backend.matmul_shared_x(x, {a, a}, {ya}), Error);
+  EXPECT_THROW(backend.matmul_shared_x(x, {a, a}, {ya, yb}), Error);
+  EXPECT_THROW(backend.matmul_shared_x(x, {a, Tensor()}, {ya, ya_alone}), Error);
 }
 
 }  // namespace

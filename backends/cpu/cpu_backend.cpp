@@ -1,6 +1,7 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -40,6 +41,8 @@ void* host(const Tensor& t, const char* op, const char* role) {
 // parallel_for_dynamic), so a thread slowed by another process or the hypervisor takes fewer of
 // them; 16 instead of 4 measured the same (Zen 4 VM, 1B decode, 2 threads).
 constexpr int64_t kMatmulChunksPerThread = 4;
+// Weights one matmul_shared_x call runs in one dispatch (a layer's K, V and Q is three).
+constexpr size_t kMaxSharedMatmuls = 4;
 // Up to this many rows of x (decode, short steps) matmul is split dynamically. Longer prefill
 // chunks keep one range per thread: alternating A/B runs of a dynamic prefill split (1B Q4_0 and
 // Q8_0 pp128, 2 threads) showed no difference beyond the VM's +-10 % noise.
@@ -149,41 +152,87 @@ void CpuBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out
 }
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
-  EDGELM_CHECK(supports(OpKind::Matmul, {w.dtype()}), "[cpu] matmul: unsupported weight dtype ",
-               w.describe());
-  const auto [M, N, K] = op_checks::matmul("cpu", x, w, y);
-  const auto* x_values = static_cast<const float*>(host(x, "matmul", "x"));
-  const void* weights = host(w, "matmul", "w");
-  auto* y_values = static_cast<float*>(host(y, "matmul", "y"));
-  const MatmulFn kernel = entry(kernels_->matmul, w.dtype());
-  const QuantizedMatmul quantized = entry(kernels_->quantized_matmul, w.dtype());
-  // Ranges start and end on whole row groups (the kernels for interleaved layouts take a group of
-  // rows at a time).
-  const int64_t group = dtype_row_group(w.dtype());
-  const int64_t grain = (grain_for(M * K) + group - 1) / group * group;
-  auto split = [&](auto&& rows) {
-    if (M > kDynamicMatmulRows) {
-      pool_.parallel_for(N, rows, grain);
+  matmul_shared_x(x, {w}, {y});
+}
+
+void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> ws,
+                                 std::initializer_list<Tensor> ys) {
+  EDGELM_CHECK(ws.size() == ys.size(), "[cpu] matmul_shared_x: ", ws.size(), " weights for ",
+               ys.size(), " outputs");
+  if (ws.size() == 0) return;
+  const DType dtype = ws.begin()->dtype();
+  const int64_t group = dtype_row_group(dtype);
+  if (ws.size() > 1) {
+    bool one_dispatch = ws.size() <= kMaxSharedMatmuls;
+    for (const Tensor& w : ws) {
+      one_dispatch = one_dispatch && w.defined() && w.dtype() == dtype && w.shape().rank() == 2 &&
+                     w.dim(0) % group == 0;
+    }
+    if (!one_dispatch) {
+      // Mixed weight types, or more weights than one dispatch takes: one matmul at a time.
+      const Tensor* y = ys.begin();
+      for (const Tensor& w : ws) matmul_shared_x(x, {w}, {*y++});
       return;
     }
-    const int64_t per_chunk = N / (kMatmulChunksPerThread * pool_.size());
-    pool_.parallel_for_dynamic(N, rows, std::max(grain, per_chunk / grain * grain));
+  }
+  EDGELM_CHECK(supports(OpKind::Matmul, {dtype}), "[cpu] matmul: unsupported weight dtype ",
+               ws.begin()->describe());
+  // The weights' rows laid end to end: part i covers rows [first, first + N) of that sequence.
+  struct Part {
+    const void* w;
+    float* y;
+    int64_t N;
+    int64_t first;
   };
-  if (quantized.matmul == nullptr) {
-    split([&](int64_t begin, int64_t end) {
-      kernel(x_values, weights, y_values, M, N, K, begin, end);
-    });
+  std::array<Part, kMaxSharedMatmuls> parts{};
+  int64_t M = 0, K = 0, total = 0;
+  size_t n_parts = 0;
+  const Tensor* y = ys.begin();
+  for (const Tensor& w : ws) {
+    const auto shape = op_checks::matmul("cpu", x, w, *y);
+    M = shape.M;
+    K = shape.K;
+    parts[n_parts++] = {host(w, "matmul", "w"), static_cast<float*>(host(*y, "matmul", "y")),
+                        shape.N, total};
+    total += shape.N;
+    ++y;
+  }
+  const auto* x_values = static_cast<const float*>(host(x, "matmul", "x"));
+  const MatmulFn kernel = entry(kernels_->matmul, dtype);
+  const QuantizedMatmul quantized = entry(kernels_->quantized_matmul, dtype);
+  void* xq = nullptr;
+  if (quantized.matmul != nullptr) {
+    // x quantized once, its rows split over the threads when there are many, then shared by every
+    // range of every weight (instead of each range quantizing all of it again).
+    xq = quantized_x_buffer(quantized_x_bytes(M, K));
+    pool_.parallel_for(
+        M,
+        [&](int64_t begin, int64_t end) { quantized.quantize_x(x_values, xq, M, K, begin, end); },
+        grain_for(K));
+  }
+  // Rows [begin, end) of the sequence, cut at the weights' boundaries. Every N is a whole number
+  // of row groups and every range starts on a group (the kernels for interleaved layouts take a
+  // group of rows at a time).
+  auto rows = [&](int64_t begin, int64_t end) {
+    for (size_t i = 0; i < n_parts; ++i) {
+      const Part& p = parts[i];
+      const int64_t lo = std::max(begin, p.first) - p.first;
+      const int64_t hi = std::min(end, p.first + p.N) - p.first;
+      if (lo >= hi) continue;
+      if (xq != nullptr) {
+        quantized.matmul(xq, p.w, p.y, M, p.N, K, lo, hi);
+      } else {
+        kernel(x_values, p.w, p.y, M, p.N, K, lo, hi);
+      }
+    }
+  };
+  const int64_t grain = (grain_for(M * K) + group - 1) / group * group;
+  if (M > kDynamicMatmulRows) {
+    pool_.parallel_for(total, rows, grain);
     return;
   }
-  // x quantized once, its rows split over the threads when there are many, then shared by every
-  // range (instead of each range quantizing all of it again).
-  void* xq = quantized_x_buffer(quantized_x_bytes(M, K));
-  pool_.parallel_for(
-      M, [&](int64_t begin, int64_t end) { quantized.quantize_x(x_values, xq, M, K, begin, end); },
-      grain_for(K));
-  split([&](int64_t begin, int64_t end) {
-    quantized.matmul(xq, weights, y_values, M, N, K, begin, end);
-  });
+  const int64_t per_chunk = total / (kMatmulChunksPerThread * pool_.size());
+  pool_.parallel_for_dynamic(total, rows, std::max(grain, per_chunk / grain * grain));
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {

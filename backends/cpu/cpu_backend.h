@@ -38,6 +38,8 @@ class CpuBackend final : public Backend {
 
   void embed(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> ws,
+                       std::initializer_list<Tensor> ys) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) override;
   void rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
             const Tensor& out) override;
