@@ -55,8 +55,8 @@ KernelTable make_portable_table() {
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
 
-// The x86 tables start from the portable one, so every entry without a SIMD kernel (row
-// conversions, BF16 attention...) stays the reference.
+// The x86 tables start from the portable one, so every entry without a SIMD kernel (the BF16 and
+// quantizing row conversions, BF16 attention...) stays the reference.
 KernelTable make_avx2_table() {
   KernelTable table = portable_kernels();
   table.isa = "avx2";
@@ -83,6 +83,10 @@ KernelTable make_avx2_table() {
   table.softmax = f32_softmax__avx2;
   table.silu_mul = f32_silu_mul__avx2;
   table.add = f32_add__avx2;
+  table.row_to_f32[at(DType::F16)] = f16_to_f32__avx2;
+  table.row_to_f32[at(DType::Q8_0)] = q8_0_to_f32__avx2;
+  table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__avx2;
+  table.row_from_f32[at(DType::F16)] = f16_from_f32__avx2;
   return table;
 }
 
@@ -112,6 +116,10 @@ KernelTable make_avx512_table() {
   table.softmax = f32_softmax__avx512;
   table.silu_mul = f32_silu_mul__avx512;
   table.add = f32_add__avx512;
+  table.row_to_f32[at(DType::F16)] = f16_to_f32__avx2;
+  table.row_to_f32[at(DType::Q8_0)] = q8_0_to_f32__avx2;
+  table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__avx2;
+  table.row_from_f32[at(DType::F16)] = f16_from_f32__avx2;
   return table;
 }
 
@@ -152,6 +160,10 @@ KernelTable make_neon_table() {
   table.softmax = f32_softmax__neon;
   table.silu_mul = f32_silu_mul__neon;
   table.add = f32_add__neon;
+  table.row_to_f32[at(DType::F16)] = f16_to_f32__neon;
+  table.row_to_f32[at(DType::Q8_0)] = q8_0_to_f32__neon;
+  table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__neon;
+  table.row_from_f32[at(DType::F16)] = f16_from_f32__neon;
   return table;
 }
 

@@ -125,10 +125,10 @@ void add_matmul_case(std::vector<OpCase>& cases, DType dtype, MatmulShape s) {
 
 void matmul_cases(std::vector<OpCase>& cases) {
   for (DType dtype : kWeightTypes) {
-    for (MatmulShape s : {MatmulShape{1, 1, 32}, MatmulShape{1, 17, 96}, MatmulShape{5, 7, 64},
-                          MatmulShape{4, 33, 288}, MatmulShape{17, 16, 160},
-                          MatmulShape{33, 65, 256}, MatmulShape{1, 15, 1024},
-                          MatmulShape{6, 50, 2080}}) {
+    for (MatmulShape s :
+         {MatmulShape{1, 1, 32}, MatmulShape{1, 17, 96}, MatmulShape{5, 7, 64},
+          MatmulShape{4, 33, 288}, MatmulShape{17, 16, 160}, MatmulShape{33, 65, 256},
+          MatmulShape{1, 15, 1024}, MatmulShape{6, 50, 2080}}) {
       add_matmul_case(cases, dtype, s);
     }
   }
@@ -483,7 +483,11 @@ void cast_cases(std::vector<OpCase>& cases) {
     int64_t rows, n;
   };
   for (const Pair& pair : pairs) {
-    for (S s : {S{1, 32}, S{3, 64}, S{7, 160}}) {
+    std::vector<S> shapes = {S{1, 32}, S{3, 64}, S{7, 160}};
+    // Rows that are not a whole number of SIMD vectors (the tails of the row conversions); the
+    // quantized formats take whole blocks of 32.
+    if (!dtype_is_quantized(pair.src) && !dtype_is_quantized(pair.dst)) shapes.push_back({2, 37});
+    for (S s : shapes) {
       cases.push_back({OpKind::Cast,
                        {pair.src, pair.dst},
                        dims({{"rows", s.rows}, {"n", s.n}}),

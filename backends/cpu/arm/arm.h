@@ -46,6 +46,10 @@ void f32_silu_mul__neon(const float* gate, const float* up, float* out, int64_t 
 void f32_add__neon(const float* a, const float* b, float* out, int64_t n);
 void f32_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 void f16_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+void f16_to_f32__neon(const void* src, float* dst, int64_t n);
+void f16_from_f32__neon(const float* src, void* dst, int64_t n);
+void q8_0_to_f32__neon(const void* src, float* dst, int64_t n);
+void q4_0_to_f32__neon(const void* src, float* dst, int64_t n);
 
 void q8_0_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t M, int64_t N,
                                int64_t K, int64_t n_begin, int64_t n_end);

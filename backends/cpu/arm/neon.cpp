@@ -14,8 +14,8 @@
 #include <new>
 
 #include "backends/cpu/arm/arm.h"
-#include "backends/cpu/attention_view.h"
 #include "backends/cpu/arm/neon_quant_matmul.h"
+#include "backends/cpu/attention_view.h"
 #include "core/quant.h"
 
 namespace edgelm::cpu {
@@ -447,6 +447,70 @@ void f32_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t
 
 void f16_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
   attention_groups<F16Cache>(args, group_begin, group_end);
+}
+
+// Row conversions (embed, cast, kv_append). Exact like the portable ones: FCVTL/FCVTN convert
+// with IEEE round-to-nearest-even (the default FPCR mode), and a quantized value times its scale
+// is one float product either way.
+
+void f16_to_f32__neon(const void* src, float* dst, int64_t n) {
+  const auto* half = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, F16Weights::load4(half + i));
+  for (; i < n; ++i) dst[i] = half_to_float(half[i]);
+}
+
+void f16_from_f32__neon(const float* src, void* dst, int64_t n) {
+  auto* half = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    vst1_u16(half + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+  }
+  if (i < n) {
+    // The last one to three values through one padded vector.
+    float rest[4] = {};
+    uint16_t rest_half[4];
+    std::memcpy(rest, src + i, static_cast<size_t>(n - i) * sizeof(float));
+    vst1_u16(rest_half, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(rest))));
+    std::memcpy(half + i, rest_half, static_cast<size_t>(n - i) * sizeof(uint16_t));
+  }
+}
+
+namespace {
+
+// out[0..16) = float(q[i]) * d.
+void store_scaled16(int8x16_t q, float d, float* out) {
+  const int16x8_t low = vmovl_s8(vget_low_s8(q));
+  const int16x8_t high = vmovl_s8(vget_high_s8(q));
+  vst1q_f32(out, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(low))), d));
+  vst1q_f32(out + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(low))), d));
+  vst1q_f32(out + 8, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(high))), d));
+  vst1q_f32(out + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(high))), d));
+}
+
+}  // namespace
+
+void q8_0_to_f32__neon(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(src);
+  for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
+    const float d = half_to_float(blocks[b].d);
+    store_scaled16(vld1q_s8(blocks[b].qs), d, dst + b * kQ8_0BlockSize);
+    store_scaled16(vld1q_s8(blocks[b].qs + 16), d, dst + b * kQ8_0BlockSize + 16);
+  }
+}
+
+void q4_0_to_f32__neon(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ4_0*>(src);
+  const int8x16_t eight = vdupq_n_s8(8);
+  for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
+    const float d = half_to_float(blocks[b].d);
+    const uint8x16_t packed = vld1q_u8(blocks[b].qs);
+    // Elements 0..15 are the low nibbles, 16..31 the high ones; each minus 8.
+    const int8x16_t low = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(0x0f))), eight);
+    const int8x16_t high = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(packed, 4)), eight);
+    store_scaled16(low, d, dst + b * kQ4_0BlockSize);
+    store_scaled16(high, d, dst + b * kQ4_0BlockSize + 16);
+  }
 }
 
 }  // namespace edgelm::cpu

@@ -248,10 +248,10 @@ void float_group_dot4(const float* x, const typename Weights::Element* group, in
 }
 
 // y[m0 + i, n0 + r] for i < MR, r < 4: MR rows of x against one group of F16x4's four interleaved
-// rows, over elements [k_begin, k_end) of K, with kSliced and `partial` as in float_tile. The group's chunks
-// are read front to back; each 8 elements of x serve all four rows. MR = 3 at most: 12
-// accumulators, three x vectors and one weight vector fill the 16 YMM registers. k_begin and K are
-// multiples of 16 (F16x4 holds whole chunks).
+// rows, over elements [k_begin, k_end) of K, with kSliced and `partial` as in float_tile. The
+// group's chunks are read front to back; each 8 elements of x serve all four rows. MR = 3 at most:
+// 12 accumulators, three x vectors and one weight vector fill the 16 YMM registers. k_begin and K
+// are multiples of 16 (F16x4 holds whole chunks).
 template <class Weights, int MR, bool kSliced>
 void group_tile(const float* x, const typename Weights::Element* group, float* y, int64_t N,
                 int64_t K, int64_t m0, int64_t n0, int64_t k_begin, int64_t k_end,
@@ -1105,6 +1105,63 @@ void f32_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t
 
 void f16_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
   attention_groups<F16Cache>(args, group_begin, group_end);
+}
+
+// Row conversions (embed, cast, kv_append). Exact like the portable ones: F16C converts with
+// IEEE round-to-nearest-even, and a quantized value times its scale is one float product either
+// way.
+
+void f16_to_f32__avx2(const void* src, float* dst, int64_t n) {
+  const auto* half = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(half + i))));
+  }
+  for (; i < n; ++i) dst[i] = half_to_float(half[i]);
+}
+
+void f16_from_f32__avx2(const float* src, void* dst, int64_t n) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  auto* half = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), kRound));
+  }
+  for (; i < n; ++i) half[i] = _cvtss_sh(src[i], kRound);
+}
+
+void q8_0_to_f32__avx2(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(src);
+  for (int64_t b = 0; b < n / kBlock; ++b) {
+    const __m256 d = _mm256_set1_ps(half_to_float(blocks[b].d));
+    for (int j = 0; j < kBlock; j += 8) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blocks[b].qs + j));
+      _mm256_storeu_ps(dst + b * kBlock + j,
+                       _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
+    }
+  }
+}
+
+void q4_0_to_f32__avx2(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ4_0*>(src);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m128i eight = _mm_set1_epi8(8);
+  for (int64_t b = 0; b < n / kBlock; ++b) {
+    const __m256 d = _mm256_set1_ps(half_to_float(blocks[b].d));
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs));
+    // Elements 0..15 are the low nibbles, 16..31 the high ones; each minus 8.
+    const __m128i halves[2] = {_mm_sub_epi8(_mm_and_si128(packed, low4), eight),
+                               _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight)};
+    for (int h = 0; h < 2; ++h) {
+      float* out = dst + b * kBlock + 16 * h;
+      _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(halves[h])), d));
+      _mm256_storeu_ps(
+          out + 8,
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(halves[h], 8))), d));
+    }
+  }
 }
 
 }  // namespace edgelm::cpu

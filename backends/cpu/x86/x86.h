@@ -60,6 +60,11 @@ void f32_silu_mul__avx2(const float* gate, const float* up, float* out, int64_t 
 void f32_add__avx2(const float* a, const float* b, float* out, int64_t n);
 void f32_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 void f16_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+// Row conversions, also used by the AVX-512 table (every AVX-512 CPU here has AVX2 and F16C).
+void f16_to_f32__avx2(const void* src, float* dst, int64_t n);
+void f16_from_f32__avx2(const float* src, void* dst, int64_t n);
+void q8_0_to_f32__avx2(const void* src, float* dst, int64_t n);
+void q4_0_to_f32__avx2(const void* src, float* dst, int64_t n);
 
 void f32_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                         int64_t n_begin, int64_t n_end);
