@@ -175,19 +175,21 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache, 
     const bool last_layer = l + 1 == c.n_layers;
     const bool pruned = last_layer && prune_last_layer;
     const Rows& r = pruned ? last_row : all;
-    if (pruned) {
-      // Q only for the last row (or none): K and V alone for the cache.
-      b.matmul_shared_x(normed, {w.wk, w.wv}, {k_rows, v_rows});
-    } else {
+    // Q reads the same rows as K and V unless the pruned last layer wants it for fewer of them
+    // (or not at all); a decode step's single row is both.
+    const bool q_with_kv = !pruned || (n == 1 && compute_logits);
+    if (q_with_kv) {
       // One pass over x for the three projections (CpuBackend: one quantization of x, one split
       // of all their rows over the threads).
       b.matmul_shared_x(normed, {w.wk, w.wv, w.wq}, {k_rows, v_rows, r.q_rows});
+    } else {
+      b.matmul_shared_x(normed, {w.wk, w.wv}, {k_rows, v_rows});
     }
     b.rope(k, pos_list, ws_.inv_freq, k);
     cache.append(l, k, v, chunk_positions);
     if (pruned && !compute_logits) break;
 
-    if (pruned) b.matmul(r.normed, w.wq, r.q_rows);
+    if (!q_with_kv) b.matmul(r.normed, w.wq, r.q_rows);
     b.rope(r.q, r.positions, ws_.inv_freq, r.q);
     const KvCache::View view = cache.view(l);
     attention.q = r.q;
