@@ -59,25 +59,8 @@ else
 fi
 
 # expect_error <name> <substring> <bench args...>
-expect_error() {
-  local name=$1 expected=$2
-  shift 2
-  "$bench" "$@" "${quick[@]}" > "$work/out.txt" 2> "$work/err.txt"
-  local rc=$?
-  local last
-  last=$(tail -n 1 "$work/err.txt")
-  if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then
-    echo "FAIL $name: exit code $rc (want a clean non-zero exit)"; failures=$((failures + 1)); return
-  fi
-  if grep -qE 'AddressSanitizer|runtime error|Segmentation' "$work/err.txt"; then
-    echo "FAIL $name: sanitizer or crash report"; cat "$work/err.txt"; failures=$((failures + 1)); return
-  fi
-  if [[ "$last" != bench:* ]] || [[ "$last" != *"$expected"* ]]; then
-    echo "FAIL $name: last stderr line '$last' lacks 'bench:' or '$expected'"; failures=$((failures + 1)); return
-  fi
-  echo "ok   $name: $last"
-  passes=$((passes + 1))
-}
+source "$(dirname "$0")/expect_error.sh"
+expect_error() { expect_error_from "$bench" bench "$@" "${quick[@]}"; }
 
 expect_error "missing model" "does not exist" -m "$work/none.gguf"
 expect_error "not a gguf" "bad magic" -m "$work/hf/config.json"

@@ -16,25 +16,8 @@ gguf=$("$make_model" --preset tiny --format gguf --quant q8_0 --out "$work/gguf"
   { echo "make_model gguf failed"; exit 1; }
 
 # expect_error <name> <substring> <generate args...>
-expect_error() {
-  local name=$1 expected=$2
-  shift 2
-  "$generate" "$@" > "$work/out.txt" 2> "$work/err.txt"
-  local rc=$?
-  local last
-  last=$(tail -n 1 "$work/err.txt")
-  if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then
-    echo "FAIL $name: exit code $rc (want a clean non-zero exit)"; failures=$((failures + 1)); return
-  fi
-  if grep -qE 'AddressSanitizer|runtime error|Segmentation' "$work/err.txt"; then
-    echo "FAIL $name: sanitizer or crash report"; cat "$work/err.txt"; failures=$((failures + 1)); return
-  fi
-  if [[ "$last" != generate:* ]] || [[ "$last" != *"$expected"* ]]; then
-    echo "FAIL $name: last stderr line '$last' lacks 'generate:' or '$expected'"; failures=$((failures + 1)); return
-  fi
-  echo "ok   $name: $last"
-  passes=$((passes + 1))
-}
+source "$(dirname "$0")/expect_error.sh"
+expect_error() { expect_error_from "$generate" generate "$@"; }
 
 # A copy of the good folder to break.
 broken() {
