@@ -62,6 +62,7 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus)
     saved_affinity_ = caller_affinity;
     caller_pinned_ = true;
   }
+  shares_ = std::make_unique<ChunkShare[]>(static_cast<size_t>(n_threads));
   workers_.reserve(static_cast<size_t>(n_threads - 1));
   std::vector<int> failed(static_cast<size_t>(n_threads), -1);
   std::atomic<int> started{0};
@@ -139,6 +140,46 @@ void ThreadPool::worker_loop(int index) {
 void ThreadPool::run_erased(void (*function)(void*, int), void* context) {
   EDGELM_CHECK(tls_current_pool != this, "[thread_pool] run() called from inside one of its tasks");
   std::lock_guard<std::mutex> lock(run_mutex_);
+  run_locked(function, context);
+}
+
+void ThreadPool::run_chunks(int64_t chunks, void (*chunk_fn)(void*, int64_t), void* context) {
+  EDGELM_CHECK(tls_current_pool != this, "[thread_pool] run() called from inside one of its tasks");
+  std::lock_guard<std::mutex> lock(run_mutex_);
+  for (int i = 0; i < n_threads_; ++i) {
+    const auto lo = static_cast<uint64_t>(chunks * i / n_threads_);
+    const auto hi = static_cast<uint64_t>(chunks * (i + 1) / n_threads_);
+    // Relaxed: the generation bump in run_locked publishes these to the workers.
+    shares_[static_cast<size_t>(i)].bounds.store(lo | hi << 32, std::memory_order_relaxed);
+  }
+  chunk_fn_ = chunk_fn;
+  chunk_context_ = context;
+  run_locked([](void* pool, int index) { static_cast<ThreadPool*>(pool)->take_chunks(index); },
+             this);
+}
+
+void ThreadPool::take_chunks(int index) {
+  // Both halves of `bounds` stay within (-2^31, 2^31): chunks <= 2^30, and each thread's add that finds
+  // its share empty (lo >= hi) is its last on that share.
+  const auto low = [](uint64_t bounds) { return static_cast<int32_t>(bounds & 0xffffffffu); };
+  const auto high = [](uint64_t bounds) { return static_cast<int32_t>(bounds >> 32); };
+  std::atomic<uint64_t>& own = shares_[static_cast<size_t>(index)].bounds;
+  for (;;) {
+    const uint64_t bounds = own.fetch_add(1, std::memory_order_relaxed);
+    if (low(bounds) >= high(bounds)) break;
+    chunk_fn_(chunk_context_, low(bounds));
+  }
+  for (int k = 1; k < n_threads_; ++k) {
+    std::atomic<uint64_t>& other = shares_[static_cast<size_t>((index + k) % n_threads_)].bounds;
+    for (;;) {
+      const uint64_t bounds = other.fetch_sub(uint64_t{1} << 32, std::memory_order_relaxed);
+      if (high(bounds) <= low(bounds)) break;
+      chunk_fn_(chunk_context_, high(bounds) - 1);
+    }
+  }
+}
+
+void ThreadPool::run_locked(void (*function)(void*, int), void* context) {
   const ThreadPool* previous_pool = tls_current_pool;  // the caller may be a task of another pool
   tls_current_pool = this;
   if (n_threads_ == 1) {

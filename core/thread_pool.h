@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -38,28 +39,29 @@ class ThreadPool {
                const_cast<void*>(static_cast<const void*>(&task)));
   }
 
-  // Splits [0, n) into ranges of `chunk` (the last one shorter) that the threads take in turn
-  // from a shared counter until none is left, calling fn(begin, end) for each: a thread that
-  // runs slower (a busy or descheduled core) takes fewer ranges instead of holding the others at
-  // the barrier. Which thread computes a range varies; the ranges themselves do not. A pool of one
-  // thread, or a single chunk, runs fn(0, n) inline.
+  // Splits [0, n) into ranges of `chunk` (the last one shorter) and calls fn(begin, end) once for
+  // each, balancing the threads as they go. Thread i owns the i-th contiguous share of the ranges
+  // and takes them front to back, so each thread streams through memory without jumps; a thread
+  // that runs out of its own takes ranges from the back of the others' shares, so one slowed by a
+  // busy or descheduled core is left with less instead of holding the others at the barrier.
+  // Which thread computes a range varies; the ranges themselves do not. A pool of one thread, or a
+  // single chunk, runs fn(0, n) inline. More than 2^30 ranges are merged into larger ones.
   template <class F>
   void parallel_for_dynamic(int64_t n, F&& fn, int64_t chunk) {
     if (n <= 0) return;
     chunk = chunk < 1 ? 1 : chunk;
+    if ((n - 1) / chunk >= kMaxChunks) chunk = (n + kMaxChunks - 1) / kMaxChunks;
     const int64_t chunks = (n + chunk - 1) / chunk;
     if (n_threads_ == 1 || chunks == 1) {
       fn(int64_t{0}, n);
       return;
     }
-    std::atomic<int64_t> next{0};
-    run([&](int) {
-      for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
-           c = next.fetch_add(1, std::memory_order_relaxed)) {
-        const int64_t begin = c * chunk;
-        fn(begin, begin + chunk < n ? begin + chunk : n);
-      }
-    });
+    auto one = [&](int64_t c) {
+      const int64_t begin = c * chunk;
+      fn(begin, begin + chunk < n ? begin + chunk : n);
+    };
+    using Fn = decltype(one);
+    run_chunks(chunks, [](void* context, int64_t c) { (*static_cast<Fn*>(context))(c); }, &one);
   }
 
   // Splits [0, n) into one contiguous range per thread, with range boundaries on multiples of
@@ -82,7 +84,18 @@ class ThreadPool {
   }
 
  private:
+  static constexpr int64_t kMaxChunks = int64_t{1} << 30;
+
+  // The chunks [lo, hi) of one thread's share not yet taken, packed as lo | hi << 32 so that the
+  // owner (taking lo) and the others (taking hi - 1) claim with one atomic add each.
+  struct alignas(64) ChunkShare {
+    std::atomic<uint64_t> bounds{0};
+  };
+
   void run_erased(void (*function)(void*, int), void* context);
+  void run_locked(void (*function)(void*, int), void* context);
+  void run_chunks(int64_t chunks, void (*chunk_fn)(void*, int64_t), void* context);
+  void take_chunks(int index);
   void shut_down();
   void worker_loop(int index);
   void execute(int index);
@@ -92,6 +105,9 @@ class ThreadPool {
   bool caller_pinned_ = false;
   cpu_set_t saved_affinity_{};  // the caller's affinity before pinning
   std::vector<std::thread> workers_;
+  std::unique_ptr<ChunkShare[]> shares_;  // one per thread, for run_chunks
+  void (*chunk_fn_)(void*, int64_t) = nullptr;
+  void* chunk_context_ = nullptr;
   std::mutex run_mutex_;  // one run() at a time from outside threads
 
   void (*function_)(void*, int) = nullptr;

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -104,9 +105,8 @@ TEST(ThreadPoolTest, ParallelForCoversTheRangeExactlyOnce) {
   }
 }
 
-// The dynamic split hands out exactly the ranges [c·chunk, min((c+1)·chunk, n)), each once, to
-// whichever thread asks first (one thread runs [0, n) in one call); a thread held up inside a
-// range leaves the rest to the others.
+// The dynamic split hands out exactly the ranges [c·chunk, min((c+1)·chunk, n)), each once (one
+// thread runs [0, n) in one call); a thread held up inside a range leaves the rest to the others.
 TEST(ThreadPoolTest, ParallelForDynamicCoversTheRangeInFixedChunks) {
   const int64_t sizes[] = {0, 1, 2, 7, 64, 97, 1000, 4099};
   const int64_t chunks[] = {0, 1, 3, 16, 64, 5000};
@@ -134,25 +134,101 @@ TEST(ThreadPoolTest, ParallelForDynamicCoversTheRangeInFixedChunks) {
       }
     }
   }
-  // The caller stuck in the first range it takes: the worker takes every remaining one (had the
-  // worker taken all 64 before the caller asked, the caller takes none).
+  // The caller stuck in the first range of its share: the worker takes its own share front to
+  // back, then every range left in the caller's from the back (had the worker taken all 64 before
+  // the caller asked, the caller takes none).
   ThreadPool pool(2);
   std::atomic<int> stuck_calls{0};
   std::atomic<int> done{0};
+  std::vector<int64_t> worker_order;  // written by the worker only, read after the join
   const std::thread::id caller = std::this_thread::get_id();
   pool.parallel_for_dynamic(
       64,
-      [&](int64_t, int64_t) {
+      [&](int64_t begin, int64_t) {
         if (std::this_thread::get_id() == caller) {
           stuck_calls.fetch_add(1);
           while (done.load() < 63) std::this_thread::yield();
           return;
         }
+        worker_order.push_back(begin);
         done.fetch_add(1);
       },
       1);
   EXPECT_LE(stuck_calls.load(), 1);
   EXPECT_EQ(stuck_calls.load() + done.load(), 64);
+  std::vector<int64_t> expected;
+  for (int64_t c = 32; c < 64; ++c) expected.push_back(c);
+  for (int64_t c = 31; c >= (stuck_calls.load() == 1 ? 1 : 0); --c) expected.push_back(c);
+  EXPECT_EQ(worker_order, expected);
+}
+
+// Thread i owns the i-th share of the ranges, [chunks·i/T, chunks·(i+1)/T): it takes them going
+// forward from the share's start, so its reads stream without jumps, and only then takes ranges
+// from other shares, each going backward from the share's end. So in every thread's order, the
+// ranges taken from one share run either forward from its start (once, first, and share 0 for
+// the caller) or strictly backward, and the caller begins with range 0 unless the others took
+// its whole share first.
+TEST(ThreadPoolTest, ParallelForDynamicThreadsStreamTheirOwnShareForward) {
+  for (const int n_threads : kPoolSizes) {
+    if (n_threads == 1) continue;
+    ThreadPool pool(n_threads);
+    for (int round = 0; round < 20; ++round) {
+      const int64_t n = 40 * n_threads + round;
+      const auto share_of = [&](int64_t c) {
+        int share = 0;
+        while (c >= n * (share + 1) / n_threads) ++share;
+        return share;
+      };
+      std::mutex mutex;
+      std::vector<std::pair<std::thread::id, int64_t>> taken;
+      pool.parallel_for_dynamic(
+          n,
+          [&](int64_t begin, int64_t) {
+            std::lock_guard<std::mutex> lock(mutex);
+            taken.emplace_back(std::this_thread::get_id(), begin);
+          },
+          1);
+      ASSERT_EQ(taken.size(), static_cast<size_t>(n));
+      std::vector<std::thread::id> threads;
+      for (const auto& [thread, begin] : taken) {
+        if (std::find(threads.begin(), threads.end(), thread) == threads.end())
+          threads.push_back(thread);
+      }
+      for (const std::thread::id thread : threads) {
+        std::vector<int64_t> order;
+        for (const auto& [t, begin] : taken) {
+          if (t == thread) order.push_back(begin);
+        }
+        const bool caller = thread == std::this_thread::get_id();
+        // Unless others took all of it first, the caller starts at the front of its share.
+        if (caller && std::any_of(order.begin(), order.end(),
+                                  [&](int64_t c) { return share_of(c) == 0; })) {
+          EXPECT_EQ(order[0], 0) << "pool " << n_threads << " n " << n;
+        }
+        for (size_t start = 0; start < order.size();) {
+          const int share = share_of(order[start]);
+          size_t end = start + 1;
+          while (end < order.size() && share_of(order[end]) == share) ++end;
+          const bool forward = order[start] == n * share / n_threads &&
+                               (end - start == 1 || order[start + 1] == order[start] + 1);
+          for (size_t i = start + 1; i < end; ++i) {
+            if (forward) {
+              EXPECT_EQ(order[i], order[i - 1] + 1) << "pool " << n_threads << " n " << n;
+            } else {
+              EXPECT_LT(order[i], order[i - 1]) << "pool " << n_threads << " n " << n;
+            }
+          }
+          if (forward && end - start > 1) {
+            EXPECT_EQ(start, 0u) << "a thread's own share comes first";
+            if (caller) {
+              EXPECT_EQ(share, 0) << "the caller owns the first share";
+            }
+          }
+          start = end;
+        }
+      }
+    }
+  }
 }
 
 TEST(ThreadPoolTest, ParallelForUsesEveryThreadWhenThereIsEnoughWork) {

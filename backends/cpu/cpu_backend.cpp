@@ -37,10 +37,12 @@ void* host(const Tensor& t, const char* op, const char* role) {
   return pointer;
 }
 
-// Matmul rows are handed out in about this many ranges per thread (ThreadPool::
-// parallel_for_dynamic), so a thread slowed by another process or the hypervisor takes fewer of
-// them; 16 instead of 4 measured the same (Zen 4 VM, 1B decode, 2 threads).
-constexpr int64_t kMatmulChunksPerThread = 4;
+// Decode's matmul rows are cut into about this many ranges per thread (ThreadPool::
+// parallel_for_dynamic): each thread streams its own share of them and then helps with the others'
+// last ranges, so a thread slowed by another process or the hypervisor does less. Smaller ranges
+// leave less idle time at the end of a dispatch; 32 measured the same as 8 (Zen 4 VM, 1B Q4_0
+// decode, 2 threads; docs/performance.md).
+constexpr int64_t kMatmulChunksPerThread = 8;
 // Weights one matmul_shared_x call runs in one dispatch (a layer's K, V and Q is three).
 constexpr size_t kMaxSharedMatmuls = 4;
 // Up to this many rows of x (decode, short steps) matmul is split dynamically. Longer prefill
