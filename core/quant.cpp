@@ -85,12 +85,14 @@ void check_x8_rows(int64_t rows, const char* name) {
 }
 
 template <class Block, class Record>
-void repack_x8(const Block* src, Record* dst, int64_t rows, int64_t blocks, const char* name) {
+void repack_x8(const Block* src, Record* dst, int64_t rows, int64_t blocks, int64_t segment,
+               const char* name) {
   check_x8_rows(rows, name);
   constexpr int kChunks = static_cast<int>(sizeof(Block::qs)) / kChunkBytes;
-  for (int64_t g = 0; g < rows / kRows; ++g) {
+  const int64_t groups = rows / kRows;
+  for (int64_t g = 0; g < groups; ++g) {
     for (int64_t b = 0; b < blocks; ++b) {
-      Record& out = dst[g * blocks + b];
+      Record& out = dst[x8_record_index(groups, blocks, segment, g, b)];
       for (int r = 0; r < kRows; ++r) {
         const Block& in = src[(g * kRows + r) * blocks + b];
         out.d[r] = in.d;
@@ -103,12 +105,14 @@ void repack_x8(const Block* src, Record* dst, int64_t rows, int64_t blocks, cons
 }
 
 template <class Block, class Record>
-void unpack_x8(const Record* src, Block* dst, int64_t rows, int64_t blocks, const char* name) {
+void unpack_x8(const Record* src, Block* dst, int64_t rows, int64_t blocks, int64_t segment,
+               const char* name) {
   check_x8_rows(rows, name);
   constexpr int kChunks = static_cast<int>(sizeof(Block::qs)) / kChunkBytes;
-  for (int64_t g = 0; g < rows / kRows; ++g) {
+  const int64_t groups = rows / kRows;
+  for (int64_t g = 0; g < groups; ++g) {
     for (int64_t b = 0; b < blocks; ++b) {
-      const Record& in = src[g * blocks + b];
+      const Record& in = src[x8_record_index(groups, blocks, segment, g, b)];
       for (int r = 0; r < kRows; ++r) {
         Block& out = dst[(g * kRows + r) * blocks + b];
         out.d = in.d[r];
@@ -154,19 +158,19 @@ void unpack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t col
 }
 
 void repack_q4_0_x8(const BlockQ4_0* src, BlockQ4_0x8* dst, int64_t rows, int64_t blocks) {
-  repack_x8(src, dst, rows, blocks, "q4_0x8");
+  repack_x8(src, dst, rows, blocks, kQ4_0x8SegmentBlocks, "q4_0x8");
 }
 
 void unpack_q4_0_x8(const BlockQ4_0x8* src, BlockQ4_0* dst, int64_t rows, int64_t blocks) {
-  unpack_x8(src, dst, rows, blocks, "q4_0x8");
+  unpack_x8(src, dst, rows, blocks, kQ4_0x8SegmentBlocks, "q4_0x8");
 }
 
 void repack_q8_0_x8(const BlockQ8_0* src, BlockQ8_0x8* dst, int64_t rows, int64_t blocks) {
-  repack_x8(src, dst, rows, blocks, "q8_0x8");
+  repack_x8(src, dst, rows, blocks, kQ8_0x8SegmentBlocks, "q8_0x8");
 }
 
 void unpack_q8_0_x8(const BlockQ8_0x8* src, BlockQ8_0* dst, int64_t rows, int64_t blocks) {
-  unpack_x8(src, dst, rows, blocks, "q8_0x8");
+  unpack_x8(src, dst, rows, blocks, kQ8_0x8SegmentBlocks, "q8_0x8");
 }
 
 }  // namespace edgelm

@@ -28,14 +28,32 @@ static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes (GGML layout
 // contiguous 144-byte record per block and gets one output row per 32-bit lane: d[r] is row r's
 // scale, and the 4 bytes at qs[16·c + 4·r ... ] hold qs[4c..4c+3] of row r's block, for c < 4 —
 // that is, for each chunk c of four bytes, the eight rows' chunks side by side. Nibble meaning as
-// in Q4_0 (byte j: element j low, element j + 16 high). Group g's blocks follow each other, and
-// groups follow in row order, so the record for (g, b) is at index g·(K/32) + b.
+// in Q4_0 (byte j: element j low, element j + 16 high). Records are ordered by K segment, then by
+// group, then by block (x8_record_index): a segment holds kQ4_0x8SegmentBlocks blocks of every
+// group (the last segment the remaining blocks), group after group. A matrix with K <= 4096 is
+// one segment, group g's blocks following each other at index g·(K/32) + b.
 inline constexpr int kQ4_0x8Rows = 8;
 struct BlockQ4_0x8 {
   uint16_t d[kQ4_0x8Rows];                       // scales of the 8 rows, IEEE half
   uint8_t qs[kQ4_0x8Rows * kQ4_0BlockSize / 2];  // [4 chunks][8 rows][4 bytes]
 };
 static_assert(sizeof(BlockQ4_0x8) == kQ4_0x8Rows * sizeof(BlockQ4_0), "same bytes as Q4_0");
+
+// Why segments: a decode GEMV reads one group's records while x stays in L1 for the next group. A
+// group of a whole 8192-wide row (36 KiB of Q4_0x8) plus its 10 KiB of quantized x overflow the
+// 32 KiB L1 of current x86 and ARM cores, so x would come from L2 on every group; one thread then
+// streamed 1B's ffn_down 7-10 % slower than the 2048-wide matrices (Zen 4). Segments of 4096
+// values (18 KiB of Q4_0x8, 17 KiB of Q8_0x8 at 2048) keep every group's pass within L1.
+inline constexpr int64_t kQ4_0x8SegmentBlocks = 128;
+
+// Index of the record holding block b of row group g, in a repacked matrix of `groups` groups of
+// `blocks` blocks per row and segments of `segment_blocks` blocks.
+inline int64_t x8_record_index(int64_t groups, int64_t blocks, int64_t segment_blocks, int64_t g,
+                               int64_t b) {
+  const int64_t first = b - b % segment_blocks;  // the segment's first block
+  const int64_t length = blocks - first < segment_blocks ? blocks - first : segment_blocks;
+  return groups * first + g * length + (b - first);
+}
 
 // Repacks rows [0, rows) of a Q4_0 matrix with `blocks` blocks per row into Q4_0x8 (rows must be a
 // multiple of 8), and back. Both are pure byte moves: unpack(repack(w)) == w.
@@ -44,13 +62,15 @@ void unpack_q4_0_x8(const BlockQ4_0x8* src, BlockQ4_0* dst, int64_t rows, int64_
 
 // Q8_0x8: block b of rows 8g..8g+7 of a Q8_0 matrix, interleaved the same way: d[r] is row r's
 // scale, and the 4 bytes at qs[32·c + 4·r ... ] hold qs[4c..4c+3] of row r's block, for c < 8.
-// Record (g, b) is at index g·(K/32) + b.
+// Records are ordered by segments of kQ8_0x8SegmentBlocks blocks as for Q4_0x8 (K <= 2048: one
+// segment, record (g, b) at index g·(K/32) + b).
 inline constexpr int kQ8_0x8Rows = 8;
 struct BlockQ8_0x8 {
   uint16_t d[kQ8_0x8Rows];                  // scales of the 8 rows, IEEE half
   int8_t qs[kQ8_0x8Rows * kQ8_0BlockSize];  // [8 chunks][8 rows][4 bytes]
 };
 static_assert(sizeof(BlockQ8_0x8) == kQ8_0x8Rows * sizeof(BlockQ8_0), "same bytes as Q8_0");
+inline constexpr int64_t kQ8_0x8SegmentBlocks = 64;
 
 // Q8_0 <-> Q8_0x8, as for Q4_0x8: pure byte moves, rows a multiple of 8.
 void repack_q8_0_x8(const BlockQ8_0* src, BlockQ8_0x8* dst, int64_t rows, int64_t blocks);

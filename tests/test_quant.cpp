@@ -301,51 +301,57 @@ TEST(QuantTest, RowLengthMustBeAMultipleOf32) {
   }
 }
 
-// Q4_0x8 and Q8_0x8 move bytes only: record (g, b) holds block b of rows 8g..8g+7, scales first,
-// then for each four-byte chunk c the eight rows' chunks side by side; unpacking restores every
-// byte, and row counts that are not whole groups of eight are refused.
+// Q4_0x8 and Q8_0x8 move bytes only: a record holds block b of rows 8g..8g+7, scales first, then
+// for each four-byte chunk c the eight rows' chunks side by side; records come in K segments of
+// `segment` blocks (the last one shorter), each holding every group's blocks of it, group after
+// group. Unpacking restores every byte, and row counts that are not whole groups of eight are
+// refused. Checked with one segment (3 blocks) and with three (2·segment + 3 blocks).
 template <class Block, class Record, class Repack, class Unpack>
-void check_x8_repack(Repack repack, Unpack unpack) {
+void check_x8_repack(Repack repack, Unpack unpack, int64_t segment) {
   constexpr int64_t kRows = 16;
-  constexpr int64_t kBlocks = 3;
+  constexpr int64_t kGroups = kRows / 8;
   constexpr int kBytes = static_cast<int>(sizeof(Block::qs));
-  std::mt19937 rng(5);
-  std::vector<Block> rows(kRows * kBlocks);
-  for (Block& block : rows) {
-    block.d = static_cast<uint16_t>(rng());
-    for (auto& byte : block.qs) byte = static_cast<std::remove_reference_t<decltype(byte)>>(rng());
-  }
-  std::vector<Record> packed(kRows / 8 * kBlocks);
-  repack(rows.data(), packed.data(), kRows, kBlocks);
-  for (int64_t g = 0; g < kRows / 8; ++g) {
-    for (int64_t b = 0; b < kBlocks; ++b) {
-      const Record& record = packed[g * kBlocks + b];
-      for (int r = 0; r < 8; ++r) {
-        const Block& block = rows[(g * 8 + r) * kBlocks + b];
-        ASSERT_EQ(record.d[r], block.d);
-        for (int j = 0; j < kBytes; ++j) {
-          ASSERT_EQ(record.qs[(j / 4 * 8 + r) * 4 + j % 4], block.qs[j]) << "byte " << j;
+  for (const int64_t blocks : {int64_t{3}, 2 * segment + 3}) {
+    std::mt19937 rng(5);
+    std::vector<Block> rows(static_cast<size_t>(kRows * blocks));
+    for (Block& block : rows) {
+      block.d = static_cast<uint16_t>(rng());
+      for (auto& byte : block.qs) byte = static_cast<std::remove_reference_t<decltype(byte)>>(rng());
+    }
+    std::vector<Record> packed(static_cast<size_t>(kGroups * blocks));
+    repack(rows.data(), packed.data(), kRows, blocks);
+    for (int64_t g = 0; g < kGroups; ++g) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t s = b / segment;
+        const int64_t in_segment = s < blocks / segment ? segment : blocks % segment;
+        const Record& record = packed[kGroups * s * segment + g * in_segment + b % segment];
+        for (int r = 0; r < 8; ++r) {
+          const Block& block = rows[(g * 8 + r) * blocks + b];
+          ASSERT_EQ(record.d[r], block.d) << "blocks " << blocks << " group " << g << " block " << b;
+          for (int j = 0; j < kBytes; ++j) {
+            ASSERT_EQ(record.qs[(j / 4 * 8 + r) * 4 + j % 4], block.qs[j]) << "byte " << j;
+          }
         }
       }
     }
-  }
-  std::vector<Block> unpacked(rows.size());
-  unpack(packed.data(), unpacked.data(), kRows, kBlocks);
-  EXPECT_EQ(std::memcmp(unpacked.data(), rows.data(), rows.size() * sizeof(Block)), 0);
-  for (const int64_t bad_rows : {1, 7, 12}) {
-    EXPECT_THROW(repack(rows.data(), packed.data(), bad_rows, kBlocks), Error);
-    EXPECT_THROW(unpack(packed.data(), unpacked.data(), bad_rows, kBlocks), Error);
+    std::vector<Block> unpacked(rows.size());
+    unpack(packed.data(), unpacked.data(), kRows, blocks);
+    EXPECT_EQ(std::memcmp(unpacked.data(), rows.data(), rows.size() * sizeof(Block)), 0);
+    for (const int64_t bad_rows : {1, 7, 12}) {
+      EXPECT_THROW(repack(rows.data(), packed.data(), bad_rows, blocks), Error);
+      EXPECT_THROW(unpack(packed.data(), unpacked.data(), bad_rows, blocks), Error);
+    }
   }
 }
 
 TEST(QuantTest, Q4_0x8RepackInterleavesEightRowsAndRoundTrips) {
-  static_assert(kQ4_0x8Rows == 8);
-  check_x8_repack<BlockQ4_0, BlockQ4_0x8>(repack_q4_0_x8, unpack_q4_0_x8);
+  static_assert(kQ4_0x8Rows == 8 && kQ4_0x8SegmentBlocks == 128);
+  check_x8_repack<BlockQ4_0, BlockQ4_0x8>(repack_q4_0_x8, unpack_q4_0_x8, 128);
 }
 
 TEST(QuantTest, Q8_0x8RepackInterleavesEightRowsAndRoundTrips) {
-  static_assert(kQ8_0x8Rows == 8);
-  check_x8_repack<BlockQ8_0, BlockQ8_0x8>(repack_q8_0_x8, unpack_q8_0_x8);
+  static_assert(kQ8_0x8Rows == 8 && kQ8_0x8SegmentBlocks == 64);
+  check_x8_repack<BlockQ8_0, BlockQ8_0x8>(repack_q8_0_x8, unpack_q8_0_x8, 64);
 }
 
 // F16x4 moves halves only: chunk c of group g holds elements 16c..16c+15 of rows 4g..4g+3, one

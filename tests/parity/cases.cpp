@@ -137,11 +137,15 @@ void matmul_cases(std::vector<OpCase>& cases) {
   for (DType dtype : {DType::F32, DType::F16, DType::BF16})
     add_matmul_case(cases, dtype, MatmulShape{5, 13, 1091});
   // Q4_0x8 and Q8_0x8 hold whole groups of eight rows: N = 8, 16, 24, 64 (one to eight groups,
-  // split between threads on group boundaries), with the same M tails and K lengths as above.
+  // split between threads on group boundaries), with the same M tails and K lengths as above, and
+  // K past one segment (4096 values for Q4_0x8, 2048 for Q8_0x8): 2080 and 4160 end in a short
+  // segment, 8192 is Llama-3.2-1B's down projection.
   for (DType dtype : {DType::Q4_0x8, DType::Q8_0x8}) {
     for (MatmulShape s : {MatmulShape{1, 8, 32}, MatmulShape{1, 16, 96}, MatmulShape{5, 24, 64},
                           MatmulShape{4, 32, 288}, MatmulShape{17, 16, 160},
-                          MatmulShape{33, 64, 256}, MatmulShape{1, 64, 1024}}) {
+                          MatmulShape{33, 64, 256}, MatmulShape{1, 64, 1024},
+                          MatmulShape{3, 24, 2080}, MatmulShape{1, 16, 4160},
+                          MatmulShape{5, 24, 4160}, MatmulShape{1, 16, 8192}}) {
       add_matmul_case(cases, dtype, s);
     }
   }

@@ -1,5 +1,6 @@
 // Decoding and rounding written independently of core/half.h and core/quant.h, so the harness
 // checks the library's conversions instead of repeating them.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -35,6 +36,17 @@ double bf16_bits_to_double(uint16_t bits) {
 
 uint16_t load_u16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+
+// Position of the record for block `block` of row group `group` in a Q4_0x8 / Q8_0x8 matrix: the
+// records come in K segments of `per_segment` blocks (the last one shorter), each holding every
+// group's blocks of that segment, group after group.
+int64_t x8_record(int64_t groups, int64_t blocks, int64_t per_segment, int64_t group,
+                  int64_t block) {
+  const int64_t segment = block / per_segment;
+  const int64_t before = segment * per_segment * groups;  // records of the earlier segments
+  const int64_t in_segment = std::min(per_segment, blocks - segment * per_segment);
+  return before + group * in_segment + block % per_segment;
 }
 
 // Rounds |x| to a multiple of `quantum` (a power of two), ties to even.
@@ -87,7 +99,8 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape)
       for (int64_t i = 0; i < numel; ++i) {
         const int64_t row = i / K;
         const int64_t k = i % K;
-        const uint8_t* record = bytes + 144 * ((row / 8) * (K / 32) + k / 32);
+        const uint8_t* record =
+            bytes + 144 * x8_record(shape.rows() / 8, K / 32, 128, row / 8, k / 32);
         const int64_t r = row % 8;
         const int j = static_cast<int>(k % 32) % 16;
         const uint8_t byte = record[16 + (j / 4 * 8 + r) * 4 + j % 4];
@@ -111,7 +124,8 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape)
       for (int64_t i = 0; i < numel; ++i) {
         const int64_t row = i / K;
         const int64_t k = i % K;
-        const uint8_t* record = bytes + 272 * ((row / 8) * (K / 32) + k / 32);
+        const uint8_t* record =
+            bytes + 272 * x8_record(shape.rows() / 8, K / 32, 64, row / 8, k / 32);
         const int64_t r = row % 8;
         const int j = static_cast<int>(k % 32);
         const auto value = static_cast<int8_t>(record[16 + (j / 4 * 8 + r) * 4 + j % 4]);

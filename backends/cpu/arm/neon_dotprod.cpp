@@ -53,6 +53,7 @@ void x8_chunk(X8Sums<MR>& sums, int8x16_t w_low, int8x16_t w_high, const int8x16
 // and high nibbles elements 16+4c..16+4c+3 (chunks c and c + 4 of the 32 values).
 struct Q4_0x8Block {
   using Record = BlockQ4_0x8;
+  static constexpr int64_t kSegmentBlocks = kQ4_0x8SegmentBlocks;
   template <int MR>
   static void sums(const Record& r, const int8x16_t (&x)[MR][2], X8Sums<MR>& out) {
     const uint8x16_t mask = vdupq_n_u8(0x0f);
@@ -81,6 +82,7 @@ struct Q4_0x8Block {
 // Q8_0x8: chunk c < 8 holds elements 4c..4c+3 of every row, as signed bytes.
 struct Q8_0x8Block {
   using Record = BlockQ8_0x8;
+  static constexpr int64_t kSegmentBlocks = kQ8_0x8SegmentBlocks;
   template <int MR>
   static void sums(const Record& r, const int8x16_t (&x)[MR][2], X8Sums<MR>& out) {
     const int8_t* q = r.qs;
@@ -95,16 +97,30 @@ struct Q8_0x8Block {
   }
 };
 
-// y[m0 + i, n0 .. n0 + 8) for i < MR: one group of eight weight rows (`group`: its K/32 records)
-// against MR rows of quantized x. Block sums are below 32·128·127 < 2^24 in magnitude, so their
-// conversion to float is exact.
+// Blocks [first, end) of one K segment (core/quant.h).
+struct X8Segment {
+  int64_t first;
+  int64_t end;
+};
+
+// y[m0 + i, n0 .. n0 + 8) for i < MR: one group of eight weight rows (`group`: its records of
+// `segment`) against MR rows of quantized x. A segment after the first adds to the sums already in
+// y: the same additions in the same order as over the whole row. Block sums are below
+// 32·128·127 < 2^24 in magnitude, so their conversion to float is exact.
 template <class Block, int MR>
-void x8_tile(const QuantizedX& xq, const typename Block::Record* group, float* y, int64_t N,
-             int64_t K, int64_t m0, int64_t n0) {
+void x8_tile(const QuantizedX& xq, const typename Block::Record* group, X8Segment segment,
+             float* y, int64_t N, int64_t K, int64_t m0, int64_t n0) {
   float32x4_t acc_low[MR], acc_high[MR];
-  for (int i = 0; i < MR; ++i) acc_low[i] = acc_high[i] = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < xq.blocks; ++b) {
-    const typename Block::Record& record = group[b];
+  for (int i = 0; i < MR; ++i) {
+    if (segment.first == 0) {
+      acc_low[i] = acc_high[i] = vdupq_n_f32(0.0f);
+    } else {
+      acc_low[i] = vld1q_f32(y + (m0 + i) * N + n0);
+      acc_high[i] = vld1q_f32(y + (m0 + i) * N + n0 + 4);
+    }
+  }
+  for (int64_t b = segment.first; b < segment.end; ++b, ++group) {
+    const typename Block::Record& record = *group;
     int8x16_t x[MR][2];
     for (int i = 0; i < MR; ++i) {
       const int8_t* block = xq.qs + (m0 + i) * K + b * kBlock;
@@ -140,12 +156,20 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
   // A record holds one block of eight rows, so a row takes sizeof(Record) / 8 bytes per block.
   const int64_t rows =
       weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(typename Block::Record) / 8);
-  const int64_t chunk = (rows + 7) / 8 * 8;
+  // Decode (one row of x) has one band: it takes the whole range at once, so that each K segment
+  // is one run through memory.
+  const int64_t chunk = M == 1 ? n_end - n_begin : (rows + 7) / 8 * 8;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     for_each_band(M, [&]<int MR>(int64_t m) {
-      for (int64_t n = chunk_begin; n < chunk_end; n += 8)
-        x8_tile<Block, MR>(xq, records + (n / 8) * xq.blocks, y, N, K, m, n);
+      for (int64_t first = 0; first < xq.blocks; first += Block::kSegmentBlocks) {
+        const X8Segment segment{first, min_of(first + Block::kSegmentBlocks, xq.blocks)};
+        const auto* segment_records = records + (N / 8) * first;  // group after group
+        for (int64_t n = chunk_begin; n < chunk_end; n += 8) {
+          x8_tile<Block, MR>(xq, segment_records + (n / 8) * (segment.end - segment.first),
+                             segment, y, N, K, m, n);
+        }
+      }
     });
   }
 }

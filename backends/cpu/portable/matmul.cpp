@@ -72,11 +72,13 @@ void q4_0_matmul__portable(const float* x, const void* w, float* y, int64_t M, i
 
 void q4_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
                              int64_t K, int64_t n_begin, int64_t n_end) {
-  const auto* records = static_cast<const BlockQ4_0x8*>(w);  // [N / 8, K / 32]
+  const auto* records = static_cast<const BlockQ4_0x8*>(w);  // N / 8 groups, in K segments
   const int64_t blocks_per_row = K / kQ4_0BlockSize;
   constexpr int kHalf = kQ4_0BlockSize / 2;
   matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
-    const BlockQ4_0x8& record = records[(n / kQ4_0x8Rows) * blocks_per_row + k / kQ4_0BlockSize];
+    const BlockQ4_0x8& record =
+        records[x8_record_index(N / kQ4_0x8Rows, blocks_per_row, kQ4_0x8SegmentBlocks,
+                                n / kQ4_0x8Rows, k / kQ4_0BlockSize)];
     const auto r = static_cast<int>(n % kQ4_0x8Rows);
     const int i = static_cast<int>(k % kQ4_0BlockSize);
     const int j = i % kHalf;  // byte j of the row's block: chunk j / 4, byte j % 4 of it
@@ -99,10 +101,12 @@ void f16x4_matmul__portable(const float* x, const void* w, float* y, int64_t M, 
 
 void q8_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
                              int64_t K, int64_t n_begin, int64_t n_end) {
-  const auto* records = static_cast<const BlockQ8_0x8*>(w);  // [N / 8, K / 32]
+  const auto* records = static_cast<const BlockQ8_0x8*>(w);  // N / 8 groups, in K segments
   const int64_t blocks_per_row = K / kQ8_0BlockSize;
   matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
-    const BlockQ8_0x8& record = records[(n / kQ8_0x8Rows) * blocks_per_row + k / kQ8_0BlockSize];
+    const BlockQ8_0x8& record =
+        records[x8_record_index(N / kQ8_0x8Rows, blocks_per_row, kQ8_0x8SegmentBlocks,
+                                n / kQ8_0x8Rows, k / kQ8_0BlockSize)];
     const auto r = static_cast<int>(n % kQ8_0x8Rows);
     const int i = static_cast<int>(k % kQ8_0BlockSize);  // chunk i / 4, byte i % 4 of it
     return static_cast<double>(f16_to_f32(record.d[r])) *

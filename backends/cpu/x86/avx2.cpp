@@ -698,19 +698,37 @@ struct Q4_0x8Block {
   }
 };
 
-// y[m0 + i, 8g .. 8g + 8) for i < MR: one group of eight weight rows against MR rows of x.
+// Blocks [first, end) of one K segment (core/quant.h). The tiles below take one group's records
+// of a segment; a segment after the first adds to the sums already in y, which is the same
+// additions in the same order as over the whole row.
+struct X8Segment {
+  int64_t first;
+  int64_t end;
+};
+
+// Accumulators of a tile of MR rows of y: zero for a row's first segment, else y's sums so far.
 template <int MR>
-void q4_0x8_tile(const QuantizedX& xq, const BlockQ4_0x8* group, float* y, int64_t N, int64_t K,
-                 int64_t m0, int64_t n0) {
+void x8_start(__m256 (&acc)[MR], X8Segment segment, const float* y, int64_t N, int64_t m0,
+              int64_t n0) {
+  for (int i = 0; i < MR; ++i) {
+    acc[i] = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y + (m0 + i) * N + n0);
+  }
+}
+
+// y[m0 + i, 8g .. 8g + 8) for i < MR: one group of eight weight rows (its records of `segment`)
+// against MR rows of x.
+template <int MR>
+void q4_0x8_tile(const QuantizedX& xq, const BlockQ4_0x8* group, X8Segment segment, float* y,
+                 int64_t N, int64_t K, int64_t m0, int64_t n0) {
   __m256 acc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < xq.blocks; ++b) {
-    const char* ahead = reinterpret_cast<const char*>(group + b) + kPrefetchBytes;
+  x8_start(acc, segment, y, N, m0, n0);
+  for (int64_t b = segment.first; b < segment.end; ++b, ++group) {
+    const char* ahead = reinterpret_cast<const char*>(group) + kPrefetchBytes;
     for (size_t line = 0; line < sizeof(BlockQ4_0x8); line += 64)
       _mm_prefetch(ahead + line, _MM_HINT_T0);
-    const Q4_0x8Block block(group[b]);
+    const Q4_0x8Block block(*group);
     const __m256 w_scale =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group[b].d)));
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group->d)));
     for (int i = 0; i < MR; ++i) {
       const int64_t at = (m0 + i) * xq.blocks + b;
       const __m256i sums = _mm256_sub_epi32(block.dot(xq.qs + (m0 + i) * K + b * kBlock),
@@ -728,13 +746,13 @@ void q4_0x8_tile(const QuantizedX& xq, const BlockQ4_0x8* group, float* y, int64
 // widened by its own madd before the chunks add up. Chunk-major over the rows of x, so a chunk's
 // |w| is computed once for all MR rows and only the MR block sums stay live.
 template <int MR>
-void q8_0x8_tile(const QuantizedX& xq, const BlockQ8_0x8* group, float* y, int64_t N, int64_t K,
-                 int64_t m0, int64_t n0) {
+void q8_0x8_tile(const QuantizedX& xq, const BlockQ8_0x8* group, X8Segment segment, float* y,
+                 int64_t N, int64_t K, int64_t m0, int64_t n0) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < xq.blocks; ++b) {
-    const BlockQ8_0x8& record = group[b];
+  x8_start(acc, segment, y, N, m0, n0);
+  for (int64_t b = segment.first; b < segment.end; ++b, ++group) {
+    const BlockQ8_0x8& record = *group;
     const char* ahead = reinterpret_cast<const char*>(&record) + kPrefetchBytes;
     for (size_t line = 0; line < sizeof(BlockQ8_0x8); line += 64)
       _mm_prefetch(ahead + line, _MM_HINT_T0);
@@ -764,27 +782,37 @@ void q8_0x8_tile(const QuantizedX& xq, const BlockQ8_0x8* group, float* y, int64
 
 struct Q4_0x8Kernel {
   using Record = BlockQ4_0x8;
+  static constexpr int64_t kSegmentBlocks = kQ4_0x8SegmentBlocks;
   template <int MR>
-  static void tile(const QuantizedX& xq, const Record* group, float* y, int64_t N, int64_t K,
-                   int64_t m0, int64_t n0) {
-    q4_0x8_tile<MR>(xq, group, y, N, K, m0, n0);
+  static void tile(const QuantizedX& xq, const Record* group, X8Segment segment, float* y,
+                   int64_t N, int64_t K, int64_t m0, int64_t n0) {
+    q4_0x8_tile<MR>(xq, group, segment, y, N, K, m0, n0);
   }
 };
 
 struct Q8_0x8Kernel {
   using Record = BlockQ8_0x8;
+  static constexpr int64_t kSegmentBlocks = kQ8_0x8SegmentBlocks;
   template <int MR>
-  static void tile(const QuantizedX& xq, const Record* group, float* y, int64_t N, int64_t K,
-                   int64_t m0, int64_t n0) {
-    q8_0x8_tile<MR>(xq, group, y, N, K, m0, n0);
+  static void tile(const QuantizedX& xq, const Record* group, X8Segment segment, float* y,
+                   int64_t N, int64_t K, int64_t m0, int64_t n0) {
+    q8_0x8_tile<MR>(xq, group, segment, y, N, K, m0, n0);
   }
 };
 
+// Rows [n_begin, n_end) of the band, one K segment after the other (each a contiguous run of
+// records over the band's groups).
 template <class Kernel, int MR>
 void x8_band(const QuantizedX& xq, const typename Kernel::Record* w, float* y, int64_t N, int64_t K,
              int64_t m0, int64_t n_begin, int64_t n_end) {
-  for (int64_t n = n_begin; n < n_end; n += 8)
-    Kernel::template tile<MR>(xq, w + (n / 8) * xq.blocks, y, N, K, m0, n);
+  for (int64_t first = 0; first < xq.blocks; first += Kernel::kSegmentBlocks) {
+    const X8Segment segment{first, min_of(first + Kernel::kSegmentBlocks, xq.blocks)};
+    const auto* records = w + (N / 8) * first;  // the segment's records, group after group
+    for (int64_t n = n_begin; n < n_end; n += 8) {
+      Kernel::template tile<MR>(xq, records + (n / 8) * (segment.end - segment.first), segment, y,
+                                N, K, m0, n);
+    }
+  }
 }
 
 // Weights in records of eight interleaved rows (Q4_0x8, Q8_0x8); n_begin and n_end are multiples
@@ -794,9 +822,11 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
                int64_t n_begin, int64_t n_end) {
   using Record = typename Kernel::Record;
   const auto* records = static_cast<const Record*>(w);
-  // Whole groups of eight rows per chunk, ~128 KiB of weights as for the other kernels.
+  // Whole groups of eight rows per chunk, ~128 KiB of weights as for the other kernels, so that
+  // the bands of x reuse a chunk from cache. Decode (one row of x) has one band: it takes the
+  // whole range at once, so that each K segment is one run through memory.
   const int64_t rows = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(Record) / 8);
-  const int64_t chunk = (rows + 7) / 8 * 8;
+  const int64_t chunk = M == 1 ? n_end - n_begin : (rows + 7) / 8 * 8;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     for_each_band(M, [&]<int MR>(int64_t m) {

@@ -609,6 +609,7 @@ void quant_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int6
 // block of x each one multiplies.
 struct Q4_0x8Vnni {
   using Record = BlockQ4_0x8;
+  static constexpr int64_t kSegmentBlocks = kQ4_0x8SegmentBlocks;
   static constexpr int32_t kSum8Multiple = 1;  // offset 8: subtract sum8 (8·Σx) itself
 
   // Vector j < 4: chunk j's low nibbles (elements 4j..4j+3 of each row); j ≥ 4: chunk j - 4's
@@ -638,6 +639,7 @@ struct Q4_0x8Vnni {
 
 struct Q8_0x8Vnni {
   using Record = BlockQ8_0x8;
+  static constexpr int64_t kSegmentBlocks = kQ8_0x8SegmentBlocks;
   static constexpr int32_t kSum8Multiple = 16;  // offset 128: subtract 16·sum8 (128·Σx)
 
   // Vector j: chunk j (elements 4j..4j+3 of each row), as unsigned bytes w + 128.
@@ -675,14 +677,24 @@ int32_t x4(const int8_t* x) {
 // hardware prefetchers keep up by themselves, and prefetching 2 KiB ahead cost one thread 10-15 %
 // of its decode speed on the Zen 4 VM (1B Q4_0 37.5 against 41-42.5 tok/s, Q8_0 20.3-21.2 against
 // 23.4-23.7).
+//
+// Here and in x8_pair_tile, `group` holds the group's records for blocks [segment.first,
+// segment.end) of one K segment (core/quant.h), and a segment after the first adds to the sums
+// already in y: the same additions in the same order as over the whole row, so the result does not
+// depend on the segment length.
+struct X8Segment {
+  int64_t first;  // first block
+  int64_t end;    // one past the last block
+};
+
 template <class Format>
-void x8_row_tile(const QuantizedX& xq, const typename Format::Record* group, float* y_row,
-                 int64_t m) {
+void x8_row_tile(const QuantizedX& xq, const typename Format::Record* group, X8Segment segment,
+                 float* y_row, int64_t m) {
   const int8_t* x_row = xq.qs + m * xq.blocks * kBlock;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < xq.blocks; ++b) {
+  __m256 acc = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y_row);
+  for (int64_t b = segment.first; b < segment.end; ++b, ++group) {
     __m256i w[8];
-    Format::unpack(group[b], w);
+    Format::unpack(*group, w);
     const int8_t* x = x_row + b * kBlock;
     __m256i even = _mm256_setzero_si256();
     __m256i odd = _mm256_setzero_si256();
@@ -694,7 +706,7 @@ void x8_row_tile(const QuantizedX& xq, const typename Format::Record* group, flo
     const __m256i sums = _mm256_sub_epi32(_mm256_add_epi32(even, odd),
                                           _mm256_set1_epi32(xq.sum8[at] * Format::kSum8Multiple));
     const __m256 w_scale =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group[b].d)));
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group->d)));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
                           _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[at])), acc);
   }
@@ -706,24 +718,33 @@ void x8_row_tile(const QuantizedX& xq, const typename Format::Record* group, flo
 // of `first` and only the first eight results are stored (a range's odd last group).
 template <class Format, int MR>
 void x8_pair_tile(const QuantizedX& xq, const typename Format::Record* first,
-                  const typename Format::Record* second, bool store_second, float* y, int64_t N,
-                  int64_t K, int64_t m0, int64_t n0) {
+                  const typename Format::Record* second, bool store_second, X8Segment segment,
+                  float* y, int64_t N, int64_t K, int64_t m0, int64_t n0) {
   using Record = typename Format::Record;
   __m512 acc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+  for (int i = 0; i < MR; ++i) {
+    const float* out = y + (m0 + i) * N + n0;
+    if (segment.first == 0) {
+      acc[i] = _mm512_setzero_ps();
+    } else if (store_second) {
+      acc[i] = _mm512_loadu_ps(out);
+    } else {
+      acc[i] = _mm512_castps256_ps512(_mm256_loadu_ps(out));
+    }
+  }
   const int8_t* x_rows[MR];
   for (int i = 0; i < MR; ++i) x_rows[i] = xq.qs + (m0 + i) * K;
-  for (int64_t b = 0; b < xq.blocks; ++b) {
-    for (const Record* record : {first + b, second + b}) {
+  for (int64_t b = segment.first; b < segment.end; ++b, ++first, ++second) {
+    for (const Record* record : {first, second}) {
       const char* ahead = reinterpret_cast<const char*>(record) + kPrefetchBytes;
       for (size_t line = 0; line < sizeof(Record); line += 64)
         _mm_prefetch(ahead + line, _MM_HINT_T0);
     }
     __m512i w[8];
-    Format::unpack(first[b], second[b], w);
+    Format::unpack(*first, *second, w);
     const __m512 w_scale = _mm512_cvtph_ps(_mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(first[b].d))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(second[b].d)), 1));
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(first->d))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(second->d)), 1));
     for (int i = 0; i < MR; ++i) {
       const int8_t* x = x_rows[i] + b * kBlock;
       // Two dependency chains of four vpdpbusd each.
@@ -750,21 +771,31 @@ void x8_pair_tile(const QuantizedX& xq, const typename Format::Record* first,
   }
 }
 
+// Rows [n_begin, n_end) of the band, one K segment after the other (each a contiguous run of
+// records over the band's groups).
 template <class Format, int MR>
 void x8_band(const QuantizedX& xq, const typename Format::Record* w, float* y, int64_t N, int64_t K,
              int64_t m0, int64_t n_begin, int64_t n_end) {
-  int64_t n = n_begin;
-  if constexpr (MR == 1) {
-    for (; n < n_end; n += 8) x8_row_tile<Format>(xq, w + (n / 8) * xq.blocks, y + m0 * N + n, m0);
-    return;
-  }
-  for (; n + 16 <= n_end; n += 16) {
-    const auto* first = w + (n / 8) * xq.blocks;
-    x8_pair_tile<Format, MR>(xq, first, first + xq.blocks, true, y, N, K, m0, n);
-  }
-  if (n < n_end) {
-    const auto* last = w + (n / 8) * xq.blocks;
-    x8_pair_tile<Format, MR>(xq, last, last, false, y, N, K, m0, n);
+  const int64_t groups = N / 8;
+  for (int64_t first = 0; first < xq.blocks; first += Format::kSegmentBlocks) {
+    const X8Segment segment{first, min_of(first + Format::kSegmentBlocks, xq.blocks)};
+    const int64_t length = segment.end - segment.first;
+    const auto* records = w + groups * first;  // the segment's records, group after group
+    int64_t n = n_begin;
+    if constexpr (MR == 1) {
+      for (; n < n_end; n += 8)
+        x8_row_tile<Format>(xq, records + (n / 8) * length, segment, y + m0 * N + n, m0);
+      continue;
+    }
+    for (; n + 16 <= n_end; n += 16) {
+      const auto* first_group = records + (n / 8) * length;
+      x8_pair_tile<Format, MR>(xq, first_group, first_group + length, true, segment, y, N, K, m0,
+                               n);
+    }
+    if (n < n_end) {
+      const auto* last = records + (n / 8) * length;
+      x8_pair_tile<Format, MR>(xq, last, last, false, segment, y, N, K, m0, n);
+    }
   }
 }
 
@@ -774,9 +805,11 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
                int64_t n_begin, int64_t n_end) {
   using Record = typename Format::Record;
   const auto* records = static_cast<const Record*>(w);
-  // Whole pairs of groups per chunk, ~128 KiB of weights as for the other kernels.
+  // Whole pairs of groups per chunk, ~128 KiB of weights as for the other kernels, so that the
+  // bands of x reuse a chunk from cache. Decode (one row of x) has one band: it takes the whole
+  // range at once, so that each K segment is one run through memory.
   const int64_t rows = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(Record) / 8);
-  const int64_t chunk = (rows + 15) / 16 * 16;
+  const int64_t chunk = M == 1 ? n_end - n_begin : (rows + 15) / 16 * 16;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     for_each_band(M, [&]<int MR>(int64_t m) {
