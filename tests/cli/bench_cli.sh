@@ -13,9 +13,8 @@ rm -rf "$work" && mkdir -p "$work"
 failures=0
 passes=0
 
-"$make_model" --preset tiny --format hf --out "$work/hf" > /dev/null 2>&1 || { echo "make_model hf failed"; exit 1; }
-gguf=$("$make_model" --preset tiny --format gguf --quant q4_0 --out "$work/gguf" 2> /dev/null) ||
-  { echo "make_model gguf failed"; exit 1; }
+source "$(dirname "$0")/common.sh"
+make_tiny_models "$make_model" q4_0
 # A small bandwidth buffer and one pass keep the test quick; the numbers mean nothing here.
 quick=(--bw-mib 8 --bw-passes 1)
 
@@ -59,7 +58,6 @@ else
 fi
 
 # expect_error <name> <substring> <bench args...>
-source "$(dirname "$0")/expect_error.sh"
 expect_error() { expect_error_from "$bench" bench "$@" "${quick[@]}"; }
 
 expect_error "missing model" "does not exist" -m "$work/none.gguf"

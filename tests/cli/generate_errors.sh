@@ -11,12 +11,10 @@ rm -rf "$work" && mkdir -p "$work"
 failures=0
 passes=0
 
-"$make_model" --preset tiny --format hf --out "$work/hf" > /dev/null 2>&1 || { echo "make_model hf failed"; exit 1; }
-gguf=$("$make_model" --preset tiny --format gguf --quant q8_0 --out "$work/gguf" 2> /dev/null) ||
-  { echo "make_model gguf failed"; exit 1; }
+source "$(dirname "$0")/common.sh"
+make_tiny_models "$make_model" q8_0
 
 # expect_error <name> <substring> <generate args...>
-source "$(dirname "$0")/expect_error.sh"
 expect_error() { expect_error_from "$generate" generate "$@"; }
 
 # A copy of the good folder to break.

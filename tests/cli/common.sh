@@ -1,4 +1,16 @@
-# Sourced by the CLI tests. expect_error_from <program> <prefix> <name> <substring> <args...> runs
+# Sourced by the CLI tests.
+#
+# make_tiny_models <make_model> <quant> writes a tiny model as a Hugging Face folder ($work/hf) and
+# as a GGUF file of that quant type, whose path it leaves in $gguf; it exits the test on failure.
+make_tiny_models() {
+  local make_model=$1 quant=$2
+  "$make_model" --preset tiny --format hf --out "$work/hf" > /dev/null 2>&1 ||
+    { echo "make_model hf failed"; exit 1; }
+  gguf=$("$make_model" --preset tiny --format gguf --quant "$quant" --out "$work/gguf" 2> /dev/null) ||
+    { echo "make_model gguf failed"; exit 1; }
+}
+
+# expect_error_from <program> <prefix> <name> <substring> <args...> runs
 # the program with the args and passes when it exits non-zero without a signal, prints no sanitizer
 # or crash report, and ends stderr with one line that starts with "<prefix>:" and contains the
 # substring. Writes into $work; counts into $passes and $failures.
