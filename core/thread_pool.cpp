@@ -159,8 +159,8 @@ void ThreadPool::run_chunks(int64_t chunks, void (*chunk_fn)(void*, int64_t), vo
 }
 
 void ThreadPool::take_chunks(int index) {
-  // Both halves of `bounds` stay within (-2^31, 2^31): chunks <= 2^30, and each thread's add that finds
-  // its share empty (lo >= hi) is its last on that share.
+  // Both halves of `bounds` stay within (-2^31, 2^31): chunks <= 2^30, and each thread's add that
+  // finds its share empty (lo >= hi) is its last on that share.
   const auto low = [](uint64_t bounds) { return static_cast<int32_t>(bounds & 0xffffffffu); };
   const auto high = [](uint64_t bounds) { return static_cast<int32_t>(bounds >> 32); };
   std::atomic<uint64_t>& own = shares_[static_cast<size_t>(index)].bounds;

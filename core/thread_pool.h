@@ -61,7 +61,8 @@ class ThreadPool {
       fn(begin, begin + chunk < n ? begin + chunk : n);
     };
     using Fn = decltype(one);
-    run_chunks(chunks, [](void* context, int64_t c) { (*static_cast<Fn*>(context))(c); }, &one);
+    run_chunks(
+        chunks, [](void* context, int64_t c) { (*static_cast<Fn*>(context))(c); }, &one);
   }
 
   // Splits [0, n) into one contiguous range per thread, with range boundaries on multiples of

@@ -201,8 +201,8 @@ TEST(ThreadPoolTest, ParallelForDynamicThreadsStreamTheirOwnShareForward) {
         }
         const bool caller = thread == std::this_thread::get_id();
         // Unless others took all of it first, the caller starts at the front of its share.
-        if (caller && std::any_of(order.begin(), order.end(),
-                                  [&](int64_t c) { return share_of(c) == 0; })) {
+        if (caller &&
+            std::any_of(order.begin(), order.end(), [&](int64_t c) { return share_of(c) == 0; })) {
           EXPECT_EQ(order[0], 0) << "pool " << n_threads << " n " << n;
         }
         for (size_t start = 0; start < order.size();) {

@@ -108,8 +108,8 @@ struct X8Segment {
 // y: the same additions in the same order as over the whole row. Block sums are below
 // 32·128·127 < 2^24 in magnitude, so their conversion to float is exact.
 template <class Block, int MR>
-void x8_tile(const QuantizedX& xq, const typename Block::Record* group, X8Segment segment,
-             float* y, int64_t N, int64_t K, int64_t m0, int64_t n0) {
+void x8_tile(const QuantizedX& xq, const typename Block::Record* group, X8Segment segment, float* y,
+             int64_t N, int64_t K, int64_t m0, int64_t n0) {
   float32x4_t acc_low[MR], acc_high[MR];
   for (int i = 0; i < MR; ++i) {
     if (segment.first == 0) {
@@ -166,8 +166,8 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
         const X8Segment segment{first, min_of(first + Block::kSegmentBlocks, xq.blocks)};
         const auto* segment_records = records + (N / 8) * first;  // group after group
         for (int64_t n = chunk_begin; n < chunk_end; n += 8) {
-          x8_tile<Block, MR>(xq, segment_records + (n / 8) * (segment.end - segment.first),
-                             segment, y, N, K, m, n);
+          x8_tile<Block, MR>(xq, segment_records + (n / 8) * (segment.end - segment.first), segment,
+                             y, N, K, m, n);
         }
       }
     });
