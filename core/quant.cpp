@@ -131,15 +131,9 @@ void for_each_f16_x4(int64_t rows, int64_t cols, Move move) {
   EDGELM_CHECK(rows % kF16x4Rows == 0 && cols % kF16x4Chunk == 0, "[quant] f16x4 needs a multiple ",
                "of ", kF16x4Rows, " rows and of ", kF16x4Chunk, " columns, got ", rows, " x ",
                cols);
-  const int64_t chunks = cols / kF16x4Chunk;
-  for (int64_t g = 0; g < rows / kF16x4Rows; ++g) {
-    for (int64_t c = 0; c < chunks; ++c) {
-      for (int r = 0; r < kF16x4Rows; ++r) {
-        const int64_t row = g * kF16x4Rows + r;
-        const int64_t index = ((g * chunks + c) * kF16x4Rows + r) * kF16x4Chunk;
-        move(row * cols + c * kF16x4Chunk, index);
-      }
-    }
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t k = 0; k < cols; k += kF16x4Chunk)
+      move(row * cols + k, f16x4_index(rows, cols, row, k));
   }
 }
 

@@ -78,12 +78,34 @@ void unpack_q8_0_x8(const BlockQ8_0x8* src, BlockQ8_0* dst, int64_t rows, int64_
 
 // F16x4: an F16 matrix with groups of four rows interleaved 16 elements at a time, for the CPU's
 // float matmul. Chunk c of group g holds elements 16c..16c+15 of rows 4g, 4g+1, 4g+2, 4g+3, one row
-// after the other (64 halves, 128 bytes); a group's chunks follow each other, and groups follow in
-// row order, so element k of row 4g + r is at index (g·(K/16) + k/16)·64 + 16r + k % 16. A matrix-
-// vector product then reads the weights as one sequential stream while each 16 elements of x serve
-// four rows. Not a quantized format, but a load-time layout like Q4_0x8, and declared beside it.
+// after the other (64 halves, 128 bytes). As Q4_0x8, the matrix is stored in K segments of
+// kF16x4SegmentElements columns (the last one shorter): a segment holds every group's chunks of
+// its columns, group after group, and within a group the chunks follow each other
+// (f16x4_chunk_index). With K <= 2048 that is one segment: element k of row 4g + r at index
+// (g·(K/16) + k/16)·64 + 16r + k % 16. A matrix-vector product then reads the weights as one
+// sequential stream while each 16 elements of x serve four rows, and a segment of a group (16 KiB)
+// leaves room in L1 for the 8 KiB of x it multiplies (a whole 8192-wide group is 64 KiB, and its x
+// 32 KiB of floats). Not a quantized format, but a load-time layout like Q4_0x8, and declared
+// beside it.
 inline constexpr int kF16x4Rows = 4;
 inline constexpr int kF16x4Chunk = 16;
+inline constexpr int64_t kF16x4SegmentElements = 2048;
+
+// Index (in halves) of the first element of group g's chunks in the K segment that starts at
+// column `first` (a multiple of kF16x4SegmentElements), in an F16x4 matrix of N rows and K
+// columns: the segment's chunks of that group follow from there, 64 halves apart.
+inline int64_t f16x4_segment_index(int64_t N, int64_t K, int64_t g, int64_t first) {
+  const int64_t length = K - first < kF16x4SegmentElements ? K - first : kF16x4SegmentElements;
+  return N * first + g * kF16x4Rows * length;
+}
+
+// Index (in halves) of element k of row n, which starts a run of the 16 - k % 16 elements after it.
+inline int64_t f16x4_index(int64_t N, int64_t K, int64_t n, int64_t k) {
+  const int64_t first = k - k % kF16x4SegmentElements;
+  return f16x4_segment_index(N, K, n / kF16x4Rows, first) +
+         kF16x4Rows * (k - first - k % kF16x4Chunk) + (n % kF16x4Rows) * kF16x4Chunk +
+         k % kF16x4Chunk;
+}
 
 // Repacks an F16 matrix of `rows` x `cols` half values (rows a multiple of 4, cols of 16) into
 // F16x4, and back; pure moves: unpack(repack(w)) == w.

@@ -316,7 +316,8 @@ void check_x8_repack(Repack repack, Unpack unpack, int64_t segment) {
     std::vector<Block> rows(static_cast<size_t>(kRows * blocks));
     for (Block& block : rows) {
       block.d = static_cast<uint16_t>(rng());
-      for (auto& byte : block.qs) byte = static_cast<std::remove_reference_t<decltype(byte)>>(rng());
+      for (auto& byte : block.qs)
+        byte = static_cast<std::remove_reference_t<decltype(byte)>>(rng());
     }
     std::vector<Record> packed(static_cast<size_t>(kGroups * blocks));
     repack(rows.data(), packed.data(), kRows, blocks);
@@ -327,7 +328,8 @@ void check_x8_repack(Repack repack, Unpack unpack, int64_t segment) {
         const Record& record = packed[kGroups * s * segment + g * in_segment + b % segment];
         for (int r = 0; r < 8; ++r) {
           const Block& block = rows[(g * 8 + r) * blocks + b];
-          ASSERT_EQ(record.d[r], block.d) << "blocks " << blocks << " group " << g << " block " << b;
+          ASSERT_EQ(record.d[r], block.d)
+              << "blocks " << blocks << " group " << g << " block " << b;
           for (int j = 0; j < kBytes; ++j) {
             ASSERT_EQ(record.qs[(j / 4 * 8 + r) * 4 + j % 4], block.qs[j]) << "byte " << j;
           }
@@ -355,27 +357,35 @@ TEST(QuantTest, Q8_0x8RepackInterleavesEightRowsAndRoundTrips) {
 }
 
 // F16x4 moves halves only: chunk c of group g holds elements 16c..16c+15 of rows 4g..4g+3, one
-// row after the other; unpacking restores every value, and shapes that are not whole groups of
-// four rows and whole chunks of 16 columns are refused.
+// row after the other; the columns come in segments of 2048 (the last one shorter), each holding
+// every group's chunks of its columns, group after group. Unpacking restores every value, and
+// shapes that are not whole groups of four rows and whole chunks of 16 columns are refused.
+// Checked with one segment (48 columns) and with three (2·2048 + 48).
 TEST(QuantTest, F16x4RepackInterleavesFourRowsAndRoundTrips) {
-  static_assert(kF16x4Rows == 4 && kF16x4Chunk == 16);
+  static_assert(kF16x4Rows == 4 && kF16x4Chunk == 16 && kF16x4SegmentElements == 2048);
   constexpr int64_t kRows = 8;
-  constexpr int64_t kCols = 48;
-  std::mt19937 rng(6);
-  std::vector<uint16_t> rows(kRows * kCols);
-  for (uint16_t& value : rows) value = static_cast<uint16_t>(rng());
-  std::vector<uint16_t> packed(rows.size());
-  repack_f16_x4(rows.data(), packed.data(), kRows, kCols);
-  for (int64_t row = 0; row < kRows; ++row) {
-    for (int64_t k = 0; k < kCols; ++k) {
-      const int64_t chunk = (row / 4) * (kCols / 16) + k / 16;
-      ASSERT_EQ(packed[(chunk * 4 + row % 4) * 16 + k % 16], rows[row * kCols + k])
-          << "row " << row << " column " << k;
+  for (const int64_t cols : {int64_t{48}, int64_t{2 * 2048 + 48}}) {
+    std::mt19937 rng(6);
+    std::vector<uint16_t> rows(static_cast<size_t>(kRows * cols));
+    for (uint16_t& value : rows) value = static_cast<uint16_t>(rng());
+    std::vector<uint16_t> packed(rows.size());
+    repack_f16_x4(rows.data(), packed.data(), kRows, cols);
+    for (int64_t row = 0; row < kRows; ++row) {
+      for (int64_t k = 0; k < cols; ++k) {
+        const int64_t segment = k / 2048 * 2048;  // its first column
+        const int64_t width = std::min<int64_t>(2048, cols - segment);
+        const int64_t chunk = kRows * segment / 64 + (row / 4) * (width / 16) + (k - segment) / 16;
+        ASSERT_EQ(packed[(chunk * 4 + row % 4) * 16 + k % 16], rows[row * cols + k])
+            << "columns " << cols << " row " << row << " column " << k;
+      }
     }
+    std::vector<uint16_t> unpacked(rows.size());
+    unpack_f16_x4(packed.data(), unpacked.data(), kRows, cols);
+    EXPECT_EQ(unpacked, rows);
   }
+  std::vector<uint16_t> rows(8 * 48);
+  std::vector<uint16_t> packed(rows.size());
   std::vector<uint16_t> unpacked(rows.size());
-  unpack_f16_x4(packed.data(), unpacked.data(), kRows, kCols);
-  EXPECT_EQ(unpacked, rows);
   for (const auto& [bad_rows, bad_cols] :
        {std::pair<int64_t, int64_t>{6, 48}, {3, 48}, {8, 40}, {8, 8}}) {
     EXPECT_THROW(repack_f16_x4(rows.data(), packed.data(), bad_rows, bad_cols), Error);

@@ -109,12 +109,16 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape)
       }
       break;
     }
-    case DType::F16x4: {  // chunks of 4 rows x 16 halves, each group's chunks in order
+    case DType::F16x4: {  // chunks of 4 rows x 16 halves, in K segments (below)
       const int64_t K = shape.last();
       for (int64_t i = 0; i < numel; ++i) {
         const int64_t row = i / K;
         const int64_t k = i % K;
-        const int64_t chunk = (row / 4) * (K / 16) + k / 16;
+        // Columns in segments of 2048; a segment holds every group's chunks of it in turn.
+        const int64_t segment_start = k / 2048 * 2048;
+        const int64_t segment_chunks = std::min<int64_t>(2048, K - segment_start) / 16;
+        const int64_t chunk = shape.rows() * segment_start / 64 + (row / 4) * segment_chunks +
+                              (k - segment_start) / 16;
         out[i] = half_bits_to_double(load_u16(bytes + 2 * ((chunk * 4 + row % 4) * 16 + k % 16)));
       }
       break;

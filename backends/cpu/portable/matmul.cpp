@@ -90,12 +90,9 @@ void q4_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M,
 
 void f16x4_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
                             int64_t K, int64_t n_begin, int64_t n_end) {
-  const auto* halves = static_cast<const uint16_t*>(w);  // [N / 4, K / 16, 4, 16]
-  const int64_t chunks = K / kF16x4Chunk;
+  const auto* halves = static_cast<const uint16_t*>(w);  // K segments of [N / 4, chunks, 4, 16]
   matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
-    const int64_t chunk = (n / kF16x4Rows) * chunks + k / kF16x4Chunk;
-    const int64_t index = (chunk * kF16x4Rows + n % kF16x4Rows) * kF16x4Chunk + k % kF16x4Chunk;
-    return static_cast<double>(f16_to_f32(halves[index]));
+    return static_cast<double>(f16_to_f32(halves[f16x4_index(N, K, n, k)]));
   });
 }
 

@@ -95,25 +95,30 @@ constexpr int kPrefetchBytes = 2048;
 // Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
 // accumulator a vector of partial sums along K, reduced once at the end of the row.
 
-// row() and offset() place the elements: rows one after the other, or in F16x4's groups of four
-// interleaved rows (core/quant.h), where row n starts in its group's first chunk, 16 elements after
-// the row before it, and element k is in chunk k / 16, whose rows are four chunks apart.
+// The layouts place the elements: rows one after the other, or in F16x4's groups of four
+// interleaved rows (core/quant.h), stored in K segments of kSegment columns. row(w, n, N, K, first)
+// is where row n's part of the segment starting at column `first` begins, and offset(j) where its
+// element first + j sits from there: in F16x4, row n starts in its group's first chunk of the
+// segment, 16 elements after the row before it, and element j is in chunk j / 16, whose rows are
+// four chunks apart.
 struct RowMajor {
   static constexpr int kGroupRows = 1;
+  static constexpr int64_t kSegment = int64_t{1} << 62;  // one segment
   template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t K) {
-    return w + n * K;
+  static const Element* row(const Element* w, int64_t n, int64_t, int64_t K, int64_t first) {
+    return w + n * K + first;
   }
-  static int64_t offset(int64_t k) { return k; }  // of element k from the row's first element
+  static int64_t offset(int64_t j) { return j; }
 };
 
 struct FourRowsInterleaved {
   static constexpr int kGroupRows = kF16x4Rows;
+  static constexpr int64_t kSegment = kF16x4SegmentElements;
   template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t K) {
-    return w + (n / kF16x4Rows) * kF16x4Rows * K + (n % kF16x4Rows) * kF16x4Chunk;
+  static const Element* row(const Element* w, int64_t n, int64_t N, int64_t K, int64_t first) {
+    return w + f16x4_segment_index(N, K, n / kF16x4Rows, first) + (n % kF16x4Rows) * kF16x4Chunk;
   }
-  static int64_t offset(int64_t k) { return kF16x4Rows * (k - k % kF16x4Chunk) + k % kF16x4Chunk; }
+  static int64_t offset(int64_t j) { return kF16x4Rows * (j - j % kF16x4Chunk) + j % kF16x4Chunk; }
 };
 
 struct F32Weights : RowMajor {
@@ -163,7 +168,8 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   const float* x_rows[MR];
   const typename Weights::Element* w_rows[NR];
   for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
-  for (int j = 0; j < NR; ++j) w_rows[j] = Weights::row(w, n0 + j, K);
+  // Row-major weights only (one segment): F16x4 takes group_tile.
+  for (int j = 0; j < NR; ++j) w_rows[j] = Weights::row(w, n0 + j, N, K, 0);
   int64_t k = k_begin;
   for (; k + 8 <= k_end; k += 8) {
     __m256 wv[NR];
@@ -199,6 +205,7 @@ constexpr int kFloatPrefetchBytes = 1024;
 // the weights. Zen 4 running this table, micro_bench M = 64, one thread: F16 72-75 -> 83-93
 // GFLOP/s (slices of 256: 80-87, 512: 75-92); F32 63-76 -> 74-81.
 constexpr int64_t kFloatKBlock = 1024;
+static_assert(kF16x4SegmentElements % kFloatKBlock == 0, "a K slice lies in one F16x4 segment");
 
 // One weight row against one row of x (decode): the row is read front to back as one sequential
 // stream, 32 elements a step into four independent accumulators (which hide the FMA latency).
@@ -223,38 +230,58 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
   return sum;
 }
 
-// One group of four interleaved weight rows (F16x4) against one row of x (decode): y[0..4). The
-// group's chunks are read front to back as one sequential stream, and each 16 elements of x are
-// loaded once for all four rows: row by row, x is read again for every row, and once it no longer
-// fits in L1 beside the weights streaming through (K = 8192: 32 KiB of floats) those reads compete
-// with the weight stream (see the AVX-512 kernel). No software prefetch, as in the AVX-512 kernel:
-// on the Zen 4 VM running this table, prefetching 1 KiB ahead (float_row_dot's distance) held the
-// 1B matrices to 13-23 GB/s on one thread, against 18-25 without.
+// Groups of four interleaved weight rows (F16x4), rows [n_begin, n_end), against one row of x
+// (decode): y[n_begin .. n_end). Each group's chunks are read front to back, and each 16 elements
+// of x are loaded once for all four rows: row by row, x is read again for every row, and once it no
+// longer fits in L1 beside the weights streaming through (K = 8192: 32 KiB of floats) those reads
+// compete with the weight stream (see the AVX-512 kernel, which also explains the batches of groups
+// taking one K segment after the other). No software prefetch, as in the AVX-512 kernel: on the
+// Zen 4 VM running this table, prefetching 1 KiB ahead (float_row_dot's distance) held the 1B
+// matrices to 13-23 GB/s on one thread, against 18-25 without.
 template <class Weights>
-void float_group_dot4(const float* x, const typename Weights::Element* group, int64_t K, float* y) {
+void float_groups_dot4(const float* x, const typename Weights::Element* w, int64_t N, int64_t K,
+                       float* y, int64_t n_begin, int64_t n_end) {
   static_assert(Weights::kGroupRows == 4 && kF16x4Chunk == 16);
-  __m256 acc[8];
-  for (__m256& a : acc) a = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K; k += 16) {
-    const typename Weights::Element* chunk = group + 4 * k;
-    const __m256 x0 = _mm256_loadu_ps(x + k);
-    const __m256 x1 = _mm256_loadu_ps(x + k + 8);
-    for (int r = 0; r < 4; ++r) {
-      acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
-      acc[2 * r + 1] = _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+  constexpr int64_t kBatch = 16;  // groups
+  __m256 batch[kBatch][8];
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += 4 * kBatch) {
+    const int64_t n1 = min_of(n0 + 4 * kBatch, n_end);
+    for (int64_t first = 0; first < K; first += Weights::kSegment) {
+      const int64_t end = min_of(first + Weights::kSegment, K);
+      for (int64_t n = n0; n < n1; n += 4) {
+        __m256 acc[8];
+        for (int u = 0; u < 8; ++u)
+          acc[u] = first == 0 ? _mm256_setzero_ps() : batch[(n - n0) / 4][u];
+        const typename Weights::Element* group = Weights::row(w, n, N, K, first);
+        for (int64_t k = first; k < end; k += 16) {
+          const typename Weights::Element* chunk = group + 4 * (k - first);
+          const __m256 x0 = _mm256_loadu_ps(x + k);
+          const __m256 x1 = _mm256_loadu_ps(x + k + 8);
+          for (int r = 0; r < 4; ++r) {
+            acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
+            acc[2 * r + 1] =
+                _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+          }
+        }
+        for (int u = 0; u < 8; ++u) batch[(n - n0) / 4][u] = acc[u];
+      }
+    }
+    for (int64_t n = n0; n < n1; n += 4) {
+      const __m256* acc = batch[(n - n0) / 4];
+      for (int r = 0; r < 4; ++r) y[n + r] = hsum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1]));
     }
   }
-  for (int r = 0; r < 4; ++r) y[r] = hsum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1]));
 }
 
 // y[m0 + i, n0 + r] for i < MR, r < 4: MR rows of x against one group of F16x4's four interleaved
 // rows, over elements [k_begin, k_end) of K, with kSliced and `partial` as in float_tile. The
-// group's chunks are read front to back; each 8 elements of x serve all four rows. MR = 3 at most:
-// 12 accumulators, three x vectors and one weight vector fill the 16 YMM registers. k_begin and K
-// are multiples of 16 (F16x4 holds whole chunks).
+// elements lie in one K segment, which starts at column `first` and where the group's chunks begin
+// at `group`. The group's chunks are read front to back; each 8 elements of x serve all four rows.
+// MR = 3 at most: 12 accumulators, three x vectors and one weight vector fill the 16 YMM registers.
+// k_begin and K are multiples of 16 (F16x4 holds whole chunks).
 template <class Weights, int MR, bool kSliced>
-void group_tile(const float* x, const typename Weights::Element* group, float* y, int64_t N,
-                int64_t K, int64_t m0, int64_t n0, int64_t k_begin, int64_t k_end,
+void group_tile(const float* x, const typename Weights::Element* group, int64_t first, float* y,
+                int64_t N, int64_t K, int64_t m0, int64_t n0, int64_t k_begin, int64_t k_end,
                 __m256* partial) {
   static_assert(Weights::kGroupRows == 4 && kF16x4Chunk == 16 && MR <= 3);
   __m256 acc[MR][4];
@@ -265,7 +292,7 @@ void group_tile(const float* x, const typename Weights::Element* group, float* y
   const float* x_rows[MR];
   for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
   for (int64_t k = k_begin; k < k_end; k += 16) {
-    const typename Weights::Element* chunk = group + 4 * k;
+    const typename Weights::Element* chunk = group + 4 * (k - first);
     for (int half = 0; half < 2; ++half) {
       __m256 xv[MR];
       for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_ps(x_rows[i] + k + 8 * half);
@@ -300,8 +327,7 @@ template <class Weights, int MR>
 void float_band(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
                 int64_t m0, int64_t n_begin, int64_t n_end, __m256* partial) {
   if constexpr (MR == 1 && Weights::kGroupRows == 4) {
-    for (int64_t n = n_begin; n < n_end; n += 4)
-      float_group_dot4<Weights>(x + m0 * K, Weights::row(w, n, K), K, y + m0 * N + n);
+    float_groups_dot4<Weights>(x + m0 * K, w, N, K, y + m0 * N, n_begin, n_end);
     return;
   } else if constexpr (MR == 1) {
     for (int64_t n = n_begin; n < n_end; ++n)
@@ -311,9 +337,11 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
   // Every tile of the band over elements [k, k_end) of K.
   auto slice = [&]<bool kSliced>(int64_t k, int64_t k_end) {
     if constexpr (Weights::kGroupRows == 4) {
+      // Slices never cross a segment (kF16x4SegmentElements is a multiple of kFloatKBlock).
+      const int64_t first = k - k % Weights::kSegment;
       for (int64_t n = n_begin; n < n_end; n += 4) {
-        group_tile<Weights, MR, kSliced>(x, Weights::row(w, n, K), y, N, K, m0, n, k, k_end,
-                                         partial + (n - n_begin) * MR);
+        group_tile<Weights, MR, kSliced>(x, Weights::row(w, n, N, K, first), first, y, N, K, m0, n,
+                                         k, k_end, partial + (n - n_begin) * MR);
       }
       return;
     }
@@ -385,7 +413,11 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
   static_assert(kFloatChunkRowsMax % kRows == 0);
   const int64_t rows = weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights));
   const int64_t whole = (rows + kRows - 1) / kRows * kRows;
-  const int64_t chunk = K > kFloatKBlock ? std::min(whole, kFloatChunkRowsMax) : whole;
+  // Decode (one row of x) has one band and nothing to reuse from cache: it takes the whole range,
+  // so that float_groups_dot4 streams each K segment over many groups.
+  const int64_t chunk = M == 1             ? n_end - n_begin
+                        : K > kFloatKBlock ? std::min(whole, kFloatChunkRowsMax)
+                                           : whole;
   __m256 partial[kFloatChunkRowsMax * 4];
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);

@@ -113,26 +113,30 @@ constexpr int kPrefetchBytes = 2048;
 // Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
 // accumulator a vector of partial sums along K, reduced once at the end of the row.
 
-// load8 is the 256-bit form, for the decode row kernels (see float_row_dot). row() and offset()
-// place the elements: rows one after the other, or in F16x4's groups of four interleaved rows.
+// load8 is the 256-bit form, for the decode row kernels (see float_row_dot). The layouts place
+// the elements: rows one after the other, or in F16x4's groups of four interleaved rows, stored in
+// K segments of kSegment columns. row(w, n, N, K, first) is where row n's part of the segment
+// starting at column `first` begins, and offset(j) where its element first + j sits from there.
 struct RowMajor {
   static constexpr int kGroupRows = 1;
+  static constexpr int64_t kSegment = int64_t{1} << 62;  // one segment
   template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t K) {
-    return w + n * K;
+  static const Element* row(const Element* w, int64_t n, int64_t, int64_t K, int64_t first) {
+    return w + n * K + first;
   }
-  static int64_t offset(int64_t k) { return k; }  // of element k from the row's first element
+  static int64_t offset(int64_t j) { return j; }
 };
 
-// F16x4 (core/quant.h): row n starts in its group's first chunk, 16 elements after the row before
-// it; element k is in chunk k / 16, whose rows are four chunks (64 elements) apart.
+// F16x4 (core/quant.h): in a segment, row n starts in its group's first chunk, 16 elements after
+// the row before it; element j is in chunk j / 16, whose rows are four chunks (64 elements) apart.
 struct FourRowsInterleaved {
   static constexpr int kGroupRows = kF16x4Rows;
+  static constexpr int64_t kSegment = kF16x4SegmentElements;
   template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t K) {
-    return w + (n / kF16x4Rows) * kF16x4Rows * K + (n % kF16x4Rows) * kF16x4Chunk;
+  static const Element* row(const Element* w, int64_t n, int64_t N, int64_t K, int64_t first) {
+    return w + f16x4_segment_index(N, K, n / kF16x4Rows, first) + (n % kF16x4Rows) * kF16x4Chunk;
   }
-  static int64_t offset(int64_t k) { return kF16x4Rows * (k - k % kF16x4Chunk) + k % kF16x4Chunk; }
+  static int64_t offset(int64_t j) { return kF16x4Rows * (j - j % kF16x4Chunk) + j % kF16x4Chunk; }
 };
 
 struct F32Weights : RowMajor {
@@ -183,23 +187,30 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const float* x_rows[MR];
-  const typename Weights::Element* w_rows[NR];
+  const typename Weights::Element* w_rows[NR] = {};
   for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
-  for (int j = 0; j < NR; ++j) w_rows[j] = Weights::row(w, n0 + j, K);
+  // The segments in turn (the accumulators run on across them); K is a multiple of 16 when there
+  // is more than one, so only the last can leave a tail.
   int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
-    __m512 wv[NR];
-    for (int j = 0; j < NR; ++j) wv[j] = Weights::load16(w_rows[j] + Weights::offset(k));
-    for (int i = 0; i < MR; ++i) {
-      const __m512 xv = _mm512_loadu_ps(x_rows[i] + k);
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+  int64_t first = 0;
+  for (; first < K; first += Weights::kSegment) {
+    for (int j = 0; j < NR; ++j) w_rows[j] = Weights::row(w, n0 + j, N, K, first);
+    const int64_t end = min_of(first + Weights::kSegment, K);
+    for (k = first; k + 16 <= end; k += 16) {
+      __m512 wv[NR];
+      for (int j = 0; j < NR; ++j) wv[j] = Weights::load16(w_rows[j] + Weights::offset(k - first));
+      for (int i = 0; i < MR; ++i) {
+        const __m512 xv = _mm512_loadu_ps(x_rows[i] + k);
+        for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
     }
+    if (k < end) break;  // the tail of the last segment
   }
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
       float sum = hsum(acc[i][j]);
       for (int64_t t = k; t < K; ++t)
-        sum += x_rows[i][t] * Weights::at(w_rows[j] + Weights::offset(t));
+        sum += x_rows[i][t] * Weights::at(w_rows[j] + Weights::offset(t - first));
       y[(m0 + i) * N + n0 + j] = sum;
     }
   }
@@ -227,27 +238,50 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
   return sum;
 }
 
-// One group of four interleaved weight rows (F16x4) against one row of x (decode): y[0..4). The
-// group's chunks are read front to back as one sequential stream, and each 16 elements of x are
-// loaded once for all four rows. Row by row, x is read again for every row, and once it no longer
-// fits in L1 beside the weights streaming through (K = 8192: 32 KiB of floats) those reads compete
-// with the weight stream: F16 ffn_down (2048 x 8192), one thread, 12 GB/s row by row, ~18 GB/s
-// interleaved (a standalone loop on the Zen 4 VM; K = 2048: 21-23 against 22-24).
+// Groups of four interleaved weight rows (F16x4), rows [n_begin, n_end), against one row of x
+// (decode): y[n_begin .. n_end). Each group's chunks are read front to back, and each 16 elements
+// of x are loaded once for all four rows. Row by row, x is read again for every row, and once it no
+// longer fits in L1 beside the weights streaming through (K = 8192: 32 KiB of floats) those reads
+// compete with the weight stream: F16 ffn_down (2048 x 8192), one thread, 12 GB/s row by row,
+// ~18 GB/s interleaved (a standalone loop on the Zen 4 VM; K = 2048: 21-23 against 22-24). The
+// same held for the whole 8192-wide x beside a group's 64 KiB, so up to kBatch groups take one K
+// segment (core/quant.h) after the other: a group's segment is 16 KiB and its slice of x 8 KiB,
+// which stay in L1 together (micro_bench, ffn_down, one thread: 20.8-21.5 -> 28.0-28.7 GB/s, as
+// fast as ffn_up). The batch's accumulators wait on the stack between segments, so the sums are the
+// same, in the same order, as reading each group whole.
 template <class Weights>
-void float_group_dot4(const float* x, const typename Weights::Element* group, int64_t K, float* y) {
+void float_groups_dot4(const float* x, const typename Weights::Element* w, int64_t N, int64_t K,
+                       float* y, int64_t n_begin, int64_t n_end) {
   static_assert(Weights::kGroupRows == 4 && kF16x4Chunk == 16);
-  __m256 acc[8];
-  for (__m256& a : acc) a = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K; k += 16) {
-    const __m256 x0 = _mm256_loadu_ps(x + k);
-    const __m256 x1 = _mm256_loadu_ps(x + k + 8);
-    const typename Weights::Element* chunk = group + 4 * k;
-    for (int r = 0; r < 4; ++r) {
-      acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
-      acc[2 * r + 1] = _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+  constexpr int64_t kBatch = 16;  // groups
+  __m256 batch[kBatch][8];
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += 4 * kBatch) {
+    const int64_t n1 = min_of(n0 + 4 * kBatch, n_end);
+    for (int64_t first = 0; first < K; first += Weights::kSegment) {
+      const int64_t end = min_of(first + Weights::kSegment, K);
+      for (int64_t n = n0; n < n1; n += 4) {
+        __m256 acc[8];
+        for (int u = 0; u < 8; ++u)
+          acc[u] = first == 0 ? _mm256_setzero_ps() : batch[(n - n0) / 4][u];
+        const typename Weights::Element* group = Weights::row(w, n, N, K, first);
+        for (int64_t k = first; k < end; k += 16) {
+          const __m256 x0 = _mm256_loadu_ps(x + k);
+          const __m256 x1 = _mm256_loadu_ps(x + k + 8);
+          const typename Weights::Element* chunk = group + 4 * (k - first);
+          for (int r = 0; r < 4; ++r) {
+            acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
+            acc[2 * r + 1] =
+                _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+          }
+        }
+        for (int u = 0; u < 8; ++u) batch[(n - n0) / 4][u] = acc[u];
+      }
+    }
+    for (int64_t n = n0; n < n1; n += 4) {
+      const __m256* acc = batch[(n - n0) / 4];
+      for (int r = 0; r < 4; ++r) y[n + r] = hsum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1]));
     }
   }
-  for (int r = 0; r < 4; ++r) y[r] = hsum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1]));
 }
 
 // One band of MR rows of x against weight rows [n_begin, n_end), four weight rows per tile: with
@@ -260,8 +294,7 @@ template <class Weights, int MR>
 void float_band(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
                 int64_t m0, int64_t n_begin, int64_t n_end) {
   if constexpr (MR == 1 && Weights::kGroupRows == 4) {
-    for (int64_t n = n_begin; n < n_end; n += 4)
-      float_group_dot4<Weights>(x + m0 * K, Weights::row(w, n, K), K, y + m0 * N + n);
+    float_groups_dot4<Weights>(x + m0 * K, w, N, K, y + m0 * N, n_begin, n_end);
     return;
   } else if constexpr (MR == 1) {
     for (int64_t n = n_begin; n < n_end; ++n)
@@ -306,8 +339,12 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
                   int64_t n_begin, int64_t n_end) {
   const auto* weights = static_cast<const typename Weights::Element*>(w);
   constexpr int64_t kGroup = Weights::kGroupRows;
+  // Decode (one row of x) has one band and nothing to reuse from cache: it takes the whole range,
+  // so that float_groups_dot4 streams each K segment over many groups.
   const int64_t chunk =
-      (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + kGroup - 1) / kGroup * kGroup;
+      M == 1 ? n_end - n_begin
+             : (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + kGroup - 1) /
+                   kGroup * kGroup;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     for_each_band(M, [&]<int MR>(int64_t m) {
