@@ -114,9 +114,13 @@ struct RowMajor {
 struct FourRowsInterleaved {
   static constexpr int kGroupRows = kF16x4Rows;
   static constexpr int64_t kSegment = kF16x4SegmentElements;
+  // The segment's groups come after N·first elements of the earlier segments, each group taking
+  // four rows of the segment's width (as f16x4_segment_index, which this file must not call:
+  // x86.h).
   template <class Element>
   static const Element* row(const Element* w, int64_t n, int64_t N, int64_t K, int64_t first) {
-    return w + f16x4_segment_index(N, K, n / kF16x4Rows, first) + (n % kF16x4Rows) * kF16x4Chunk;
+    const int64_t width = min_of(kSegment, K - first);
+    return w + N * first + (n / kF16x4Rows) * kF16x4Rows * width + (n % kF16x4Rows) * kF16x4Chunk;
   }
   static int64_t offset(int64_t j) { return kF16x4Rows * (j - j % kF16x4Chunk) + j % kF16x4Chunk; }
 };
