@@ -16,7 +16,7 @@ struct BackendOptions {
   std::vector<int> cpus;  // pin CPU thread i to cpus[i % size]; empty: no pinning
   int cl_platform = -1;   // OpenCL platform index; -1: the first with a GPU, else any
   int cl_device = -1;     // OpenCL device index in that platform; -1: its first GPU, else first
-  bool profile = false;   // OpenCL: time every kernel (Backend::op_timings)
+  bool profile = false;   // time every kernel (OpenCL) or op call (CPU): Backend::op_timings
   bool repack_weights = true;  // CPU: repack weights at load where a faster layout exists
 };
 

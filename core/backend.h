@@ -42,6 +42,7 @@ struct OpTiming {
   std::string kernel;  // the kernel that ran: "matmul_q4_0_gemv"
   int64_t calls = 0;
   double seconds = 0.0;
+  uint64_t bytes = 0;  // weight bytes the calls read (CPU matmuls); 0 where not counted
 };
 
 // Arguments of attention(); see Backend::attention.
@@ -93,8 +94,9 @@ class Backend {
   // 0 on the model path; the CPU backend never transfers.
   virtual uint64_t host_device_copy_bytes() const { return 0; }
 
-  // Per-kernel device time since creation or the last reset, when the backend was created with
-  // profiling on (OpenCL --profile); empty otherwise. Call after synchronize().
+  // Per-kernel time since creation or the last reset, when the backend was created with profiling
+  // on (BackendOptions::profile, --profile): device time on OpenCL, each op call's wall time on
+  // the CPU. Empty otherwise. Call after synchronize().
   virtual std::vector<OpTiming> op_timings() const { return {}; }
   virtual void reset_op_timings() {}
 

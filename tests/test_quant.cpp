@@ -552,5 +552,56 @@ TEST(MatmulSharedX, MixedWeightTypesAndBadArgumentsOnTheCpu) {
   EXPECT_THROW(backend.matmul_shared_x(x, {a, Tensor()}, {ya, ya_alone}), Error);
 }
 
+// With profile on, the CPU backend records every op call under (op, kernel): a matmul's row names
+// the table, weight type, gemv/gemm and [N, K], and counts the weight bytes read; an op that throws
+// records nothing; without profile nothing is recorded.
+TEST(CpuProfile, TimesEveryOpCallAndCountsMatmulWeightBytes) {
+  std::mt19937 rng(13);
+  for (const bool profile : {false, true}) {
+    cpu::CpuBackend backend({.n_threads = 2, .isa = "portable", .profile = profile});
+    Memory& memory = backend.memory();
+    constexpr int64_t K = 64;
+    Tensor x = Tensor::empty(memory, DType::F32, Shape{1, K});
+    for (int64_t i = 0; i < K; ++i) x.data<float>()[i] = 0.02f * static_cast<float>(i % 11);
+    const Tensor w = random_weight_tensor(memory, DType::Q8_0, 16, K, rng);
+    const Tensor w2 = random_weight_tensor(memory, DType::Q8_0, 8, K, rng);
+    Tensor y = Tensor::empty(memory, DType::F32, Shape{1, 16});
+    Tensor y2 = Tensor::empty(memory, DType::F32, Shape{1, 8});
+    backend.matmul(x, w, y);
+    backend.matmul(x, w, y);
+    backend.matmul_shared_x(x, {w, w2}, {y, y2});
+    backend.add(y, y, y);
+    EXPECT_THROW(backend.add(y, y2, y), Error);
+    const std::vector<OpTiming> rows = backend.op_timings();
+    if (!profile) {
+      EXPECT_TRUE(rows.empty());
+      continue;
+    }
+    ASSERT_EQ(rows.size(), 3u);
+    auto find = [&](const std::string& kernel) -> const OpTiming* {
+      for (const OpTiming& row : rows)
+        if (row.kernel == kernel) return &row;
+      ADD_FAILURE() << "no row " << kernel;
+      return nullptr;
+    };
+    const OpTiming* single = find("portable q8_0 gemv 16x64");
+    const OpTiming* shared = find("portable q8_0 gemv 24x64 (2 weights)");
+    const OpTiming* add = find("portable");
+    ASSERT_TRUE(single && shared && add);
+    EXPECT_EQ(single->op, "matmul");
+    EXPECT_EQ(single->calls, 2);
+    EXPECT_EQ(single->bytes, 2 * w.nbytes());
+    EXPECT_EQ(shared->calls, 1);
+    EXPECT_EQ(shared->bytes, w.nbytes() + w2.nbytes());
+    EXPECT_EQ(add->op, "add");
+    EXPECT_EQ(add->calls, 1);
+    EXPECT_EQ(add->bytes, 0u);
+    for (const OpTiming& row : rows) EXPECT_GT(row.seconds, 0.0) << row.kernel;
+    for (size_t i = 1; i < rows.size(); ++i) EXPECT_GE(rows[i - 1].seconds, rows[i].seconds);
+    backend.reset_op_timings();
+    EXPECT_TRUE(backend.op_timings().empty());
+  }
+}
+
 }  // namespace
 }  // namespace edgelm

@@ -76,7 +76,29 @@ CpuBackend::CpuBackend(CpuOptions options)
     : memory_(options.memory ? options.memory : std::make_shared<HostMemory>()),
       pool_(options.n_threads > 0 ? options.n_threads : default_thread_count(), options.cpus),
       kernels_(&select_kernels(options.isa)),
-      repack_weights_(options.repack_weights) {}
+      repack_weights_(options.repack_weights),
+      profile_(options.profile) {}
+
+void CpuBackend::record_op(Clock::time_point start, const char* op, std::string kernel,
+                           uint64_t bytes) {
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  OpTiming& timing = timings_[{op, kernel}];
+  if (timing.calls == 0) {
+    timing.op = op;
+    timing.kernel = std::move(kernel);
+  }
+  ++timing.calls;
+  timing.seconds += seconds;
+  timing.bytes += bytes;
+}
+
+std::vector<OpTiming> CpuBackend::op_timings() const {
+  std::vector<OpTiming> rows;
+  for (const auto& [key, timing] : timings_) rows.push_back(timing);
+  std::sort(rows.begin(), rows.end(),
+            [](const OpTiming& a, const OpTiming& b) { return a.seconds > b.seconds; });
+  return rows;
+}
 
 DType CpuBackend::matmul_weight_type(DType dtype) const {
   const auto index = static_cast<size_t>(dtype);
@@ -136,6 +158,7 @@ void CpuBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out
   EDGELM_CHECK(supports(OpKind::Embed, {table.dtype()}), "[cpu] embed: unsupported table dtype ",
                table.describe());
   op_checks::embed("cpu", table, ids, out);
+  const auto start = op_start();
   const auto* table_bytes = static_cast<const std::byte*>(host(table, "embed", "table"));
   const auto* id_values = static_cast<const int32_t*>(host(ids, "embed", "ids"));
   auto* out_values = static_cast<float*>(host(out, "embed", "out"));
@@ -151,6 +174,7 @@ void CpuBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out
         }
       },
       grain_for(dim));
+  op_end(start, "embed", [&] { return str_cat(kernels_->isa, " ", dtype_name(table.dtype())); });
 }
 
 void CpuBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
@@ -179,6 +203,7 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
   }
   EDGELM_CHECK(supports(OpKind::Matmul, {dtype}), "[cpu] matmul: unsupported weight dtype ",
                ws.begin()->describe());
+  const auto start = op_start();
   // The weights' rows laid end to end: part i covers rows [first, first + N) of that sequence.
   struct Part {
     const void* w;
@@ -231,14 +256,26 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
   const int64_t grain = (grain_for(M * K) + group - 1) / group * group;
   if (M > kDynamicMatmulRows) {
     pool_.parallel_for(total, rows, grain);
-    return;
+  } else {
+    const int64_t per_chunk = total / (kMatmulChunksPerThread * pool_.size());
+    pool_.parallel_for_dynamic(total, rows, std::max(grain, per_chunk / grain * grain));
   }
-  const int64_t per_chunk = total / (kMatmulChunksPerThread * pool_.size());
-  pool_.parallel_for_dynamic(total, rows, std::max(grain, per_chunk / grain * grain));
+  // Rows are labelled by weight type, the x rows' kind (one: gemv) and the weights' [N, K]; their
+  // bytes are the weights read, so op_timings gives each shape's streaming rate.
+  uint64_t weight_bytes = 0;
+  for (const Tensor& w : ws) weight_bytes += w.nbytes();
+  op_end(
+      start, "matmul",
+      [&] {
+        return str_cat(kernels_->isa, " ", dtype_name(dtype), M == 1 ? " gemv " : " gemm ", total,
+                       "x", K, n_parts > 1 ? str_cat(" (", n_parts, " weights)") : std::string());
+      },
+      weight_bytes);
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, const Tensor& y) {
   op_checks::rms_norm("cpu", x, weight, eps, y);
+  const auto start = op_start();
   const int64_t dim = x.shape().last();
   const auto* x_values = static_cast<const float*>(host(x, "rms_norm", "x"));
   const auto* w_values = static_cast<const float*>(host(weight, "rms_norm", "weight"));
@@ -251,11 +288,13 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, cons
           kernel(x_values + r * dim, w_values, y_values + r * dim, dim, eps);
       },
       grain_for(dim));
+  op_end(start, "rms_norm", [&] { return std::string(kernels_->isa); });
 }
 
 void CpuBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq,
                       const Tensor& out) {
   op_checks::rope("cpu", x, positions, inv_freq, out);
+  const auto start = op_start();
   const int64_t n_tokens = x.dim(0);
   const int64_t n_heads = x.dim(1);
   const int64_t head_dim = x.dim(2);
@@ -274,6 +313,7 @@ void CpuBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& in
         }
       },
       grain_for(token_size * 4));
+  op_end(start, "rope", [&] { return std::string(kernels_->isa); });
 }
 
 void CpuBackend::attention(const AttentionArgs& args) {
@@ -281,6 +321,7 @@ void CpuBackend::attention(const AttentionArgs& args) {
   op_checks::attention("cpu", args);
   EDGELM_CHECK(supports(OpKind::Attention, {args.k.dtype()}), "[cpu] attention: unsupported k/v ",
                "dtype ", args.k.describe());
+  const auto start = op_start();
   const int64_t n_kv_heads = args.k.dim(1);
   for (const Tensor* t : {&args.q, &args.k, &args.v, &args.q_pos, &args.kv_pos, &args.out}) {
     host(*t, op, "input/output");
@@ -288,10 +329,15 @@ void CpuBackend::attention(const AttentionArgs& args) {
   if (args.mass.defined()) host(args.mass, op, "mass");
   const AttentionFn kernel = entry(kernels_->attention, args.k.dtype());
   pool_.parallel_for(n_kv_heads, [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
+  op_end(start, "attention", [&] {
+    return str_cat(kernels_->isa, " ", dtype_name(args.k.dtype()),
+                   args.q.dim(0) == 1 ? " decode" : " prefill");
+  });
 }
 
 void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
   op_checks::elementwise("cpu", "silu_mul", gate, up, out);
+  const auto start = op_start();
   const auto* g = static_cast<const float*>(host(gate, "silu_mul", "gate"));
   const auto* u = static_cast<const float*>(host(up, "silu_mul", "up"));
   auto* o = static_cast<float*>(host(out, "silu_mul", "out"));
@@ -300,10 +346,12 @@ void CpuBackend::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& ou
       gate.numel(),
       [&](int64_t begin, int64_t end) { kernel(g + begin, u + begin, o + begin, end - begin); },
       4096);
+  op_end(start, "silu_mul", [&] { return std::string(kernels_->isa); });
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   op_checks::elementwise("cpu", "add", a, b, out);
+  const auto start = op_start();
   const auto* a_values = static_cast<const float*>(host(a, "add", "a"));
   const auto* b_values = static_cast<const float*>(host(b, "add", "b"));
   auto* o = static_cast<float*>(host(out, "add", "out"));
@@ -314,10 +362,12 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
         kernel(a_values + begin, b_values + begin, o + begin, end - begin);
       },
       4096);
+  op_end(start, "add", [&] { return std::string(kernels_->isa); });
 }
 
 void CpuBackend::softmax(const Tensor& x, const Tensor& y) {
   op_checks::softmax("cpu", x, y);
+  const auto start = op_start();
   const int64_t n = x.shape().last();
   const auto* x_values = static_cast<const float*>(host(x, "softmax", "x"));
   auto* y_values = static_cast<float*>(host(y, "softmax", "y"));
@@ -328,12 +378,14 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& y) {
         for (int64_t r = begin; r < end; ++r) kernel(x_values + r * n, y_values + r * n, n);
       },
       grain_for(n));
+  op_end(start, "softmax", [&] { return std::string(kernels_->isa); });
 }
 
 void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
   EDGELM_CHECK(supports(OpKind::Cast, {src.dtype(), dst.dtype()}), "[cpu] cast: unsupported ",
                dtype_name(src.dtype()), " -> ", dtype_name(dst.dtype()));
   op_checks::cast("cpu", src, dst);
+  const auto start = op_start();
   const auto* src_bytes = static_cast<const std::byte*>(host(src, "cast", "src"));
   auto* dst_bytes = static_cast<std::byte*>(host(dst, "cast", "dst"));
   const int64_t n = src.shape().last();
@@ -352,12 +404,16 @@ void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
         }
       },
       grain_for(n));
+  op_end(start, "cast", [&] {
+    return str_cat(kernels_->isa, " ", dtype_name(src.dtype()), " -> ", dtype_name(dst.dtype()));
+  });
 }
 
 void CpuBackend::kv_append(const Tensor& src, const Tensor& slots, const Tensor& cache) {
   EDGELM_CHECK(supports(OpKind::KvAppend, {cache.dtype()}), "[cpu] kv_append: unsupported cache ",
                cache.describe());
   op_checks::kv_append("cpu", src, slots, cache);
+  const auto start = op_start();
   const auto* src_values = static_cast<const float*>(host(src, "kv_append", "src"));
   const auto* slot_values = static_cast<const int32_t*>(host(slots, "kv_append", "slots"));
   auto* cache_bytes = static_cast<std::byte*>(host(cache, "kv_append", "cache"));
@@ -373,12 +429,15 @@ void CpuBackend::kv_append(const Tensor& src, const Tensor& slots, const Tensor&
         }
       },
       grain_for(row));
+  op_end(start, "kv_append",
+         [&] { return str_cat(kernels_->isa, " ", dtype_name(cache.dtype())); });
 }
 
 void CpuBackend::kv_compact(const Tensor& cache, const Tensor& keep) {
   EDGELM_CHECK(supports(OpKind::KvCompact, {cache.dtype()}), "[cpu] kv_compact: unsupported cache ",
                cache.describe());
   op_checks::kv_compact("cpu", cache, keep);
+  const auto start = op_start();
   const int64_t n_kv_heads = cache.dim(1);
   const int64_t n_keep = keep.dim(1);
   const auto* keep_values = static_cast<const int32_t*>(host(keep, "kv_compact", "keep"));
@@ -387,13 +446,16 @@ void CpuBackend::kv_compact(const Tensor& cache, const Tensor& keep) {
   pool_.parallel_for(n_kv_heads, [&](int64_t begin, int64_t end) {
     kv_compact__portable(cache_bytes, n_kv_heads, row_bytes, keep_values, n_keep, begin, end);
   });
+  op_end(start, "kv_compact", [&] { return str_cat("portable ", dtype_name(cache.dtype())); });
 }
 
 void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
   op_checks::copy("cpu", src, dst);
+  const auto start = op_start();
   const void* from = host(src, "copy", "src");
   void* to = host(dst, "copy", "dst");
   if (from != to) std::memmove(to, from, src.nbytes());
+  op_end(start, "copy", [&] { return std::string("memmove"); });
 }
 
 }  // namespace edgelm::cpu

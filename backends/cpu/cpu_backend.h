@@ -3,8 +3,12 @@
 // a host mapping, so tensors allocated by another backend's shared memory work too.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -24,6 +28,10 @@ struct CpuOptions {
   // Allocator for tensors made for this backend; null: a private HostMemory. Pass another
   // backend's shared memory to make the CPU work on the same bytes.
   std::shared_ptr<Memory> memory;
+  // Time every op call on the wall clock (op_timings()): the CPU backend runs ops synchronously,
+  // so an op's time includes waking the pool and waiting for its slowest thread. Off: no clock
+  // reads and nothing recorded.
+  bool profile = false;
 };
 
 class CpuBackend final : public Backend {
@@ -52,6 +60,9 @@ class CpuBackend final : public Backend {
   void kv_compact(const Tensor& cache, const Tensor& keep) override;
   void copy(const Tensor& src, const Tensor& dst) override;
 
+  std::vector<OpTiming> op_timings() const override;
+  void reset_op_timings() override { timings_.clear(); }
+
   ThreadPool& pool() { return pool_; }
   const KernelTable& kernels() const { return *kernels_; }
 
@@ -60,6 +71,19 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   const KernelTable* kernels_;
   bool repack_weights_;
+  bool profile_;
+
+  // With profile on: the clock at an op's start, and its time added to (op, kernel)'s row once the
+  // op has finished (an op that throws records nothing).
+  using Clock = std::chrono::steady_clock;
+  // `kernel` is called for the row's label only when profiling.
+  Clock::time_point op_start() const { return profile_ ? Clock::now() : Clock::time_point{}; }
+  template <class Label>
+  void op_end(Clock::time_point start, const char* op, const Label& kernel, uint64_t bytes = 0) {
+    if (profile_) record_op(start, op, kernel(), bytes);
+  }
+  void record_op(Clock::time_point start, const char* op, std::string kernel, uint64_t bytes);
+  std::map<std::pair<std::string, std::string>, OpTiming> timings_;
 };
 
 }  // namespace edgelm::cpu

@@ -53,7 +53,6 @@ expect_error "no prompt" "--prompt" --model-path "$gguf"
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
 expect_error "bad simulated memory curve" "step:MiB" --model-path "$gguf" --prompt-ids 1 --simulate-memory 0:10,x
-expect_error "--profile on the cpu" "--profile" --model-path "$gguf" --prompt-ids 1 --profile
 expect_error "--cl-device on the cpu" "--cl-platform/--cl-device" --model-path "$gguf" --prompt-ids 1 --cl-device 0
 
 # The OpenCL backend: without any platform (an empty ICD vendor folder hides every installed one)
@@ -87,6 +86,18 @@ if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --json > "$
   echo "ok   good run"; passes=$((passes + 1))
 else
   echo "FAIL good run"; cat "$work/err.txt"; failures=$((failures + 1))
+fi
+
+# --profile on the CPU: a table per phase, and the CSV with each matmul shape's weight bytes.
+if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --profile-out "$work/cpu_profile.csv" \
+    > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q '^profile (decode): .* in ops, ' "$work/err.txt" &&
+  head -n 1 "$work/cpu_profile.csv" | grep -q '^phase,op,kernel,calls,total_ms,bytes$' &&
+  grep -Eq '^decode,matmul,[a-z0-9]+ [a-z0-9_]+ gemv [0-9]+x[0-9]+.*,[1-9][0-9]*$' "$work/cpu_profile.csv" &&
+  grep -q '^prefill,attention,' "$work/cpu_profile.csv"; then
+  echo "ok   cpu profile"; passes=$((passes + 1))
+else
+  echo "FAIL cpu profile"; cat "$work/err.txt"; failures=$((failures + 1))
 fi
 
 # Q4_0 weights: --json names the layout the CPU multiplies them in (q4_0x8 where the table
