@@ -1,6 +1,7 @@
 #include "core/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -24,6 +25,13 @@ KvCache::KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n
     layer.k = Tensor::empty(memory, dtype, {capacity, n_kv_heads, head_dim});
     layer.v = Tensor::empty(memory, dtype, {capacity, n_kv_heads, head_dim});
     layer.positions = Tensor::empty(memory, DType::I32, {capacity, n_kv_heads, 1});
+    // Written once here so every page is mapped now, at load, instead of by the appends. A
+    // large host allocation asks for transparent huge pages, and the first write to each 2 MiB
+    // can stall for milliseconds while the kernel finds and zeroes one (most of an 8-token
+    // prompt's prefill on the dev VM, and a stalled token every 2 MiB of cache growth).
+    for (const Tensor* t : {&layer.k, &layer.v, &layer.positions}) {
+      if (t->raw() != nullptr) std::memset(t->raw(), 0, t->nbytes());
+    }
   }
   // Appends always fill slots [size, size + n), so their slot list is a window of the identity
   // table, written once here and never again: an asynchronous backend may still be reading one
