@@ -12,9 +12,10 @@
 // Each benchmark reports bytes/s (weights + activations read and written) and, for matmul and
 // attention, FLOP/s (2 per multiply-add), as Google Benchmark rate counters. Weight matrices are
 // cycled over copies filling 256 MiB, so a GEMV streams its weights from memory as decoding does
-// rather than finding them in the last-level cache. --hot keeps one copy instead, so the weights
-// stay in cache and the GEMV runs at the kernel's compute ceiling: the gap between the two
-// numbers says whether a decode kernel is bound by memory or by its own instructions.
+// rather than finding them in the last-level cache; decode attention cycles over copies of its
+// K and V cache the same way. --hot keeps one copy instead, so the weights (and the cache) stay
+// in cache and the kernel runs at its compute ceiling: the gap between the two numbers says
+// whether a decode kernel is bound by memory or by its own instructions.
 //
 // Names: <op>/<isa>/<dtype>/<model>.<what>/<size>/t<threads> (Google Benchmark appends /real_time:
 // time is wall-clock, as work is split over threads), e.g.
@@ -41,6 +42,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -465,8 +467,19 @@ void run_attention(benchmark::State& state, const ModelShape& m, DType kv_type, 
     edgelm::cpu::CpuBackend& backend = backend_for(isa, threads);
     edgelm::AttentionArgs args;
     args.q = random_tensor(DType::F32, {queries, m.n_heads, m.head_dim}, 1);
-    args.k = random_tensor(kv_type, {slots, m.n_kv_heads, m.head_dim}, 2);
-    args.v = random_tensor(kv_type, {slots, m.n_kv_heads, m.head_dim}, 3);
+    // Decode reads a cache that the token's weights have pushed out of the caches: without --hot
+    // one query cycles over copies of K and V filling kRotationBytes, as the matmuls do.
+    std::vector<std::pair<Tensor, Tensor>> caches;
+    caches.emplace_back(random_tensor(kv_type, {slots, m.n_kv_heads, m.head_dim}, 2),
+                        random_tensor(kv_type, {slots, m.n_kv_heads, m.head_dim}, 3));
+    const size_t cache_bytes = caches[0].first.nbytes() + caches[0].second.nbytes();
+    while (queries == 1 && !g_hot_weights && caches.size() * cache_bytes < kRotationBytes) {
+      Tensor k = Tensor::empty(memory(), kv_type, {slots, m.n_kv_heads, m.head_dim});
+      Tensor v = Tensor::empty(memory(), kv_type, {slots, m.n_kv_heads, m.head_dim});
+      std::memcpy(k.raw(), caches[0].first.raw(), k.nbytes());
+      std::memcpy(v.raw(), caches[0].second.raw(), v.nbytes());
+      caches.emplace_back(k, v);
+    }
     args.q_pos = Tensor::empty(memory(), DType::I32, {queries});
     const int64_t first = queries == 1 ? slots : slots - queries;
     double visible = 0.0;  // (query, slot) pairs inside the mask
@@ -482,8 +495,14 @@ void run_attention(benchmark::State& state, const ModelShape& m, DType kv_type, 
     }
     args.out = Tensor::empty(memory(), DType::F32, {queries, m.n_heads, m.head_dim});
     args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m.head_dim)));
-    for (auto _ : state) backend.attention(args);
-    const double kv_bytes = static_cast<double>(args.k.nbytes() + args.v.nbytes());
+    size_t next = 0;
+    for (auto _ : state) {
+      args.k = caches[next].first;
+      args.v = caches[next].second;
+      next = (next + 1) % caches.size();
+      backend.attention(args);
+    }
+    const double kv_bytes = static_cast<double>(cache_bytes);
     const double q_bytes = static_cast<double>(args.q.nbytes() + args.out.nbytes());
     // q.k and p.v: two multiply-adds per (head, visible slot, element).
     set_rates(state, kv_bytes + q_bytes,
