@@ -281,6 +281,18 @@ void attention_positions(const AttentionShape& s, std::mt19937_64& rng, std::vec
     for (int64_t slot = 0; slot < s.n_slots; ++slot) {
       for (int64_t g = 0; g < s.n_kv_heads; ++g) kv_pos[slot * s.n_kv_heads + g] = positions[slot];
     }
+  } else if (kind == "decode_masked") {
+    // One query at 2n; each kv head kept its own positions in [0, 4n), so about half of each
+    // head's slots lie past the query and are masked, differently per head. Head 0 holds only
+    // positions past the query: its query heads see nothing (zeros).
+    q_pos[0] = 2 * static_cast<double>(s.n_slots);
+    for (int64_t g = 0; g < s.n_kv_heads; ++g) {
+      const auto kept = g == 0 ? sorted_subset(rng, 2 * s.n_slots - 1, s.n_slots)
+                               : sorted_subset(rng, 4 * s.n_slots, s.n_slots);
+      for (int64_t slot = 0; slot < s.n_slots; ++slot) {
+        kv_pos[slot * s.n_kv_heads + g] = g == 0 ? 2 * s.n_slots + 1 + kept[slot] : kept[slot];
+      }
+    }
   } else if (kind == "prefill") {  // a prompt attending to itself: the causal mask
     for (int64_t i = 0; i < s.n_queries; ++i) q_pos[i] = static_cast<double>(i);
     for (int64_t slot = 0; slot < s.n_slots; ++slot) {
@@ -359,6 +371,11 @@ void attention_cases(std::vector<OpCase>& cases) {
       // and 3, and queries that see nothing.
       {70, 8, 2, 100, 64, true, 5, "prefill"},
       {20, 12, 4, 57, 128, false, 0, "evicted"},
+      // One query over slots masked differently per kv head (the SIMD tables' decode path takes
+      // a thread's kv heads together, slot by slot): with mass not exported for it (first query
+      // 1: zeros), and GQA groups of 3 without mass.
+      {1, 8, 4, 300, 64, true, 1, "decode_masked"},
+      {1, 12, 4, 90, 32, false, 0, "decode_masked"},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
     for (const AttentionShape& s : shapes) {
