@@ -104,24 +104,36 @@ void repack_x8(const Block* src, Record* dst, int64_t rows, int64_t blocks, int6
   }
 }
 
+// Row `row` of a repacked matrix of `groups` row groups into `blocks` blocks.
+template <class Block, class Record>
+void unpack_row_x8(const Record* src, int64_t groups, int64_t blocks, int64_t segment, int64_t row,
+                   Block* dst) {
+  constexpr int kChunks = static_cast<int>(sizeof(Block::qs)) / kChunkBytes;
+  const int64_t g = row / kRows;
+  const int r = static_cast<int>(row % kRows);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const Record& in = src[x8_record_index(groups, blocks, segment, g, b)];
+    Block& out = dst[b];
+    out.d = in.d[r];
+    for (int c = 0; c < kChunks; ++c)
+      std::memcpy(out.qs + c * kChunkBytes, in.qs + (c * kRows + r) * kChunkBytes, kChunkBytes);
+  }
+}
+
 template <class Block, class Record>
 void unpack_x8(const Record* src, Block* dst, int64_t rows, int64_t blocks, int64_t segment,
                const char* name) {
   check_x8_rows(rows, name);
-  constexpr int kChunks = static_cast<int>(sizeof(Block::qs)) / kChunkBytes;
-  const int64_t groups = rows / kRows;
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const Record& in = src[x8_record_index(groups, blocks, segment, g, b)];
-      for (int r = 0; r < kRows; ++r) {
-        Block& out = dst[(g * kRows + r) * blocks + b];
-        out.d = in.d[r];
-        for (int c = 0; c < kChunks; ++c) {
-          std::memcpy(out.qs + c * kChunkBytes, in.qs + (c * kRows + r) * kChunkBytes, kChunkBytes);
-        }
-      }
-    }
-  }
+  for (int64_t row = 0; row < rows; ++row)
+    unpack_row_x8(src, rows / kRows, blocks, segment, row, dst + row * blocks);
+}
+
+template <class Block, class Record>
+void unpack_one_row_x8(const Record* src, int64_t rows, int64_t blocks, int64_t segment,
+                       int64_t row, Block* dst, const char* name) {
+  check_x8_rows(rows, name);
+  EDGELM_CHECK(row >= 0 && row < rows, "[quant] ", name, ": row ", row, " outside [0, ", rows, ")");
+  unpack_row_x8(src, rows / kRows, blocks, segment, row, dst);
 }
 
 // Calls move(plain, packed) for every 16-element chunk of an F16x4 matrix: the chunk starting at
@@ -151,6 +163,15 @@ void unpack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t col
   });
 }
 
+void unpack_row_f16_x4(const uint16_t* src, int64_t rows, int64_t cols, int64_t row,
+                       uint16_t* dst) {
+  EDGELM_CHECK(rows % kF16x4Rows == 0 && cols % kF16x4Chunk == 0 && row >= 0 && row < rows,
+               "[quant] f16x4: row ", row, " of a ", rows, " x ", cols, " matrix");
+  for (int64_t k = 0; k < cols; k += kF16x4Chunk) {
+    std::memcpy(dst + k, src + f16x4_index(rows, cols, row, k), kF16x4Chunk * sizeof(uint16_t));
+  }
+}
+
 void repack_q4_0_x8(const BlockQ4_0* src, BlockQ4_0x8* dst, int64_t rows, int64_t blocks) {
   repack_x8(src, dst, rows, blocks, kQ4_0x8SegmentBlocks, "q4_0x8");
 }
@@ -159,12 +180,22 @@ void unpack_q4_0_x8(const BlockQ4_0x8* src, BlockQ4_0* dst, int64_t rows, int64_
   unpack_x8(src, dst, rows, blocks, kQ4_0x8SegmentBlocks, "q4_0x8");
 }
 
+void unpack_row_q4_0_x8(const BlockQ4_0x8* src, int64_t rows, int64_t blocks, int64_t row,
+                        BlockQ4_0* dst) {
+  unpack_one_row_x8(src, rows, blocks, kQ4_0x8SegmentBlocks, row, dst, "q4_0x8");
+}
+
 void repack_q8_0_x8(const BlockQ8_0* src, BlockQ8_0x8* dst, int64_t rows, int64_t blocks) {
   repack_x8(src, dst, rows, blocks, kQ8_0x8SegmentBlocks, "q8_0x8");
 }
 
 void unpack_q8_0_x8(const BlockQ8_0x8* src, BlockQ8_0* dst, int64_t rows, int64_t blocks) {
   unpack_x8(src, dst, rows, blocks, kQ8_0x8SegmentBlocks, "q8_0x8");
+}
+
+void unpack_row_q8_0_x8(const BlockQ8_0x8* src, int64_t rows, int64_t blocks, int64_t row,
+                        BlockQ8_0* dst) {
+  unpack_one_row_x8(src, rows, blocks, kQ8_0x8SegmentBlocks, row, dst, "q8_0x8");
 }
 
 }  // namespace edgelm

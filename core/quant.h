@@ -59,6 +59,9 @@ inline int64_t x8_record_index(int64_t groups, int64_t blocks, int64_t segment_b
 // multiple of 8), and back. Both are pure byte moves: unpack(repack(w)) == w.
 void repack_q4_0_x8(const BlockQ4_0* src, BlockQ4_0x8* dst, int64_t rows, int64_t blocks);
 void unpack_q4_0_x8(const BlockQ4_0x8* src, BlockQ4_0* dst, int64_t rows, int64_t blocks);
+// Row `row` only, into `blocks` Q4_0 blocks (an embedding lookup in a tied, repacked output).
+void unpack_row_q4_0_x8(const BlockQ4_0x8* src, int64_t rows, int64_t blocks, int64_t row,
+                        BlockQ4_0* dst);
 
 // Q8_0x8: block b of rows 8g..8g+7 of a Q8_0 matrix, interleaved the same way: d[r] is row r's
 // scale, and the 4 bytes at qs[32·c + 4·r ... ] hold qs[4c..4c+3] of row r's block, for c < 8.
@@ -75,6 +78,8 @@ inline constexpr int64_t kQ8_0x8SegmentBlocks = 64;
 // Q8_0 <-> Q8_0x8, as for Q4_0x8: pure byte moves, rows a multiple of 8.
 void repack_q8_0_x8(const BlockQ8_0* src, BlockQ8_0x8* dst, int64_t rows, int64_t blocks);
 void unpack_q8_0_x8(const BlockQ8_0x8* src, BlockQ8_0* dst, int64_t rows, int64_t blocks);
+void unpack_row_q8_0_x8(const BlockQ8_0x8* src, int64_t rows, int64_t blocks, int64_t row,
+                        BlockQ8_0* dst);
 
 // F16x4: an F16 matrix with groups of four rows interleaved 16 elements at a time, for the CPU's
 // float matmul. Chunk c of group g holds elements 16c..16c+15 of rows 4g, 4g+1, 4g+2, 4g+3, one row
@@ -111,6 +116,8 @@ inline int64_t f16x4_index(int64_t N, int64_t K, int64_t n, int64_t k) {
 // F16x4, and back; pure moves: unpack(repack(w)) == w.
 void repack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t cols);
 void unpack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t cols);
+// Row `row` only, into `cols` halves.
+void unpack_row_f16_x4(const uint16_t* src, int64_t rows, int64_t cols, int64_t row, uint16_t* dst);
 
 // Reference quantizers. n must be a multiple of 32. They reproduce GGML's reference rounding:
 // Q8_0 scales by max|x|/127 and rounds half away from zero; Q4_0 scales by (signed value of

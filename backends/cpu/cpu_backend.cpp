@@ -11,6 +11,7 @@
 #include "backends/cpu/portable/portable.h"
 #include "core/error.h"
 #include "core/op_checks.h"
+#include "core/quant.h"
 
 namespace edgelm::cpu {
 namespace {
@@ -63,6 +64,42 @@ void* quantized_x_buffer(size_t bytes) {
     buffer.capacity = bytes;
   }
   return buffer.data.get();
+}
+
+// The stored type of a load-time layout (core/quant.h), or `dtype` itself. embed reads a table in
+// such a layout (a tied output matrix repacked for matmul) by unpacking each row to this type.
+DType unpacked_type(DType dtype) {
+  switch (dtype) {
+    case DType::Q4_0x8:
+      return DType::Q4_0;
+    case DType::Q8_0x8:
+      return DType::Q8_0;
+    case DType::F16x4:
+      return DType::F16;
+    default:
+      return dtype;
+  }
+}
+
+// Row `row` of a [rows, cols] table in a load-time layout, in its unpacked type, into `out`.
+void unpack_table_row(const void* table, DType dtype, int64_t rows, int64_t cols, int64_t row,
+                      void* out) {
+  switch (dtype) {
+    case DType::Q4_0x8:
+      unpack_row_q4_0_x8(static_cast<const BlockQ4_0x8*>(table), rows, cols / kQ4_0BlockSize, row,
+                         static_cast<BlockQ4_0*>(out));
+      return;
+    case DType::Q8_0x8:
+      unpack_row_q8_0_x8(static_cast<const BlockQ8_0x8*>(table), rows, cols / kQ8_0BlockSize, row,
+                         static_cast<BlockQ8_0*>(out));
+      return;
+    case DType::F16x4:
+      unpack_row_f16_x4(static_cast<const uint16_t*>(table), rows, cols, row,
+                        static_cast<uint16_t*>(out));
+      return;
+    default:
+      EDGELM_FAIL("[cpu] embed: ", dtype_name(dtype), " is not a load-time layout");
+  }
 }
 
 // Rows of a [rows, n] problem per task: enough work per task to amortise a dispatch.
@@ -128,7 +165,7 @@ bool CpuBackend::supports(OpKind op, std::initializer_list<DType> dtypes) const 
   const bool one_valid = n == 1 && static_cast<int>(d[0]) < kDTypeCount;
   switch (op) {
     case OpKind::Embed:
-      return n == 1 && entry(kernels_->row_to_f32, d[0]) != nullptr;
+      return n == 1 && entry(kernels_->row_to_f32, unpacked_type(d[0])) != nullptr;
     case OpKind::Matmul:
       return n == 1 && entry(kernels_->matmul, d[0]) != nullptr;
     case OpKind::Attention:
@@ -163,17 +200,36 @@ void CpuBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out
   const auto* id_values = static_cast<const int32_t*>(host(ids, "embed", "ids"));
   auto* out_values = static_cast<float*>(host(out, "embed", "out"));
   const int64_t dim = table.dim(1);
-  const RowToF32Fn to_f32 = entry(kernels_->row_to_f32, table.dtype());
-  const size_t row_bytes = table.row_bytes();
-  pool_.parallel_for(
-      ids.dim(0),
-      [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          to_f32(table_bytes + static_cast<size_t>(id_values[i]) * row_bytes, out_values + i * dim,
-                 dim);
-        }
-      },
-      grain_for(dim));
+  const DType unpacked = unpacked_type(table.dtype());
+  const RowToF32Fn to_f32 = entry(kernels_->row_to_f32, unpacked);
+  if (unpacked != table.dtype()) {
+    // Rows of a layout's groups are interleaved: unpack each one, then decode it.
+    const size_t unpacked_bytes =
+        static_cast<size_t>(dim / dtype_block_size(unpacked)) * dtype_block_bytes(unpacked);
+    pool_.parallel_for(
+        ids.dim(0),
+        [&](int64_t begin, int64_t end) {
+          thread_local std::vector<std::byte> row;  // one unpacked row per thread, reused
+          row.resize(unpacked_bytes);
+          for (int64_t i = begin; i < end; ++i) {
+            unpack_table_row(table_bytes, table.dtype(), table.dim(0), dim, id_values[i],
+                             row.data());
+            to_f32(row.data(), out_values + i * dim, dim);
+          }
+        },
+        grain_for(dim));
+  } else {
+    const size_t row_bytes = table.row_bytes();
+    pool_.parallel_for(
+        ids.dim(0),
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            to_f32(table_bytes + static_cast<size_t>(id_values[i]) * row_bytes,
+                   out_values + i * dim, dim);
+          }
+        },
+        grain_for(dim));
+  }
   op_end(start, "embed", [&] { return str_cat(kernels_->isa, " ", dtype_name(table.dtype())); });
 }
 

@@ -61,8 +61,15 @@ void embed_cases(std::vector<OpCase>& cases) {
   struct S {
     int64_t vocab, dim, n;
   };
-  for (DType dtype : kWeightTypes) {
-    for (S s : {S{7, 32, 1}, S{50, 96, 5}, S{33, 256, 17}}) {
+  // The stored types, then the CPU's load-time layouts (a tied output matrix repacked for matmul
+  // is also the embedding table): whole row groups, and rows past one K segment of each layout.
+  std::vector<std::pair<DType, std::vector<S>>> tables;
+  for (DType dtype : kWeightTypes)
+    tables.push_back({dtype, {S{7, 32, 1}, S{50, 96, 5}, S{33, 256, 17}}});
+  for (DType dtype : {DType::Q4_0x8, DType::Q8_0x8, DType::F16x4})
+    tables.push_back({dtype, {S{8, 32, 1}, S{48, 96, 9}, S{24, 4160, 5}}});
+  for (const auto& [dtype, sizes] : tables) {
+    for (S s : sizes) {
       cases.push_back({OpKind::Embed,
                        {dtype},
                        dims({{"vocab", s.vocab}, {"dim", s.dim}, {"n", s.n}}),
