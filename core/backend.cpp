@@ -1,5 +1,6 @@
 #include "core/backend.h"
 
+#include <algorithm>
 #include "core/error.h"
 
 namespace edgelm {
@@ -34,6 +35,15 @@ const char* op_name(OpKind op) {
 
 std::span<const OpKind> all_ops() {
   return kAllOps;
+}
+
+std::vector<OpTiming> sorted_by_time(const OpTimingTable& table) {
+  std::vector<OpTiming> rows;
+  rows.reserve(table.size());
+  for (const auto& [key, timing] : table) rows.push_back(timing);
+  std::sort(rows.begin(), rows.end(),
+            [](const OpTiming& a, const OpTiming& b) { return a.seconds > b.seconds; });
+  return rows;
 }
 
 }  // namespace edgelm

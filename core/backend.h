@@ -5,8 +5,10 @@
 
 #include <array>
 #include <initializer_list>
+#include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/buffer.h"
@@ -36,7 +38,8 @@ static_assert(kOpCount == 12, "update op_name(), the docs and the parity cases f
 const char* op_name(OpKind op);
 std::span<const OpKind> all_ops();
 
-// Time spent in one kernel of one op, summed over calls (from device profiling events).
+// Time spent in one kernel of one op, summed over calls (device profiling events on OpenCL, each
+// call's wall time on the CPU).
 struct OpTiming {
   std::string op;      // op_name(): "matmul"
   std::string kernel;  // the kernel that ran: "matmul_q4_0_gemv"
@@ -44,6 +47,11 @@ struct OpTiming {
   double seconds = 0.0;
   uint64_t bytes = 0;  // weight bytes the calls read (CPU matmuls); 0 where not counted
 };
+
+// Timings as backends collect them, keyed by (op, kernel); sorted_by_time lists them longest
+// first, as op_timings() returns them.
+using OpTimingTable = std::map<std::pair<std::string, std::string>, OpTiming>;
+std::vector<OpTiming> sorted_by_time(const OpTimingTable& table);
 
 // Arguments of attention(); see Backend::attention.
 struct AttentionArgs {

@@ -130,11 +130,7 @@ void CpuBackend::record_op(Clock::time_point start, const char* op, std::string 
 }
 
 std::vector<OpTiming> CpuBackend::op_timings() const {
-  std::vector<OpTiming> rows;
-  for (const auto& [key, timing] : timings_) rows.push_back(timing);
-  std::sort(rows.begin(), rows.end(),
-            [](const OpTiming& a, const OpTiming& b) { return a.seconds > b.seconds; });
-  return rows;
+  return sorted_by_time(timings_);
 }
 
 DType CpuBackend::matmul_weight_type(DType dtype) const {

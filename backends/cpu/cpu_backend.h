@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -83,7 +82,7 @@ class CpuBackend final : public Backend {
     if (profile_) record_op(start, op, kernel(), bytes);
   }
   void record_op(Clock::time_point start, const char* op, std::string kernel, uint64_t bytes);
-  std::map<std::pair<std::string, std::string>, OpTiming> timings_;
+  OpTimingTable timings_;
 };
 
 }  // namespace edgelm::cpu

@@ -114,11 +114,7 @@ void OpenClBackend::collect_profile() {
 }
 
 std::vector<OpTiming> OpenClBackend::op_timings() const {
-  std::vector<OpTiming> rows;
-  for (const auto& [key, timing] : timings_) rows.push_back(timing);
-  std::sort(rows.begin(), rows.end(),
-            [](const OpTiming& a, const OpTiming& b) { return a.seconds > b.seconds; });
-  return rows;
+  return sorted_by_time(timings_);
 }
 
 OpenClBackend::KernelCall OpenClBackend::call(const char* op, const char* family,

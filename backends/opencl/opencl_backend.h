@@ -110,7 +110,7 @@ class OpenClBackend final : public Backend {
   uint64_t copy_bytes_ = 0;
   std::vector<std::pair<size_t, MemHandle>> scratch_;  // by slot: size, buffer
   std::vector<PendingEvent> pending_;
-  std::map<std::pair<std::string, std::string>, OpTiming> timings_;
+  OpTimingTable timings_;
 };
 
 class OpenClBackend::KernelCall {
