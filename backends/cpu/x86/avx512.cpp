@@ -81,7 +81,7 @@ float bf16_to_float(uint16_t h) {
 // low correction, so r carries no cancellation error); e^r is its Taylor series to degree 7, whose
 // truncation error (ln2/2)^8/8! ≈ 5e-9 is below float rounding; 2^n is built in the exponent bits.
 // Inputs below -87.3 (results below the smallest normal float) and -inf give 0; inputs are capped
-// at 88 (e^88 ≈ 1.7e38), which no caller reaches: softmax and attention exponentiate x - max ≤ 0,
+// at 88 (e^88 ≈ 1.7e38), which no caller reaches: softmax exponentiates x - max ≤ 0,
 // and silu's e^-x only matters where it is small.
 __m512 exp_ps(__m512 x) {
   const __m512 min_input = _mm512_set1_ps(-87.3f);
@@ -860,63 +860,7 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
 }
 
 // ---------------------------------------------------------------------------------------------
-// Attention. Head dimensions are 64 or 128 in practice; the loops over head_dim (weighted_sum,
-// the F16 row conversion) take a 256-bit step after the 512-bit ones so that smaller heads (the
-// tests use 8..32) still run vectorised.
-
-// y[d] += Σ_{s<n} w[s] · rows[s·stride + d] for d < dim. The sums stay in registers across the
-// rows (y is read and written once per call), in two sets for even and odd s, so eight FMA chains
-// hide the FMA latency.
-void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, int64_t n,
-                  int64_t dim) {
-  auto columns = [&]<int V>(int64_t d) {
-    __m512 even[V];
-    __m512 odd[V];
-    for (int j = 0; j < V; ++j) {
-      even[j] = _mm512_loadu_ps(y + d + 16 * j);
-      odd[j] = _mm512_setzero_ps();
-    }
-    int64_t s = 0;
-    for (; s + 2 <= n; s += 2) {
-      const __m512 w0 = _mm512_set1_ps(w[s]);
-      const __m512 w1 = _mm512_set1_ps(w[s + 1]);
-      const float* r0 = rows + s * stride + d;
-      const float* r1 = r0 + stride;
-      for (int j = 0; j < V; ++j) {
-        even[j] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(r0 + 16 * j), even[j]);
-        odd[j] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(r1 + 16 * j), odd[j]);
-      }
-    }
-    if (s < n) {
-      const __m512 w0 = _mm512_set1_ps(w[s]);
-      for (int j = 0; j < V; ++j)
-        even[j] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(rows + s * stride + d + 16 * j), even[j]);
-    }
-    for (int j = 0; j < V; ++j) _mm512_storeu_ps(y + d + 16 * j, _mm512_add_ps(even[j], odd[j]));
-  };
-  int64_t d = 0;
-  for (; d + 64 <= dim; d += 64) columns.template operator()<4>(d);
-  for (; d + 16 <= dim; d += 16) columns.template operator()<1>(d);
-  for (; d + 8 <= dim; d += 8) {
-    __m256 sum = _mm256_loadu_ps(y + d);
-    for (int64_t s = 0; s < n; ++s)
-      sum = _mm256_fmadd_ps(_mm256_set1_ps(w[s]), _mm256_loadu_ps(rows + s * stride + d), sum);
-    _mm256_storeu_ps(y + d, sum);
-  }
-  for (; d < dim; ++d) {
-    float sum = y[d];
-    for (int64_t s = 0; s < n; ++s) sum += w[s] * rows[s * stride + d];
-    y[d] = sum;
-  }
-}
-
-// y += x
-void accumulate(float* y, const float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_loadu_ps(x + i)));
-  for (; i < n; ++i) y[i] += x[i];
-}
+// Softmax helpers.
 
 // The largest of p[0..n), -inf when n is 0.
 float array_max(const float* p, int64_t n) {
@@ -928,57 +872,12 @@ float array_max(const float* p, int64_t n) {
   return result;
 }
 
-// p[i] = e^(p[i] - max) for i < n; returns Σ p[i]. Masked entries (-inf) become 0.
-float exp_shifted(float* p, int64_t n, float max_value) {
-  const __m512 shift = _mm512_set1_ps(max_value);
-  __m512 total = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(p + i), shift));
-    _mm512_storeu_ps(p + i, e);
-    total = _mm512_add_ps(total, e);
-  }
-  float sum = hsum(total);
-  for (; i < n; ++i) {
-    p[i] = static_cast<float>(std::exp(static_cast<double>(p[i]) - max_value));
-    sum += p[i];
-  }
-  return sum;
-}
-
 void scale_in_place(float* p, float factor, int64_t n) {
   const __m512 f = _mm512_set1_ps(factor);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), f));
   for (; i < n; ++i) p[i] *= factor;
 }
-
-struct F32Cache {
-  using Element = float;
-  // A row of the cache as floats: the row itself.
-  static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
-    return static_cast<const float*>(cache) + offset;
-  }
-};
-
-struct F16Cache {
-  using Element = uint16_t;
-  // A row of the cache as floats, converted into `buffer` (the attention kernel passes the row of
-  // its float panel, so the conversion is the only copy).
-  static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
-    const uint16_t* half = static_cast<const uint16_t*>(cache) + offset;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(buffer + i, F16Weights::load16(half + i));
-    for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(
-          buffer + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(half + i))));
-    }
-    for (; i < n; ++i) buffer[i] = half_to_float(half[i]);
-    return buffer;
-  }
-};
-
-#include "backends/cpu/simd_attention.inc"
 
 }  // namespace
 
@@ -1179,14 +1078,6 @@ void f32_add__avx512(const float* a, const float* b, float* out, int64_t n) {
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
   for (; i < n; ++i) out[i] = a[i] + b[i];
-}
-
-void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  attention_groups<F32Cache>(args, group_begin, group_end);
-}
-
-void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  attention_groups<F16Cache>(args, group_begin, group_end);
 }
 
 }  // namespace edgelm::cpu

@@ -104,8 +104,6 @@ void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_
 void f32_softmax__avx512(const float* x, float* y, int64_t n);
 void f32_silu_mul__avx512(const float* gate, const float* up, float* out, int64_t n);
 void f32_add__avx512(const float* a, const float* b, float* out, int64_t n);
-void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
-void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 
 namespace x86 {
 
