@@ -31,7 +31,9 @@ static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes (GGML layout
 // in Q4_0 (byte j: element j low, element j + 16 high). Records are ordered by K segment, then by
 // group, then by block (x8_record_index): a segment holds kQ4_0x8SegmentBlocks blocks of every
 // group (the last segment the remaining blocks), group after group. A matrix with K <= 4096 is
-// one segment, group g's blocks following each other at index g·(K/32) + b.
+// one segment, group g's blocks following each other at index g·(K/32) + b. So each segment's
+// records, starting N·(first column)·18/32 bytes in, are laid out as the Q4_0x8 matrix of its
+// columns alone: the CPU backend multiplies a decode step's segments as separate matrices.
 inline constexpr int kQ4_0x8Rows = 8;
 struct BlockQ4_0x8 {
   uint16_t d[kQ4_0x8Rows];                       // scales of the 8 rows, IEEE half
@@ -85,13 +87,13 @@ void unpack_row_q8_0_x8(const BlockQ8_0x8* src, int64_t rows, int64_t blocks, in
 // float matmul. Chunk c of group g holds elements 16c..16c+15 of rows 4g, 4g+1, 4g+2, 4g+3, one row
 // after the other (64 halves, 128 bytes). As Q4_0x8, the matrix is stored in K segments of
 // kF16x4SegmentElements columns (the last one shorter): a segment holds every group's chunks of
-// its columns, group after group, and within a group the chunks follow each other
-// (f16x4_chunk_index). With K <= 2048 that is one segment: element k of row 4g + r at index
-// (g·(K/16) + k/16)·64 + 16r + k % 16. A matrix-vector product then reads the weights as one
-// sequential stream while each 16 elements of x serve four rows, and a segment of a group (16 KiB)
-// leaves room in L1 for the 8 KiB of x it multiplies (a whole 8192-wide group is 64 KiB, and its x
-// 32 KiB of floats). Not a quantized format, but a load-time layout like Q4_0x8, and declared
-// beside it.
+// its columns, group after group, and within a group the chunks follow each other (f16x4_index;
+// as there, a segment is laid out as the F16x4 matrix of its columns alone). With K <= 2048 that is
+// one segment: element k of row 4g + r at index (g·(K/16) + k/16)·64 + 16r + k % 16. A
+// matrix-vector product then reads the weights as one sequential stream while each 16 elements of x
+// serve four rows, and a segment of a group (16 KiB) leaves room in L1 for the 8 KiB of x it
+// multiplies (a whole 8192-wide group is 64 KiB, and its x 32 KiB of floats). Not a quantized
+// format, but a load-time layout like Q4_0x8, and declared beside it.
 inline constexpr int kF16x4Rows = 4;
 inline constexpr int kF16x4Chunk = 16;
 inline constexpr int64_t kF16x4SegmentElements = 2048;

@@ -487,8 +487,8 @@ Tensor random_weight_tensor(Memory& memory, DType dtype, int64_t N, int64_t K, s
 // matmul_shared_x (a layer's K, V and Q in one dispatch: x quantized once, the rows of all three
 // weights split over the threads as one sequence) gives bit for bit what three matmul calls
 // give, on every table, for every weight layout a table multiplies, with the decode split
-// (M <= 4) and the prefill split, on one, two and three threads (uneven ranges that cross the
-// weights' boundaries).
+// (M <= 4, and a decode step in K slices) and the prefill split, on one, two and three threads
+// (uneven ranges that cross the weights' boundaries).
 TEST(MatmulSharedX, EqualsOneMatmulPerWeightOnEveryTable) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -500,7 +500,10 @@ TEST(MatmulSharedX, EqualsOneMatmulPerWeightOnEveryTable) {
       for (const DType stored : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
         for (const DType dtype : {stored, backend.matmul_weight_type(stored)}) {
           if (!backend.supports(OpKind::Matmul, {dtype})) continue;
-          for (const auto& [M, K] : {std::pair<int64_t, int64_t>{1, 96}, {3, 288}, {9, 256}}) {
+          // K = 4160 decodes Q4_0x8 in two K slices (six parts) and Q8_0x8 and F16x4 in three
+          // (nine: one matmul per weight).
+          for (const auto& [M, K] :
+               {std::pair<int64_t, int64_t>{1, 96}, {3, 288}, {9, 256}, {1, 4160}}) {
             SCOPED_TRACE(std::string(table->isa) + " t" + std::to_string(threads) + " " +
                          dtype_name(dtype) + " M=" + std::to_string(M) + " K=" + std::to_string(K));
             Tensor x = Tensor::empty(memory, DType::F32, Shape{M, K});

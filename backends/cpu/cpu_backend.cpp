@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/portable/portable.h"
@@ -51,19 +52,48 @@ constexpr size_t kMaxSharedMatmuls = 4;
 // Q8_0 pp128, 2 threads) showed no difference beyond the VM's +-10 % noise.
 constexpr int64_t kDynamicMatmulRows = 4;
 
-// The quantized x of a matmul (QuantizedMatmul), one growing buffer per calling thread: after the
-// first prefill step it is large enough for every later step, so decoding allocates nothing.
-void* quantized_x_buffer(size_t bytes) {
+// Per-thread scratch of matmul: the quantized x (QuantizedMatmul) and the partial products of K
+// slices. One growing buffer per slot and calling thread: after the first prefill step each is
+// large enough for every later step, so decoding allocates nothing.
+enum ScratchSlot { kQuantizedX, kPartialY, kScratchSlots };
+void* scratch_buffer(ScratchSlot slot, size_t bytes) {
   struct Buffer {
     std::unique_ptr<std::byte[]> data;
     size_t capacity = 0;
   };
-  thread_local Buffer buffer;
+  thread_local std::array<Buffer, kScratchSlots> buffers;
+  Buffer& buffer = buffers[slot];
   if (bytes > buffer.capacity) {
     buffer.data = std::make_unique_for_overwrite<std::byte[]>(bytes);
     buffer.capacity = bytes;
   }
   return buffer.data.get();
+}
+
+// Products one matmul_shared_x dispatch runs: weights times K slices.
+constexpr size_t kMaxMatmulParts = 8;
+
+// Columns per K slice of a decode step's matmul over weights of `dtype` with K columns: the K
+// segment of a layout stored in segments (core/quant.h), or K itself (one slice) for other types,
+// for K within one segment, and where one weight's slices would be more parts than a dispatch
+// takes (the kernels then walk the segments themselves).
+int64_t slice_columns(DType dtype, int64_t K) {
+  int64_t segment = K;
+  switch (dtype) {
+    case DType::Q4_0x8:
+      segment = kQ4_0x8SegmentBlocks * kQ4_0BlockSize;
+      break;
+    case DType::Q8_0x8:
+      segment = kQ8_0x8SegmentBlocks * kQ8_0BlockSize;
+      break;
+    case DType::F16x4:
+      segment = kF16x4SegmentElements;
+      break;
+    default:
+      break;
+  }
+  if (segment >= K) return K;
+  return (K + segment - 1) / segment <= static_cast<int64_t>(kMaxMatmulParts) ? segment : K;
 }
 
 // The stored type of a load-time layout (core/quant.h), or `dtype` itself. embed reads a table in
@@ -246,8 +276,16 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
       one_dispatch = one_dispatch && w.defined() && w.dtype() == dtype && w.shape().rank() == 2 &&
                      w.dim(0) % group == 0;
     }
+    if (one_dispatch && x.shape().rank() == 2 && x.dim(0) == 1) {
+      // A decode step: each weight takes a part per K slice.
+      const int64_t K = ws.begin()->dim(1);
+      const int64_t columns = slice_columns(dtype, K);
+      one_dispatch =
+          ws.size() * static_cast<size_t>((K + columns - 1) / columns) <= kMaxMatmulParts;
+    }
     if (!one_dispatch) {
-      // Mixed weight types, or more weights than one dispatch takes: one matmul at a time.
+      // Mixed weight types, or more weights or K slices than one dispatch takes: one matmul at a
+      // time.
       const Tensor* y = ys.begin();
       for (const Tensor& w : ws) matmul_shared_x(x, {w}, {*y++});
       return;
@@ -256,40 +294,89 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
   EDGELM_CHECK(supports(OpKind::Matmul, {dtype}), "[cpu] matmul: unsupported weight dtype ",
                ws.begin()->describe());
   const auto start = op_start();
-  // The weights' rows laid end to end: part i covers rows [first, first + N) of that sequence.
-  struct Part {
-    const void* w;
-    float* y;
-    int64_t N;
-    int64_t first;
-  };
-  std::array<Part, kMaxSharedMatmuls> parts{};
-  int64_t M = 0, K = 0, total = 0;
-  size_t n_parts = 0;
-  const Tensor* y = ys.begin();
-  for (const Tensor& w : ws) {
-    const auto shape = op_checks::matmul("cpu", x, w, *y);
-    M = shape.M;
-    K = shape.K;
-    parts[n_parts++] = {host(w, "matmul", "w"), static_cast<float*>(host(*y, "matmul", "y")),
-                        shape.N, total};
-    total += shape.N;
-    ++y;
-  }
   const auto* x_values = static_cast<const float*>(host(x, "matmul", "x"));
   const MatmulFn kernel = entry(kernels_->matmul, dtype);
   const QuantizedMatmul quantized = entry(kernels_->quantized_matmul, dtype);
-  void* xq = nullptr;
-  if (quantized.matmul != nullptr) {
-    // x quantized once, its rows split over the threads when there are many, then shared by every
-    // range of every weight (instead of each range quantizing all of it again).
-    xq = quantized_x_buffer(quantized_x_bytes(M, K));
-    pool_.parallel_for(
-        M,
-        [&](int64_t begin, int64_t end) { quantized.quantize_x(x_values, xq, M, K, begin, end); },
-        grain_for(K));
+  int64_t M = 0, K = 0;
+  {
+    const Tensor* y = ys.begin();
+    for (const Tensor& w : ws) {
+      const auto shape = op_checks::matmul("cpu", x, w, *y++);
+      M = shape.M;
+      K = shape.K;
+    }
   }
-  // Rows [begin, end) of the sequence, cut at the weights' boundaries. Every N is a whole number
+  // The K slices multiplied separately: one, or for a decode step over a layout stored in K
+  // segments, each segment (slice_columns).
+  const int64_t columns = M == 1 ? slice_columns(dtype, K) : K;
+  const int64_t n_slices = (K + columns - 1) / columns;
+  // x for each slice: the float row itself, or quantized once (its rows split over the threads
+  // when there are many) into consecutive buffers, one per slice, shared by every range of every
+  // weight (instead of each range quantizing all of it again).
+  std::array<const void*, kMaxMatmulParts> xq{};
+  if (quantized.matmul != nullptr) {
+    auto* buffer = static_cast<std::byte*>(scratch_buffer(kQuantizedX, quantized_x_bytes(M, K)));
+    for (int64_t s = 0; s < n_slices; ++s) {
+      const int64_t first = s * columns, length = std::min(columns, K - first);
+      xq[static_cast<size_t>(s)] = buffer;
+      if (n_slices == 1) {
+        pool_.parallel_for(
+            M,
+            [&](int64_t begin, int64_t end) {
+              quantized.quantize_x(x_values, buffer, M, K, begin, end);
+            },
+            grain_for(K));
+      } else {
+        quantized.quantize_x(x_values + first, buffer, 1, length, 0, 1);
+      }
+      buffer += quantized_x_bytes(1, length);
+    }
+  }
+  // The products laid end to end, a K slice of a weight each: part i covers rows [first, first + N)
+  // of that sequence. The first slice of a weight writes its y; each later one writes rows of
+  // `partials`, added to y once every part is done. A thread's share of the sequence is thus one
+  // run through memory even when the weight is stored in K segments: with the segments inside
+  // each range instead, a thread jumped between them every range, and the hardware prefetchers
+  // started over at each jump.
+  struct Part {
+    const void* w;
+    const void* xq;
+    const float* x;
+    float* y;
+    int64_t N;
+    int64_t K;
+    int64_t first;
+  };
+  std::array<Part, kMaxMatmulParts> parts{};
+  size_t n_parts = 0;
+  int64_t total = 0, partial_rows = 0;
+  float* partials = nullptr;
+  if (n_slices > 1) {
+    for (const Tensor& w : ws) partial_rows += (n_slices - 1) * w.dim(0);
+    partials = static_cast<float*>(
+        scratch_buffer(kPartialY, static_cast<size_t>(partial_rows) * sizeof(float)));
+  }
+  float* next_partial = partials;
+  const Tensor* y = ys.begin();
+  for (const Tensor& w : ws) {
+    const int64_t N = w.dim(0);
+    const auto* bytes = static_cast<const std::byte*>(host(w, "matmul", "w"));
+    auto* y_values = static_cast<float*>(host(*y++, "matmul", "y"));
+    for (int64_t s = 0; s < n_slices; ++s) {
+      const int64_t first = s * columns;
+      float* out = s == 0 ? y_values : std::exchange(next_partial, next_partial + N);
+      // A segment's records are laid out as the matrix of its columns alone (core/quant.h).
+      parts[n_parts++] = {bytes + static_cast<size_t>(N) * dtype_row_bytes(dtype, first),
+                          xq[static_cast<size_t>(s)],
+                          x_values + first,
+                          out,
+                          N,
+                          std::min(columns, K - first),
+                          total};
+      total += N;
+    }
+  }
+  // Rows [begin, end) of the sequence, cut at the parts' boundaries. Every N is a whole number
   // of row groups and every range starts on a group (the kernels for interleaved layouts take a
   // group of rows at a time).
   auto rows = [&](int64_t begin, int64_t end) {
@@ -298,10 +385,10 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
       const int64_t lo = std::max(begin, p.first) - p.first;
       const int64_t hi = std::min(end, p.first + p.N) - p.first;
       if (lo >= hi) continue;
-      if (xq != nullptr) {
-        quantized.matmul(xq, p.w, p.y, M, p.N, K, lo, hi);
+      if (quantized.matmul != nullptr) {
+        quantized.matmul(p.xq, p.w, p.y, M, p.N, p.K, lo, hi);
       } else {
-        kernel(x_values, p.w, p.y, M, p.N, K, lo, hi);
+        kernel(p.x, p.w, p.y, M, p.N, p.K, lo, hi);
       }
     }
   };
@@ -312,6 +399,14 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
     const int64_t per_chunk = total / (kMatmulChunksPerThread * pool_.size());
     pool_.parallel_for_dynamic(total, rows, std::max(grain, per_chunk / grain * grain));
   }
+  // y += each later slice's product, in slice order.
+  for (size_t i = 0; i < n_parts; ++i) {
+    const size_t slice = i % static_cast<size_t>(n_slices);
+    if (slice == 0) continue;
+    float* out = parts[i - slice].y;
+    const float* partial = parts[i].y;
+    for (int64_t n = 0; n < parts[i].N; ++n) out[n] += partial[n];
+  }
   // Rows are labelled by weight type, the x rows' kind (one: gemv) and the weights' [N, K]; their
   // bytes are the weights read, so op_timings gives each shape's streaming rate.
   uint64_t weight_bytes = 0;
@@ -319,8 +414,9 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
   op_end(
       start, "matmul",
       [&] {
-        return str_cat(kernels_->isa, " ", dtype_name(dtype), M == 1 ? " gemv " : " gemm ", total,
-                       "x", K, n_parts > 1 ? str_cat(" (", n_parts, " weights)") : std::string());
+        return str_cat(kernels_->isa, " ", dtype_name(dtype), M == 1 ? " gemv " : " gemm ",
+                       total / n_slices, "x", K,
+                       ws.size() > 1 ? str_cat(" (", ws.size(), " weights)") : std::string());
       },
       weight_bytes);
 }
