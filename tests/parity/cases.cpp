@@ -383,6 +383,13 @@ void attention_cases(std::vector<OpCase>& cases) {
       // 1: zeros), and GQA groups of 3 without mass.
       {1, 8, 4, 300, 64, true, 1, "decode_masked"},
       {1, 12, 4, 90, 32, false, 0, "decode_masked"},
+      // The decode kernel's other GQA groupings (up to eight dot products per step: eight kv
+      // heads of one query, or one kv head of six, or eleven queries in steps of 8 and 3), row
+      // lengths with an element tail (12, 20), and slot counts that are not a multiple of its
+      // 4-slot steps.
+      {1, 5, 5, 23, 12, true, 0, "decode"},
+      {1, 6, 1, 41, 20, false, 0, "decode"},
+      {1, 22, 2, 50, 16, true, 0, "decode_masked"},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
     for (const AttentionShape& s : shapes) {

@@ -243,6 +243,8 @@ void scale_in_place(float* p, float factor, int64_t n) {
 
 struct F32Cache {
   using Element = float;
+  static float32x4_t load4(const float* p) { return vld1q_f32(p); }
+  static float value(const float* p) { return *p; }
   // A row of the cache as floats: the row itself.
   static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
     return static_cast<const float*>(cache) + offset;
@@ -251,6 +253,8 @@ struct F32Cache {
 
 struct F16Cache {
   using Element = uint16_t;
+  static float32x4_t load4(const uint16_t* p) { return F16Weights::load4(p); }
+  static float value(const uint16_t* p) { return half_to_float(*p); }
   // A row of the cache as floats, converted into `buffer` (the attention kernel passes the row of
   // its float panel, so the conversion is the only copy).
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
@@ -261,6 +265,63 @@ struct F16Cache {
     return buffer;
   }
 };
+
+// out[(h·G + j)·out_stride] = q[(h·G + j)·dim ..] · rows[h·dim ..] for h < H, j < G (H·G <= 8):
+// one slot's rows of H adjacent kv heads against G queries each, each 4 elements of a row
+// converted once, the H·G sums reduced four at a time by pairwise adds.
+template <class Cache, int H, int G>
+void dot_slot(const float* q, const typename Cache::Element* rows, int64_t dim, float* out,
+              int64_t out_stride) {
+  static_assert(H * G <= 8);
+  float32x4_t acc[8];
+  for (float32x4_t& a : acc) a = vdupq_n_f32(0.0f);
+  int64_t d = 0;
+  for (; d + 4 <= dim; d += 4) {
+    for (int h = 0; h < H; ++h) {
+      const float32x4_t k = Cache::load4(rows + h * dim + d);
+      for (int j = 0; j < G; ++j)
+        acc[h * G + j] = vfmaq_f32(acc[h * G + j], vld1q_f32(q + (h * G + j) * dim + d), k);
+    }
+  }
+  // Lane i of each: the sum of acc[4·half + i].
+  float sums[8];
+  vst1q_f32(sums, vpaddq_f32(vpaddq_f32(acc[0], acc[1]), vpaddq_f32(acc[2], acc[3])));
+  vst1q_f32(sums + 4, vpaddq_f32(vpaddq_f32(acc[4], acc[5]), vpaddq_f32(acc[6], acc[7])));
+  for (; d < dim; ++d) {
+    for (int h = 0; h < H; ++h) {
+      const float k = Cache::value(rows + h * dim + d);
+      for (int j = 0; j < G; ++j) sums[h * G + j] += q[(h * G + j) * dim + d] * k;
+    }
+  }
+  for (int i = 0; i < H * G; ++i) out[i * out_stride] = sums[i];
+}
+
+// acc[j·dim + d] += Σ_{t<S} p[j·p_stride + t] · rows[t·stride + d] for j < group, d < dim: S
+// consecutive slots' V rows of a kv head added into its group's outputs (in L1), each 4 elements
+// of a row converted once and each output vector loaded and stored once per S slots.
+template <class Cache, int S>
+void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
+                       const typename Cache::Element* rows, int64_t stride, int64_t dim,
+                       int64_t group) {
+  int64_t d = 0;
+  for (; d + 4 <= dim; d += 4) {
+    float32x4_t v[S];
+    for (int t = 0; t < S; ++t) v[t] = Cache::load4(rows + t * stride + d);
+    for (int64_t j = 0; j < group; ++j) {
+      float* out = acc + j * dim + d;
+      float32x4_t sum = vld1q_f32(out);
+      for (int t = 0; t < S; ++t) sum = vfmaq_n_f32(sum, v[t], p[j * p_stride + t]);
+      vst1q_f32(out, sum);
+    }
+  }
+  for (; d < dim; ++d) {
+    for (int64_t j = 0; j < group; ++j) {
+      float sum = acc[j * dim + d];
+      for (int t = 0; t < S; ++t) sum += p[j * p_stride + t] * Cache::value(rows + t * stride + d);
+      acc[j * dim + d] = sum;
+    }
+  }
+}
 
 #include "backends/cpu/simd_attention.inc"
 

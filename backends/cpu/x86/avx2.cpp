@@ -959,6 +959,8 @@ void scale_in_place(float* p, float factor, int64_t n) {
 
 struct F32Cache {
   using Element = float;
+  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+  static float value(const float* p) { return *p; }
   // A row of the cache as floats: the row itself.
   static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
     return static_cast<const float*>(cache) + offset;
@@ -967,6 +969,8 @@ struct F32Cache {
 
 struct F16Cache {
   using Element = uint16_t;
+  static __m256 load8(const uint16_t* p) { return F16Weights::load8(p); }
+  static float value(const uint16_t* p) { return half_to_float(*p); }
   // A row of the cache as floats, converted into `buffer` (the attention kernel passes the row of
   // its float panel, so the conversion is the only copy).
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
@@ -977,6 +981,72 @@ struct F16Cache {
     return buffer;
   }
 };
+
+// Lane i of the result is the sum of the lanes of a[i].
+__m256 reduce8(const __m256* a) {
+  // hadd pairs lanes within each 128-bit half: after two rounds, half h of u0 holds the sums of
+  // half h of a[0..3], and of u1 those of a[4..7].
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// out[(h·G + j)·out_stride] = q[(h·G + j)·dim ..] · rows[h·dim ..] for h < H, j < G (H·G <= 8):
+// one slot's rows of H adjacent kv heads against G queries each, each 8 elements of a row
+// converted once, the H·G sums reduced together.
+template <class Cache, int H, int G>
+void dot_slot(const float* q, const typename Cache::Element* rows, int64_t dim, float* out,
+              int64_t out_stride) {
+  static_assert(H * G <= 8);
+  __m256 acc[8];
+  for (__m256& a : acc) a = _mm256_setzero_ps();
+  int64_t d = 0;
+  for (; d + 8 <= dim; d += 8) {
+    for (int h = 0; h < H; ++h) {
+      const __m256 k = Cache::load8(rows + h * dim + d);
+      for (int j = 0; j < G; ++j)
+        acc[h * G + j] =
+            _mm256_fmadd_ps(_mm256_loadu_ps(q + (h * G + j) * dim + d), k, acc[h * G + j]);
+    }
+  }
+  alignas(32) float sums[8];
+  _mm256_store_ps(sums, reduce8(acc));
+  for (; d < dim; ++d) {
+    for (int h = 0; h < H; ++h) {
+      const float k = Cache::value(rows + h * dim + d);
+      for (int j = 0; j < G; ++j) sums[h * G + j] += q[(h * G + j) * dim + d] * k;
+    }
+  }
+  for (int i = 0; i < H * G; ++i) out[i * out_stride] = sums[i];
+}
+
+// acc[j·dim + d] += Σ_{t<S} p[j·p_stride + t] · rows[t·stride + d] for j < group, d < dim: S
+// consecutive slots' V rows of a kv head added into its group's outputs (in L1), each 8 elements
+// of a row converted once and each output vector loaded and stored once per S slots.
+template <class Cache, int S>
+void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
+                       const typename Cache::Element* rows, int64_t stride, int64_t dim,
+                       int64_t group) {
+  int64_t d = 0;
+  for (; d + 8 <= dim; d += 8) {
+    __m256 v[S];
+    for (int t = 0; t < S; ++t) v[t] = Cache::load8(rows + t * stride + d);
+    for (int64_t j = 0; j < group; ++j) {
+      float* out = acc + j * dim + d;
+      __m256 sum = _mm256_loadu_ps(out);
+      for (int t = 0; t < S; ++t)
+        sum = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j * p_stride + t), v[t], sum);
+      _mm256_storeu_ps(out, sum);
+    }
+  }
+  for (; d < dim; ++d) {
+    for (int64_t j = 0; j < group; ++j) {
+      float sum = acc[j * dim + d];
+      for (int t = 0; t < S; ++t) sum += p[j * p_stride + t] * Cache::value(rows + t * stride + d);
+      acc[j * dim + d] = sum;
+    }
+  }
+}
 
 #include "backends/cpu/simd_attention.inc"
 
