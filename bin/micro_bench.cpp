@@ -516,7 +516,8 @@ void register_attention(const std::vector<std::string>& isas, bool full) {
       full ? std::vector<DType>{DType::F16, DType::F32} : std::vector<DType>{DType::F16};
   for (const ModelShape* m : {&kLlama1B, &kLlama3B}) {
     for (DType kv_type : kv_types) {
-      for (int64_t slots : {512, 2048}) {
+      // 128 slots: a short chat, where the call's fixed costs count; 2048: a long one.
+      for (int64_t slots : {128, 512, 2048}) {
         for (const std::string& isa : isas) {
           for (int threads : {1, 2}) {
             if (threads == 2 && !full && (isa != best || slots != 2048)) continue;
