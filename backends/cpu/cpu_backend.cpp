@@ -52,10 +52,10 @@ constexpr size_t kMaxSharedMatmuls = 4;
 // Q8_0 pp128, 2 threads) showed no difference beyond the VM's +-10 % noise.
 constexpr int64_t kDynamicMatmulRows = 4;
 
-// Per-thread scratch of matmul: the quantized x (QuantizedMatmul) and the partial products of K
-// slices. One growing buffer per slot and calling thread: after the first prefill step each is
-// large enough for every later step, so decoding allocates nothing.
-enum ScratchSlot { kQuantizedX, kPartialY, kScratchSlots };
+// Per-thread scratch of the ops: matmul's quantized x (QuantizedMatmul) and the partial products
+// of K slices, and embed's unpacked row. One growing buffer per slot and thread: after the first
+// prefill step each is large enough for every later step, so decoding allocates nothing.
+enum ScratchSlot { kQuantizedX, kPartialY, kUnpackedRow, kScratchSlots };
 void* scratch_buffer(ScratchSlot slot, size_t bytes) {
   struct Buffer {
     std::unique_ptr<std::byte[]> data;
@@ -235,12 +235,10 @@ void CpuBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out
     pool_.parallel_for(
         ids.dim(0),
         [&](int64_t begin, int64_t end) {
-          thread_local std::vector<std::byte> row;  // one unpacked row per thread, reused
-          row.resize(unpacked_bytes);
+          void* row = scratch_buffer(kUnpackedRow, unpacked_bytes);
           for (int64_t i = begin; i < end; ++i) {
-            unpack_table_row(table_bytes, table.dtype(), table.dim(0), dim, id_values[i],
-                             row.data());
-            to_f32(row.data(), out_values + i * dim, dim);
+            unpack_table_row(table_bytes, table.dtype(), table.dim(0), dim, id_values[i], row);
+            to_f32(row, out_values + i * dim, dim);
           }
         },
         grain_for(dim));
