@@ -207,32 +207,46 @@ void accumulate(float* y, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += x[i];
 }
 
+// The n < 4 floats at p in the first lanes, `fill` in the others; reads only those n.
+float32x4_t load_tail(const float* p, int64_t n, float fill) {
+  float lanes[4] = {fill, fill, fill, fill};
+  std::memcpy(lanes, p, sizeof(float) * static_cast<size_t>(n));
+  return vld1q_f32(lanes);
+}
+
+// Stores the first n < 4 lanes of v at p.
+void store_tail(float* p, int64_t n, float32x4_t v) {
+  float lanes[4];
+  vst1q_f32(lanes, v);
+  std::memcpy(p, lanes, sizeof(float) * static_cast<size_t>(n));
+}
+
 // The largest of p[0..n), -inf when n is 0.
 float array_max(const float* p, int64_t n) {
   float32x4_t max_vector = vdupq_n_f32(-INFINITY);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) max_vector = vmaxq_f32(max_vector, vld1q_f32(p + i));
-  float result = vmaxvq_f32(max_vector);
-  for (; i < n; ++i) result = p[i] > result ? p[i] : result;
-  return result;
+  if (i < n) max_vector = vmaxq_f32(max_vector, load_tail(p + i, n - i, -INFINITY));
+  return vmaxvq_f32(max_vector);
 }
 
-// p[i] = e^(p[i] - max) for i < n; returns Σ p[i]. Masked entries (-inf) become 0.
-float exp_shifted(float* p, int64_t n, float max_value) {
+// y[i] = e^(x[i] - max) for i < n (y may be x); returns Σ y[i]. Masked entries (-inf) become 0.
+float exp_shifted(const float* x, float* y, int64_t n, float max_value) {
   const float32x4_t shift = vdupq_n_f32(max_value);
   float32x4_t total = vdupq_n_f32(0.0f);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    const float32x4_t e = exp_f32x4(vsubq_f32(vld1q_f32(p + i), shift));
-    vst1q_f32(p + i, e);
+    const float32x4_t e = exp_f32x4(vsubq_f32(vld1q_f32(x + i), shift));
+    vst1q_f32(y + i, e);
     total = vaddq_f32(total, e);
   }
-  float sum = vaddvq_f32(total);
-  for (; i < n; ++i) {
-    p[i] = static_cast<float>(std::exp(static_cast<double>(p[i]) - max_value));
-    sum += p[i];
+  if (i < n) {
+    // The padding lanes are -inf, whose e^ is 0.
+    const float32x4_t e = exp_f32x4(vsubq_f32(load_tail(x + i, n - i, -INFINITY), shift));
+    store_tail(y + i, n - i, e);
+    total = vaddq_f32(total, e);
   }
-  return sum;
+  return vaddvq_f32(total);
 }
 
 void scale_in_place(float* p, float factor, int64_t n) {
@@ -463,21 +477,8 @@ void f32_rope__neon(const float* x, float* out, int64_t n_heads, int64_t head_di
 }
 
 void f32_softmax__neon(const float* x, float* y, int64_t n) {
-  const float max_value = array_max(x, n);
-  int64_t i = 0;
   // y may alias x: each element is read before its own store.
-  const float32x4_t shift = vdupq_n_f32(max_value);
-  float32x4_t total = vdupq_n_f32(0.0f);
-  for (i = 0; i + 4 <= n; i += 4) {
-    const float32x4_t e = exp_f32x4(vsubq_f32(vld1q_f32(x + i), shift));
-    vst1q_f32(y + i, e);
-    total = vaddq_f32(total, e);
-  }
-  float sum = vaddvq_f32(total);
-  for (; i < n; ++i) {
-    y[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - max_value));
-    sum += y[i];
-  }
+  const float sum = exp_shifted(x, y, n, array_max(x, n));
   scale_in_place(y, 1.0f / sum, n);
 }
 

@@ -37,6 +37,21 @@ float hmax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The n < 8 floats at p in the first lanes, `fill` in the others; reads only those n.
+__m256 load_tail(const float* p, int64_t n, float fill) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_set1_ps(fill));
+  std::memcpy(lanes, p, sizeof(float) * static_cast<size_t>(n));
+  return _mm256_load_ps(lanes);
+}
+
+// Stores the first n < 8 lanes of v at p.
+void store_tail(float* p, int64_t n, __m256 v) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  std::memcpy(p, lanes, sizeof(float) * static_cast<size_t>(n));
+}
+
 int32_t hsum_i32(__m128i v) {
   v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
   v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
@@ -927,27 +942,27 @@ float array_max(const float* p, int64_t n) {
   __m256 max_vector = _mm256_set1_ps(-INFINITY);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) max_vector = _mm256_max_ps(max_vector, _mm256_loadu_ps(p + i));
-  float result = hmax(max_vector);
-  for (; i < n; ++i) result = p[i] > result ? p[i] : result;
-  return result;
+  if (i < n) max_vector = _mm256_max_ps(max_vector, load_tail(p + i, n - i, -INFINITY));
+  return hmax(max_vector);
 }
 
-// p[i] = e^(p[i] - max) for i < n; returns Σ p[i]. Masked entries (-inf) become 0.
-float exp_shifted(float* p, int64_t n, float max_value) {
+// y[i] = e^(x[i] - max) for i < n (y may be x); returns Σ y[i]. Masked entries (-inf) become 0.
+float exp_shifted(const float* x, float* y, int64_t n, float max_value) {
   const __m256 shift = _mm256_set1_ps(max_value);
   __m256 total = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(p + i), shift));
-    _mm256_storeu_ps(p + i, e);
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
+    _mm256_storeu_ps(y + i, e);
     total = _mm256_add_ps(total, e);
   }
-  float sum = hsum(total);
-  for (; i < n; ++i) {
-    p[i] = static_cast<float>(std::exp(static_cast<double>(p[i]) - max_value));
-    sum += p[i];
+  if (i < n) {
+    // The padding lanes are -inf, whose e^ is 0.
+    const __m256 e = exp_ps(_mm256_sub_ps(load_tail(x + i, n - i, -INFINITY), shift));
+    store_tail(y + i, n - i, e);
+    total = _mm256_add_ps(total, e);
   }
-  return sum;
+  return hsum(total);
 }
 
 void scale_in_place(float* p, float factor, int64_t n) {
@@ -1194,21 +1209,8 @@ void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_di
 }
 
 void f32_softmax__avx2(const float* x, float* y, int64_t n) {
-  const float max_value = array_max(x, n);
-  int64_t i = 0;
   // y may alias x: each element is read before its own store.
-  const __m256 shift = _mm256_set1_ps(max_value);
-  __m256 total = _mm256_setzero_ps();
-  for (i = 0; i + 8 <= n; i += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
-    _mm256_storeu_ps(y + i, e);
-    total = _mm256_add_ps(total, e);
-  }
-  float sum = hsum(total);
-  for (; i < n; ++i) {
-    y[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - max_value));
-    sum += y[i];
-  }
+  const float sum = exp_shifted(x, y, n, array_max(x, n));
   scale_in_place(y, 1.0f / sum, n);
 }
 

@@ -863,20 +863,51 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
 // Softmax helpers.
 
 // The largest of p[0..n), -inf when n is 0.
+// The first n < 16 lanes.
+__mmask16 tail_mask(int64_t n) {
+  return static_cast<__mmask16>((1u << n) - 1);
+}
+
 float array_max(const float* p, int64_t n) {
-  __m512 max_vector = _mm512_set1_ps(-INFINITY);
+  const __m512 lowest = _mm512_set1_ps(-INFINITY);
+  __m512 max_vector = lowest;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) max_vector = _mm512_max_ps(max_vector, _mm512_loadu_ps(p + i));
-  float result = hmax(max_vector);
-  for (; i < n; ++i) result = p[i] > result ? p[i] : result;
-  return result;
+  if (i < n) {
+    max_vector = _mm512_max_ps(max_vector, _mm512_mask_loadu_ps(lowest, tail_mask(n - i), p + i));
+  }
+  return hmax(max_vector);
+}
+
+// y[i] = e^(x[i] - max) for i < n (y may be x); returns Σ y[i]. Masked entries (-inf) become 0.
+float exp_shifted(const float* x, float* y, int64_t n, float max_value) {
+  const __m512 shift = _mm512_set1_ps(max_value);
+  __m512 total = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), shift));
+    _mm512_storeu_ps(y + i, e);
+    total = _mm512_add_ps(total, e);
+  }
+  if (i < n) {
+    // The lanes past the end are -inf, whose e^ is 0.
+    const __mmask16 mask = tail_mask(n - i);
+    const __m512 tail = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), mask, x + i);
+    const __m512 e = exp_ps(_mm512_sub_ps(tail, shift));
+    _mm512_mask_storeu_ps(y + i, mask, e);
+    total = _mm512_add_ps(total, e);
+  }
+  return hsum(total);
 }
 
 void scale_in_place(float* p, float factor, int64_t n) {
   const __m512 f = _mm512_set1_ps(factor);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), f));
-  for (; i < n; ++i) p[i] *= factor;
+  if (i < n) {
+    const __mmask16 mask = tail_mask(n - i);
+    _mm512_mask_storeu_ps(p + i, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, p + i), f));
+  }
 }
 
 }  // namespace
@@ -1039,21 +1070,8 @@ void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_
 }
 
 void f32_softmax__avx512(const float* x, float* y, int64_t n) {
-  const float max_value = array_max(x, n);
-  int64_t i = 0;
   // y may alias x: each element is read before its own store.
-  const __m512 shift = _mm512_set1_ps(max_value);
-  __m512 total = _mm512_setzero_ps();
-  for (i = 0; i + 16 <= n; i += 16) {
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), shift));
-    _mm512_storeu_ps(y + i, e);
-    total = _mm512_add_ps(total, e);
-  }
-  float sum = hsum(total);
-  for (; i < n; ++i) {
-    y[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - max_value));
-    sum += y[i];
-  }
+  const float sum = exp_shifted(x, y, n, array_max(x, n));
   scale_in_place(y, 1.0f / sum, n);
 }
 
