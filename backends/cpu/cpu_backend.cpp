@@ -42,9 +42,11 @@ void* host(const Tensor& t, const char* op, const char* role) {
 // Decode's matmul rows are cut into about this many ranges per thread (ThreadPool::
 // parallel_for_dynamic): each thread streams its own share of them and then helps with the others'
 // last ranges, so a thread slowed by another process or the hypervisor does less. Smaller ranges
-// leave less idle time at the end of a dispatch; 32 measured the same as 8 (Zen 4 VM, 1B Q4_0
-// decode, 2 threads; docs/performance.md).
-constexpr int64_t kMatmulChunksPerThread = 8;
+// leave less idle time at the end of a dispatch. 32 took 1.3-1.5 % less matmul time than 8 for
+// 1B Q4_0 (Q8_0 1.3 %, F16 0.9 %) on the Zen 4 VM with 2 threads, alternating in one process;
+// before K segments became parts of their own, the extra segment jumps ate that gain
+// (docs/performance.md).
+constexpr int64_t kMatmulChunksPerThread = 32;
 // Weights one matmul_shared_x call runs in one dispatch (a layer's K, V and Q is three).
 constexpr size_t kMaxSharedMatmuls = 4;
 // Up to this many rows of x (decode, short steps) matmul is split dynamically. Longer prefill
