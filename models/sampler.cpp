@@ -1,6 +1,7 @@
 #include "models/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -30,6 +31,58 @@ void validate(const SamplerConfig& c, int64_t vocab_size) {
   if (c.repetition_window < 0) {
     EDGELM_FAIL("[sampler] repetition_window ", c.repetition_window, " must be >= 0");
   }
+}
+
+// The loops below keep kLanes independent accumulators, which the compiler turns into vector
+// instructions without reordering any arithmetic (a single running maximum or flag is a chain it
+// leaves scalar: 72 us for the maximum of a 128k vocabulary).
+constexpr size_t kLanes = 8;
+
+struct CopiedLogits {
+  bool invalid = false;  // a NaN or +inf among them
+  int64_t finite = 0;    // how many are not -inf
+};
+
+// dst = src, and what sample() checks about the values on the way.
+CopiedLogits copy_and_check(std::span<const float> src, std::span<float> dst) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::array<int32_t, kLanes> bad{}, below{};  // per lane: NaN or +inf seen; count of -inf
+  size_t i = 0;
+  for (; i + kLanes <= src.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float v = src[i + j];
+      bad[j] |= !(v < kInf) ? 1 : 0;
+      below[j] += v == -kInf ? 1 : 0;
+      dst[i + j] = v;
+    }
+  }
+  int32_t any = 0;
+  int64_t neg_inf = 0;
+  for (; i < src.size(); ++i) {
+    any |= !(src[i] < kInf) ? 1 : 0;
+    neg_inf += src[i] == -kInf ? 1 : 0;
+    dst[i] = src[i];
+  }
+  for (size_t j = 0; j < kLanes; ++j) {
+    any |= bad[j];
+    neg_inf += below[j];
+  }
+  return {any != 0, static_cast<int64_t>(src.size()) - neg_inf};
+}
+
+// The largest value (-inf for none); the values hold no NaN.
+float max_of(std::span<const float> v) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::array<float, kLanes> lanes;
+  lanes.fill(kNegInf);
+  size_t i = 0;
+  for (; i + kLanes <= v.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] = v[i + j] > lanes[j] ? v[i + j] : lanes[j];
+  }
+  float best = kNegInf;
+  for (; i < v.size(); ++i) best = v[i] > best ? v[i] : best;
+  for (const float lane : lanes) best = lane > best ? lane : best;
+  return best;
 }
 
 }  // namespace
@@ -70,25 +123,70 @@ void Sampler::apply_repetition_penalty(std::span<float> logits, std::span<const 
   for (const int32_t id : recent) in_window_[id] = 0;
 }
 
+void Sampler::select_top_k(size_t k) {
+  const auto before = [this](int32_t a, int32_t b) {
+    return logits_[a] != logits_[b] ? logits_[a] > logits_[b] : a < b;
+  };
+  const auto heap = candidates_.begin();
+  const auto heap_end = heap + static_cast<std::ptrdiff_t>(k);
+  // A heap of the best k ids seen so far whose front is the worst of them (std::make_heap puts the
+  // element that `before` orders last at the front), filled with the first k that can be chosen.
+  int64_t i = 0;
+  size_t size = 0;
+  for (; size < k; ++i) {
+    if (logits_[i] != -std::numeric_limits<float>::infinity()) {
+      candidates_[size++] = static_cast<int32_t>(i);
+    }
+  }
+  std::make_heap(heap, heap_end, before);
+  // Ids come in increasing order, so a later id enters only with a logit above the front's (an
+  // equal one loses the tie). That rarely holds once the heap has filled with large logits, so
+  // it is checked against the maximum of 64 logits at a time first.
+  float floor = logits_[candidates_[0]];
+  auto offer = [&](int64_t id) {
+    if (!(logits_[id] > floor)) return;
+    std::pop_heap(heap, heap_end, before);
+    *(heap_end - 1) = static_cast<int32_t>(id);
+    std::push_heap(heap, heap_end, before);
+    floor = logits_[candidates_[0]];
+  };
+  constexpr int64_t kBlock = 64;
+  for (; i < vocab_size_ && i % kBlock != 0; ++i) offer(i);
+  for (; i + kBlock <= vocab_size_; i += kBlock) {
+    if (!(max_of(std::span<const float>(logits_).subspan(static_cast<size_t>(i), kBlock)) > floor))
+      continue;
+    for (int64_t j = i; j < i + kBlock; ++j) offer(j);
+  }
+  for (; i < vocab_size_; ++i) offer(i);
+  std::sort_heap(heap, heap_end, before);  // best first
+}
+
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   if (std::ssize(logits) != vocab_size_) {
     EDGELM_FAIL("[sampler] got ", logits.size(), " logits for a vocab of ", vocab_size_);
   }
-  for (int64_t i = 0; i < vocab_size_; ++i) {
-    if (std::isnan(logits[i]) || logits[i] == std::numeric_limits<float>::infinity()) {
-      EDGELM_FAIL("[sampler] logit of token ", i, " is ", logits[i]);
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kNegInf = -kInf;
+  // Copy and check in one pass without branches, which the compiler vectorizes: over a 128k
+  // vocabulary the element-by-element check and the copy took ~130 us of a decode step.
+  const CopiedLogits copied = copy_and_check(logits, logits_);
+  if (copied.invalid) {
+    for (int64_t i = 0; i < vocab_size_; ++i) {
+      if (!(logits[i] < kInf)) EDGELM_FAIL("[sampler] logit of token ", i, " is ", logits[i]);
     }
   }
-  std::copy(logits.begin(), logits.end(), logits_.begin());
   apply_repetition_penalty(logits_, history);
 
-  // Candidates: every token that can be chosen at all.
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  size_t n = 0;
-  for (int64_t i = 0; i < vocab_size_; ++i) {
-    if (logits_[i] != kNegInf) candidates_[n++] = static_cast<int32_t>(i);
+  if (config_.greedy || config_.temperature <= 0.0f) {
+    // The best logit, then the lowest id holding it.
+    const float best = max_of(logits_);
+    if (best == kNegInf) EDGELM_FAIL("[sampler] every logit is -inf; no token can be chosen");
+    return static_cast<int32_t>(std::find(logits_.begin(), logits_.end(), best) - logits_.begin());
   }
-  if (n == 0) EDGELM_FAIL("[sampler] every logit is -inf; no token can be chosen");
+
+  // Candidates: every token that can be chosen at all (the penalty keeps -inf as it is).
+  const int64_t n_finite = copied.finite;
+  if (n_finite == 0) EDGELM_FAIL("[sampler] every logit is -inf; no token can be chosen");
 
   // Higher logit first, then lower id: a strict total order, so the kept set and its order are
   // the same whatever algorithm the standard library's sort uses.
@@ -97,25 +195,27 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   };
   const auto first = candidates_.begin();
 
-  if (config_.greedy || config_.temperature <= 0.0f) {
-    return *std::min_element(first, first + n, before);
-  }
-
   const bool top_p_enabled = config_.top_p < 1.0f;
   bool sorted = false;
-  if (config_.top_k > 0 && static_cast<size_t>(config_.top_k) < n) {
-    const size_t k = static_cast<size_t>(config_.top_k);
-    std::partial_sort(first, first + k, first + n, before);
-    n = k;
+  size_t n = 0;
+  if (config_.top_k > 0 && config_.top_k < n_finite) {
+    n = static_cast<size_t>(config_.top_k);
+    select_top_k(n);
     sorted = true;
-  } else if (top_p_enabled) {
-    std::sort(first, first + n, before);
-    sorted = true;
+  } else {
+    for (int64_t i = 0; i < vocab_size_; ++i) {
+      if (logits_[i] != kNegInf) candidates_[n++] = static_cast<int32_t>(i);
+    }
+    if (top_p_enabled) {
+      std::sort(first, first + static_cast<std::ptrdiff_t>(n), before);
+      sorted = true;
+    }
   }
 
   // Softmax numerators relative to the best logit, so the best token's weight is exactly 1.
   const float max_logit =
-      sorted ? logits_[candidates_[0]] : logits_[*std::min_element(first, first + n, before)];
+      sorted ? logits_[candidates_[0]]
+             : logits_[*std::min_element(first, first + static_cast<std::ptrdiff_t>(n), before)];
   const double inv_temperature = 1.0 / static_cast<double>(config_.temperature);
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) {

@@ -50,6 +50,9 @@ class Sampler {
   int64_t vocab_size() const { return vocab_size_; }
 
  private:
+  // candidates_[0, k) = the k best tokens (higher logit, then lower id), best first; k is below
+  // the number of tokens whose logit is not -inf.
+  void select_top_k(size_t k);
   // A uniform double in [0, 1) from the top 53 bits of one 64-bit draw.
   double next_uniform();
 

@@ -111,6 +111,38 @@ TEST(Sampler, GreedyPicksArgmaxAndLowestIdOnTies) {
   EXPECT_EQ(negative.sample(kLogits, {}), 1);
 }
 
+TEST(Sampler, GreedyOverALargeVocabulary) {
+  // 1003 tokens: the vectorized scans take 8 at a time and finish the last 3 one by one.
+  std::vector<float> logits(1003, 0.0f);
+  logits[600] = 2.0f;
+  logits[1001] = 2.0f;
+  Sampler greedy(SamplerConfig{.greedy = true}, 1003);
+  EXPECT_EQ(greedy.sample(logits, {}), 600);
+  logits[1002] = 5.0f;
+  EXPECT_EQ(greedy.sample(logits, {}), 1002);
+  std::fill(logits.begin(), logits.end(), -kInf);
+  EXPECT_THROW(greedy.sample(logits, {}), Error);
+  logits[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(greedy.sample(logits, {}), Error);
+}
+
+TEST(Sampler, TopKOverALargeVocabularyKeepsTheKBestByLogitThenId) {
+  // 1000 tokens: 1 at every seventh id, -inf at the other multiples of eleven, 0 elsewhere, and 3
+  // at id 993. The ten best are 993 and the nine lowest ids holding 1 (ties go to lower ids),
+  // which the selection must find although the largest logit comes last.
+  std::vector<float> logits(1000, 0.0f);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (i % 11 == 0) logits[i] = -kInf;
+    if (i % 7 == 0) logits[i] = 1.0f;
+  }
+  logits[993] = 3.0f;
+  SamplerConfig config = plain();
+  config.top_k = 10;
+  Sampler sampler(config, 1000);
+  expect_frequencies(draw_counts(sampler, logits, kDraws),
+                     expected_probs(logits, 1.0, {993, 0, 7, 14, 21, 28, 35, 42, 49, 56}), kDraws);
+}
+
 TEST(Sampler, TopKOneMatchesGreedy) {
   std::mt19937 gen(3);
   std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
