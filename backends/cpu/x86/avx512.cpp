@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/rope_table.h"
 #include "backends/cpu/x86/x86.h"
 #include "core/quant.h"
 
@@ -1024,19 +1025,14 @@ void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t
   for (; i < dim; ++i) y[i] = x[i] * inverse_rms * weight[i];
 }
 
-// The cosines and sines are computed once per call in double (from the float32 angle) and rounded
-// to float; the rotation runs across the pair index, 16 (then 8) pairs at a time, for every head.
+// The cosines and sines come from rope_rotation (computed in double from the float32 angle and
+// rounded to float, once per position and thread); the rotation runs across the pair index, 16
+// (then 8) pairs at a time, for every head.
 void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
                       int32_t position, const float* inv_freq) {
   const int64_t half = head_dim / 2;
-  auto* cosines = static_cast<float*>(
-      scratch(Scratch::kRotation, sizeof(float) * 2 * static_cast<size_t>(half)));
-  float* sines = cosines + half;
-  for (int64_t i = 0; i < half; ++i) {
-    const float angle = static_cast<float>(position) * inv_freq[i];
-    cosines[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-    sines[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
-  }
+  const float* cosines = rope_rotation(position, inv_freq, half);
+  const float* sines = cosines + half;
   for (int64_t h = 0; h < n_heads; ++h) {
     const float* first = x + h * head_dim;
     const float* second = first + half;

@@ -110,7 +110,7 @@ namespace x86 {
 // Per-thread scratch memory, one growing buffer per slot: a kernel asks for the bytes it needs on
 // every call and gets the same 64-byte aligned buffer back once it is large enough, so steady-state
 // decoding allocates nothing. The contents are not preserved across a call that grows a buffer.
-enum class Scratch { kActivations, kScores, kAccumulators, kRotation, kCount };
+enum class Scratch { kActivations, kScores, kAccumulators, kCount };
 void* scratch(Scratch slot, size_t bytes);
 
 }  // namespace x86
