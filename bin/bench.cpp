@@ -26,6 +26,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -76,31 +77,45 @@ size_t peak_rss_bytes() {
 
 // ---- memory bandwidth ----
 
-// Sum of 64-bit words. Four independent accumulators keep the add chain off the critical path
-// (the compiler vectorises each). With `prefetch`, each cache line is also prefetched 2 KiB
-// ahead, as the matmul kernels do. Which of the two reads faster depends on the machine: on the
-// Zen 3 VM one thread's demand misses alone left bandwidth unused (~14 GB/s without, while decode
-// itself pulled 16), on the Zen 4 VM the prefetches cost a quarter of it (31-32 GB/s without,
-// 24-25 with), so the probe runs both and keeps the faster.
-uint64_t sum_words(const uint64_t* words, size_t n, bool prefetch) {
+// How the probe walks a thread's share of the buffer. Which reads fastest depends on the machine,
+// so the probe runs each and keeps the fastest:
+// - kOneStream: front to back. The Zen 4 VM's best with one thread (31-32 GB/s).
+// - kPrefetch: the same, each cache line also prefetched 2 KiB ahead, as the matmul kernels once
+//   did. On the Zen 3 VM one thread's demand misses alone left bandwidth unused (~14 GB/s without,
+//   while decode itself pulled 16); on the Zen 4 VM it cost a quarter (24-25 GB/s).
+// - kTwoStreams: the two halves of the share side by side, a cache line of each in turn. On the
+//   Zen 5 VM one core gets ~40 GB/s this way against ~33 from one stream; against the one-stream
+//   figure, Q8_0 and F16 decode on one thread read 101-114 % of the limit (docs/performance.md).
+enum class ReadPattern { kOneStream, kPrefetch, kTwoStreams };
+constexpr ReadPattern kReadPatterns[] = {ReadPattern::kOneStream, ReadPattern::kPrefetch,
+                                         ReadPattern::kTwoStreams};
+
+// Sum of 64-bit words, read in `pattern`. Four independent accumulators keep the add chain off
+// the critical path (the compiler vectorises each).
+uint64_t sum_words(const uint64_t* words, size_t n, ReadPattern pattern) {
   constexpr size_t kAhead = 2048 / sizeof(uint64_t);
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  auto line = [&](const uint64_t* p) {
+    s0 += p[0] + p[4];
+    s1 += p[1] + p[5];
+    s2 += p[2] + p[6];
+    s3 += p[3] + p[7];
+  };
   size_t i = 0;
-  if (prefetch) {
+  if (pattern == ReadPattern::kPrefetch) {
     for (; i + 8 <= n; i += 8) {
       __builtin_prefetch(words + i + kAhead);
-      s0 += words[i] + words[i + 4];
-      s1 += words[i + 1] + words[i + 5];
-      s2 += words[i + 2] + words[i + 6];
-      s3 += words[i + 3] + words[i + 7];
+      line(words + i);
     }
+  } else if (pattern == ReadPattern::kTwoStreams) {
+    const size_t half = n / 16 * 8;  // whole lines of 8 words
+    for (; i < half; i += 8) {
+      line(words + i);
+      line(words + half + i);
+    }
+    i = 2 * half;
   }
-  for (; i + 8 <= n; i += 8) {
-    s0 += words[i] + words[i + 4];
-    s1 += words[i + 1] + words[i + 5];
-    s2 += words[i + 2] + words[i + 6];
-    s3 += words[i + 3] + words[i + 7];
-  }
+  for (; i + 8 <= n; i += 8) line(words + i);
   for (; i < n; ++i) s0 += words[i];
   return s0 + s1 + s2 + s3;
 }
@@ -126,8 +141,8 @@ class BandwidthProbe {
 
   size_t bytes() const { return n_words_ * sizeof(uint64_t); }
 
-  // Bytes/s with `n_threads` threads, each summing its contiguous share; best of `passes` with
-  // software prefetch and `passes` without.
+  // Bytes/s with `n_threads` threads, each summing its contiguous share; the best of `passes`
+  // passes in each read pattern, the patterns taking turns.
   double measure(int n_threads, int passes, const std::vector<int>& cpus) {
     edgelm::ThreadPool pool(n_threads, cpus);
     auto share = [&](int index, size_t& begin, size_t& end) {
@@ -137,13 +152,14 @@ class BandwidthProbe {
     // One sum per thread, a cache line apart so the threads do not share a line.
     std::vector<uint64_t> sums(static_cast<size_t>(n_threads) * 8);
     double best = 0.0;
-    for (int pass = 0; pass < 2 * passes; ++pass) {
-      const bool prefetch = pass % 2 == 0;
+    constexpr int kPatterns = static_cast<int>(std::size(kReadPatterns));
+    for (int pass = 0; pass < kPatterns * passes; ++pass) {
+      const ReadPattern pattern = kReadPatterns[pass % kPatterns];
       const auto start = Clock::now();
       pool.run([&](int index) {
         size_t begin = 0, end = 0;
         share(index, begin, end);
-        sums[static_cast<size_t>(index) * 8] = sum_words(words_ + begin, end - begin, prefetch);
+        sums[static_cast<size_t>(index) * 8] = sum_words(words_ + begin, end - begin, pattern);
       });
       const double seconds = seconds_since(start);
       best = std::max(best, static_cast<double>(bytes()) / seconds);
@@ -424,7 +440,7 @@ int run(int argc, char** argv) {
                  "Buffer of the bandwidth measurement, MiB (default 1024; keep it far above the "
                  "last-level cache)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
-  app.add_option("--bw-passes", bw_passes, "Timed passes of the bandwidth measurement (best kept)")
+  app.add_option("--bw-passes", bw_passes, "Timed passes of the bandwidth measurement per read pattern (best kept)")
       ->check(CLI::Range(1, 1000));
   app.add_option("-o,--output", output, "md|json (default md)")
       ->check(CLI::IsMember({"md", "json"}));
@@ -494,9 +510,9 @@ int run(int argc, char** argv) {
   }
   char bw_line[512];
   std::snprintf(bw_line, sizeof bw_line,
-                "read bandwidth (streaming 64-bit loads over %zu MiB, best of %d passes with "
-                "software prefetch and %d without): %s",
-                bw_mib, bw_passes, bw_passes, bw_header.c_str());
+                "read bandwidth (streaming 64-bit loads over %zu MiB, best of %d passes in each "
+                "of three patterns: one stream, with software prefetch, two streams): %s",
+                bw_mib, bw_passes, bw_header.c_str());
   const std::string header = edgelm::str_cat(
       bw_line, "\n", "KV cache ", edgelm::dtype_name(kv_type), ", prefill chunk ", chunk, ", ",
       repetitions,
