@@ -47,6 +47,13 @@ void* host(const Tensor& t, const char* op, const char* role) {
 // before K segments became parts of their own, the extra segment jumps ate that gain
 // (docs/performance.md).
 constexpr int64_t kMatmulChunksPerThread = 32;
+// The same for kernels that read a range as two streams (KernelTable::decode_two_streams): their
+// halves must be far apart, so each thread gets its share in two ranges. On the Zen 5 VM, two
+// threads, 1B Q4_0: two streams in ranges of 32 per thread took 4-8 % more time per token than one
+// stream, in 1 or 2 ranges per thread 3.5-5 % less (4 ranges: 2.5-3 % less); one stream took the
+// same time in 2 ranges per thread as in 32 (docs/performance.md).
+constexpr int64_t kTwoStreamChunksPerThread = 2;
+
 // Weights one matmul_shared_x call runs in one dispatch (a layer's K, V and Q is three).
 constexpr size_t kMaxSharedMatmuls = 4;
 // Up to this many rows of x (decode, short steps) matmul is split dynamically. Longer prefill
@@ -396,7 +403,10 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
   if (M > kDynamicMatmulRows) {
     pool_.parallel_for(total, rows, grain);
   } else {
-    const int64_t per_chunk = total / (kMatmulChunksPerThread * pool_.size());
+    const int64_t per_thread = M == 1 && kernels_->decode_two_streams[static_cast<size_t>(dtype)]
+                                   ? kTwoStreamChunksPerThread
+                                   : kMatmulChunksPerThread;
+    const int64_t per_chunk = total / (per_thread * pool_.size());
     pool_.parallel_for_dynamic(total, rows, std::max(grain, per_chunk / grain * grain));
   }
   // y += each later slice's product, in slice order.

@@ -55,7 +55,7 @@ using AttentionFn = void (*)(const AttentionArgs& args, int64_t group_begin, int
 
 struct KernelTable {
   const char* isa = "";
-  std::array<MatmulFn, kDTypeCount> matmul{};            // by weight dtype
+  std::array<MatmulFn, kDTypeCount> matmul{};  // by weight dtype
   // By weight dtype, where set: the same product as matmul[] in two steps (see QuantizedMatmul).
   std::array<QuantizedMatmul, kDTypeCount> quantized_matmul{};
   std::array<RowToF32Fn, kDTypeCount> row_to_f32{};      // by source dtype
@@ -71,6 +71,11 @@ struct KernelTable {
   // for it was measured faster (the CPU backend then asks the loader to repack). Every table can
   // multiply every layout; the portable kernels are the oracle for the fast ones.
   std::array<DType, kDTypeCount> matmul_layout = stored_layouts();
+  // By weight dtype: whether the decode kernel (one row of x) reads a range of weight rows as two
+  // streams, its two halves side by side. The CPU backend then gives each thread its share in
+  // two large ranges rather than many small ones, since two streams only read faster than one
+  // when they are far apart (docs/performance.md).
+  std::array<bool, kDTypeCount> decode_two_streams{};
 
   static constexpr std::array<DType, kDTypeCount> stored_layouts() {
     std::array<DType, kDTypeCount> layouts{};

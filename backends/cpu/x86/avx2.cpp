@@ -767,11 +767,61 @@ void x8_start(__m256 (&acc)[MR], X8Segment segment, const float* y, int64_t N, i
   }
 }
 
+// acc + the eight rows' products with block b of x_row (quantized row m of x), scaled: one step
+// of a decode tile (MR = 1), shared by the one-group tiles and x8_row_pair. Always inlined: as
+// calls, the AVX-512 kernels' pair loop took 1.75 times as long as one stream.
+[[gnu::always_inline]] inline __m256 q4_0x8_row_step(const QuantizedX& xq,
+                                                     const BlockQ4_0x8& record, const int8_t* x_row,
+                                                     int64_t m, int64_t b, __m256 acc) {
+  const char* ahead = reinterpret_cast<const char*>(&record) + kPrefetchBytes;
+  for (size_t line = 0; line < sizeof(BlockQ4_0x8); line += 64)
+    _mm_prefetch(ahead + line, _MM_HINT_T0);
+  const Q4_0x8Block block(record);
+  const __m256 w_scale =
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(record.d)));
+  const int64_t at = m * xq.blocks + b;
+  const __m256i sums =
+      _mm256_sub_epi32(block.dot(x_row + b * kBlock), _mm256_set1_epi32(xq.sum8[at]));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
+                         _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[at])), acc);
+}
+
+[[gnu::always_inline]] inline __m256 q8_0x8_row_step(const QuantizedX& xq,
+                                                     const BlockQ8_0x8& record, const int8_t* x_row,
+                                                     int64_t m, int64_t b, __m256 acc) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const char* ahead = reinterpret_cast<const char*>(&record) + kPrefetchBytes;
+  for (size_t line = 0; line < sizeof(BlockQ8_0x8); line += 64)
+    _mm_prefetch(ahead + line, _MM_HINT_T0);
+  __m256i sums = _mm256_setzero_si256();
+  for (int c = 0; c < kBlock / 4; ++c) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(record.qs + 32 * c));
+    int32_t group4;
+    std::memcpy(&group4, x_row + b * kBlock + 4 * c, sizeof(group4));
+    const __m256i x = _mm256_sign_epi8(_mm256_set1_epi32(group4), w);
+    sums = _mm256_add_epi32(sums,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), x), ones));
+  }
+  const __m256 w_scale =
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(record.d)));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
+                         _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[m * xq.blocks + b])), acc);
+}
+
 // y[m0 + i, 8g .. 8g + 8) for i < MR: one group of eight weight rows (its records of `segment`)
 // against MR rows of x.
 template <int MR>
 void q4_0x8_tile(const QuantizedX& xq, const BlockQ4_0x8* group, X8Segment segment, float* y,
                  int64_t N, int64_t K, int64_t m0, int64_t n0) {
+  if constexpr (MR == 1) {
+    __m256 acc[1];
+    x8_start(acc, segment, y, N, m0, n0);
+    const int8_t* x_row = xq.qs + m0 * K;
+    for (int64_t b = segment.first; b < segment.end; ++b, ++group)
+      acc[0] = q4_0x8_row_step(xq, *group, x_row, m0, b, acc[0]);
+    _mm256_storeu_ps(y + m0 * N + n0, acc[0]);
+    return;
+  }
   __m256 acc[MR];
   x8_start(acc, segment, y, N, m0, n0);
   for (int64_t b = segment.first; b < segment.end; ++b, ++group) {
@@ -800,6 +850,15 @@ void q4_0x8_tile(const QuantizedX& xq, const BlockQ4_0x8* group, X8Segment segme
 template <int MR>
 void q8_0x8_tile(const QuantizedX& xq, const BlockQ8_0x8* group, X8Segment segment, float* y,
                  int64_t N, int64_t K, int64_t m0, int64_t n0) {
+  if constexpr (MR == 1) {
+    __m256 acc[1];
+    x8_start(acc, segment, y, N, m0, n0);
+    const int8_t* x_row = xq.qs + m0 * K;
+    for (int64_t b = segment.first; b < segment.end; ++b, ++group)
+      acc[0] = q8_0x8_row_step(xq, *group, x_row, m0, b, acc[0]);
+    _mm256_storeu_ps(y + m0 * N + n0, acc[0]);
+    return;
+  }
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MR];
   x8_start(acc, segment, y, N, m0, n0);
@@ -840,6 +899,11 @@ struct Q4_0x8Kernel {
                    int64_t N, int64_t K, int64_t m0, int64_t n0) {
     q4_0x8_tile<MR>(xq, group, segment, y, N, K, m0, n0);
   }
+  [[gnu::always_inline]] static __m256 row_step(const QuantizedX& xq, const Record& record,
+                                                const int8_t* x_row, int64_t m, int64_t b,
+                                                __m256 acc) {
+    return q4_0x8_row_step(xq, record, x_row, m, b, acc);
+  }
 };
 
 struct Q8_0x8Kernel {
@@ -850,7 +914,36 @@ struct Q8_0x8Kernel {
                    int64_t N, int64_t K, int64_t m0, int64_t n0) {
     q8_0x8_tile<MR>(xq, group, segment, y, N, K, m0, n0);
   }
+  [[gnu::always_inline]] static __m256 row_step(const QuantizedX& xq, const Record& record,
+                                                const int8_t* x_row, int64_t m, int64_t b,
+                                                __m256 acc) {
+    return q8_0x8_row_step(xq, record, x_row, m, b, acc);
+  }
 };
+
+// Decode: y[m, a .. a + 8) and y[m, b .. b + 8), groups `a_group` and `b_group` over one K
+// segment against row m of x, a block record of each in turn. x8_band reads a decode range as two
+// streams this way, its two halves side by side: on the Zen 5 VM one core streams ~40 GB/s from
+// two places at once and ~33 from one. With this table (EDGELM_CPU_ISA=avx2 there), alternating
+// with the one-stream kernel token by token in the model (1B): Q4_0 5-6 % less time per token
+// with one thread, 1.5-3.5 % with two; Q8_0 3-4.5 % with one, 0-3 % with two. The 2 KiB software
+// prefetch stays for the machines this table serves: on the Zen 3 VM these kernels needed it. On
+// Zen 5 the pairs read faster without it (tg64, runs alternated: Q4_0 one thread 49-50 -> 54-55
+// tok/s), but there the AVX-512 table runs (docs/performance.md).
+template <class Kernel>
+void x8_row_pair(const QuantizedX& xq, const typename Kernel::Record* a_group,
+                 const typename Kernel::Record* b_group, X8Segment segment, float* y, int64_t N,
+                 int64_t K, int64_t m, int64_t a, int64_t b) {
+  const int8_t* x_row = xq.qs + m * K;
+  __m256 acc_a = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y + m * N + a);
+  __m256 acc_b = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y + m * N + b);
+  for (int64_t block = segment.first; block < segment.end; ++block, ++a_group, ++b_group) {
+    acc_a = Kernel::row_step(xq, *a_group, x_row, m, block, acc_a);
+    acc_b = Kernel::row_step(xq, *b_group, x_row, m, block, acc_b);
+  }
+  _mm256_storeu_ps(y + m * N + a, acc_a);
+  _mm256_storeu_ps(y + m * N + b, acc_b);
+}
 
 // Rows [n_begin, n_end) of the band, one K segment after the other (each a contiguous run of
 // records over the band's groups).
@@ -860,9 +953,22 @@ void x8_band(const QuantizedX& xq, const typename Kernel::Record* w, float* y, i
   for (int64_t first = 0; first < xq.blocks; first += Kernel::kSegmentBlocks) {
     const X8Segment segment{first, min_of(first + Kernel::kSegmentBlocks, xq.blocks)};
     const auto* records = w + (N / 8) * first;  // the segment's records, group after group
+    const int64_t length = segment.end - segment.first;
+    if constexpr (MR == 1) {
+      // Group i of the first half beside group i of the second; an odd last group alone.
+      const int64_t mid = n_begin + (n_end - n_begin + 8) / 16 * 8;
+      for (int64_t a = n_begin, b = mid; a < mid; a += 8, b += 8) {
+        if (b < n_end) {
+          x8_row_pair<Kernel>(xq, records + (a / 8) * length, records + (b / 8) * length, segment,
+                              y, N, K, m0, a, b);
+        } else {
+          Kernel::template tile<1>(xq, records + (a / 8) * length, segment, y, N, K, m0, a);
+        }
+      }
+      continue;
+    }
     for (int64_t n = n_begin; n < n_end; n += 8) {
-      Kernel::template tile<MR>(xq, records + (n / 8) * (segment.end - segment.first), segment, y,
-                                N, K, m0, n);
+      Kernel::template tile<MR>(xq, records + (n / 8) * length, segment, y, N, K, m0, n);
     }
   }
 }

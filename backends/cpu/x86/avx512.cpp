@@ -254,37 +254,71 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
 // which stay in L1 together (micro_bench, ffn_down, one thread: 20.8-21.5 -> 28.0-28.7 GB/s, as
 // fast as ffn_up). The batch's accumulators wait on the stack between segments, so the sums are the
 // same, in the same order, as reading each group whole.
+//
+// As in the quantized decode kernels (x8_row_tiles), the range is read as two streams: group i of
+// its first half beside group i of its second, a chunk of each in turn (an odd last group alone).
+// In the model on the Zen 5 VM, alternating with the one-stream kernel token by token: one thread
+// 14-18 % less time per F16 token, two threads 7-18 % (fast bandwidth phase; not measured in the
+// slow one).
+
+// acc[2r], acc[2r + 1] += row r of the chunk of 16 columns at `chunk` times x0, x1.
+template <class Weights>
+[[gnu::always_inline]] inline void chunk_dot4(__m256 x0, __m256 x1,
+                                              const typename Weights::Element* chunk,
+                                              __m256 (&acc)[8]) {
+  for (int r = 0; r < 4; ++r) {
+    acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
+    acc[2 * r + 1] = _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+  }
+}
+
 template <class Weights>
 void float_groups_dot4(const float* x, const typename Weights::Element* w, int64_t N, int64_t K,
                        float* y, int64_t n_begin, int64_t n_end) {
   static_assert(Weights::kGroupRows == 4 && kF16x4Chunk == 16);
-  constexpr int64_t kBatch = 16;  // groups
-  __m256 batch[kBatch][8];
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += 4 * kBatch) {
-    const int64_t n1 = min_of(n0 + 4 * kBatch, n_end);
+  constexpr int64_t kBatch = 16;                                // pairs of groups
+  const int64_t mid = n_begin + (n_end - n_begin + 4) / 8 * 4;  // the second half's first row
+  __m256 batch[kBatch][2][8];
+  for (int64_t n0 = n_begin; n0 < mid; n0 += 4 * kBatch) {
+    const int64_t n1 = min_of(n0 + 4 * kBatch, mid);
     for (int64_t first = 0; first < K; first += Weights::kSegment) {
       const int64_t end = min_of(first + Weights::kSegment, K);
-      for (int64_t n = n0; n < n1; n += 4) {
-        __m256 acc[8];
-        for (int u = 0; u < 8; ++u)
-          acc[u] = first == 0 ? _mm256_setzero_ps() : batch[(n - n0) / 4][u];
-        const typename Weights::Element* group = Weights::row(w, n, N, K, first);
-        for (int64_t k = first; k < end; k += 16) {
-          const __m256 x0 = _mm256_loadu_ps(x + k);
-          const __m256 x1 = _mm256_loadu_ps(x + k + 8);
-          const typename Weights::Element* chunk = group + 4 * (k - first);
-          for (int r = 0; r < 4; ++r) {
-            acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
-            acc[2 * r + 1] =
-                _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+      for (int64_t a = n0; a < n1; a += 4) {
+        const int64_t b = a + (mid - n_begin);
+        __m256(&saved)[2][8] = batch[(a - n0) / 4];
+        __m256 acc_a[8], acc_b[8];
+        for (int u = 0; u < 8; ++u) {
+          acc_a[u] = first == 0 ? _mm256_setzero_ps() : saved[0][u];
+          acc_b[u] = first == 0 ? _mm256_setzero_ps() : saved[1][u];
+        }
+        const typename Weights::Element* a_group = Weights::row(w, a, N, K, first);
+        if (b < n_end) {
+          const typename Weights::Element* b_group = Weights::row(w, b, N, K, first);
+          for (int64_t k = first; k < end; k += 16) {
+            const __m256 x0 = _mm256_loadu_ps(x + k);
+            const __m256 x1 = _mm256_loadu_ps(x + k + 8);
+            chunk_dot4<Weights>(x0, x1, a_group + 4 * (k - first), acc_a);
+            chunk_dot4<Weights>(x0, x1, b_group + 4 * (k - first), acc_b);
+          }
+        } else {
+          for (int64_t k = first; k < end; k += 16) {
+            chunk_dot4<Weights>(_mm256_loadu_ps(x + k), _mm256_loadu_ps(x + k + 8),
+                                a_group + 4 * (k - first), acc_a);
           }
         }
-        for (int u = 0; u < 8; ++u) batch[(n - n0) / 4][u] = acc[u];
+        for (int u = 0; u < 8; ++u) {
+          saved[0][u] = acc_a[u];
+          saved[1][u] = acc_b[u];
+        }
       }
     }
-    for (int64_t n = n0; n < n1; n += 4) {
-      const __m256* acc = batch[(n - n0) / 4];
-      for (int r = 0; r < 4; ++r) y[n + r] = hsum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1]));
+    for (int64_t a = n0; a < n1; a += 4) {
+      const int64_t b = a + (mid - n_begin);
+      const __m256(&sums)[2][8] = batch[(a - n0) / 4];
+      for (int r = 0; r < 4; ++r) {
+        y[a + r] = hsum(_mm256_add_ps(sums[0][2 * r], sums[0][2 * r + 1]));
+        if (b < n_end) y[b + r] = hsum(_mm256_add_ps(sums[1][2 * r], sums[1][2 * r + 1]));
+      }
     }
   }
 }
@@ -712,47 +746,74 @@ int32_t x4(const int8_t* x) {
   return bytes;
 }
 
-// y_row[0 .. 8) = row m of x against one group of eight weight rows (decode). One group at a
-// time in YMM vectors, so the weights are read as one sequential stream: the pair of groups of
-// x8_pair_tile is two streams a row group apart, which left one thread at 13-14 GB/s against 18
-// for the same instructions over a single stream. No software prefetch: over one stream the
-// hardware prefetchers keep up by themselves, and prefetching 2 KiB ahead cost one thread 10-15 %
-// of its decode speed on the Zen 4 VM (1B Q4_0 37.5 against 41-42.5 tok/s, Q8_0 20.3-21.2 against
-// 23.4-23.7).
+// Decode: one row of x against groups of eight weight rows, in YMM vectors, one group's eight
+// sums per vector. A range of groups is read as two streams, its two halves side by side, a block
+// record of each in turn: on the Zen 5 VM one core streams ~40 GB/s from two places at once and
+// ~33 from one, and in the model (1B, alternating with the one-stream kernel token by token) this
+// took 14-19 % off a one-thread Q4_0 token and 9-13 % off Q8_0; with two threads (each thread's
+// share in two ranges, CpuBackend::matmul) Q4_0 4 % in the slow bandwidth phase and 13 % in the
+// fast one, Q8_0 1.5-3 % (docs/performance.md). The two halves must be far apart: streams a few
+// groups apart, as in ranges of 32 per thread, or a row group apart as in x8_pair_tile, measured
+// slower than one stream (13-14 against 18 GB/s on one thread).
+// No software prefetch: the hardware prefetchers keep up by themselves, and prefetching 2 KiB ahead
+// cost one thread 10-15 % of its decode speed on the Zen 4 VM (1B Q4_0 37.5 against 41-42.5
+// tok/s, Q8_0 20.3-21.2 against 23.4-23.7).
 //
-// Here and in x8_pair_tile, `group` holds the group's records for blocks [segment.first,
-// segment.end) of one K segment (core/quant.h), and a segment after the first adds to the sums
-// already in y: the same additions in the same order as over the whole row, so the result does not
-// depend on the segment length.
+// Here and in x8_pair_tile, a group's records are those for blocks [segment.first, segment.end)
+// of one K segment (core/quant.h), and a segment after the first adds to the sums already in y:
+// the same additions in the same order as over the whole row, so the result does not depend on
+// the segment length, nor on which group a group is paired with.
 struct X8Segment {
   int64_t first;  // first block
   int64_t end;    // one past the last block
 };
 
+// acc + the eight rows' products with block b of x_row (quantized row m of x), scaled. Always
+// inlined: as a call per 144-byte record, the pair loop took 1.75 times as long as one stream.
 template <class Format>
-void x8_row_tile(const QuantizedX& xq, const typename Format::Record* group, X8Segment segment,
-                 float* y_row, int64_t m) {
-  const int8_t* x_row = xq.qs + m * xq.blocks * kBlock;
-  __m256 acc = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y_row);
-  for (int64_t b = segment.first; b < segment.end; ++b, ++group) {
-    __m256i w[8];
-    Format::unpack(*group, w);
-    const int8_t* x = x_row + b * kBlock;
-    __m256i even = _mm256_setzero_si256();
-    __m256i odd = _mm256_setzero_si256();
-    for (int j = 0; j < 8; j += 2) {
-      even = _mm256_dpbusd_epi32(even, w[j], _mm256_set1_epi32(x4(x + Format::x_byte(j))));
-      odd = _mm256_dpbusd_epi32(odd, w[j + 1], _mm256_set1_epi32(x4(x + Format::x_byte(j + 1))));
-    }
-    const int64_t at = m * xq.blocks + b;
-    const __m256i sums = _mm256_sub_epi32(_mm256_add_epi32(even, odd),
-                                          _mm256_set1_epi32(xq.sum8[at] * Format::kSum8Multiple));
-    const __m256 w_scale =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group->d)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
-                          _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[at])), acc);
+[[gnu::always_inline]] inline __m256 x8_row_step(const QuantizedX& xq,
+                                                 const typename Format::Record& record,
+                                                 const int8_t* x_row, int64_t m, int64_t b,
+                                                 __m256 acc) {
+  __m256i w[8];
+  Format::unpack(record, w);
+  const int8_t* x = x_row + b * kBlock;
+  __m256i even = _mm256_setzero_si256();
+  __m256i odd = _mm256_setzero_si256();
+  for (int j = 0; j < 8; j += 2) {
+    even = _mm256_dpbusd_epi32(even, w[j], _mm256_set1_epi32(x4(x + Format::x_byte(j))));
+    odd = _mm256_dpbusd_epi32(odd, w[j + 1], _mm256_set1_epi32(x4(x + Format::x_byte(j + 1))));
   }
-  _mm256_storeu_ps(y_row, acc);
+  const int64_t at = m * xq.blocks + b;
+  const __m256i sums = _mm256_sub_epi32(_mm256_add_epi32(even, odd),
+                                        _mm256_set1_epi32(xq.sum8[at] * Format::kSum8Multiple));
+  const __m256 w_scale =
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(record.d)));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
+                         _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[at])), acc);
+}
+
+// y_a[0 .. 8) and, when `b_group` is set, y_b[0 .. 8): row m of x against one group (two groups)
+// of eight weight rows, over one K segment.
+template <class Format>
+void x8_row_tiles(const QuantizedX& xq, const typename Format::Record* a_group,
+                  const typename Format::Record* b_group, X8Segment segment, float* y_a, float* y_b,
+                  int64_t m) {
+  const int8_t* x_row = xq.qs + m * xq.blocks * kBlock;
+  __m256 acc_a = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y_a);
+  if (b_group == nullptr) {
+    for (int64_t b = segment.first; b < segment.end; ++b, ++a_group)
+      acc_a = x8_row_step<Format>(xq, *a_group, x_row, m, b, acc_a);
+    _mm256_storeu_ps(y_a, acc_a);
+    return;
+  }
+  __m256 acc_b = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y_b);
+  for (int64_t b = segment.first; b < segment.end; ++b, ++a_group, ++b_group) {
+    acc_a = x8_row_step<Format>(xq, *a_group, x_row, m, b, acc_a);
+    acc_b = x8_row_step<Format>(xq, *b_group, x_row, m, b, acc_b);
+  }
+  _mm256_storeu_ps(y_a, acc_a);
+  _mm256_storeu_ps(y_b, acc_b);
 }
 
 // y[m0 + i, n0 .. n0 + 16) for i < MR: groups `first` and `second` (rows n0..n0+7 and
@@ -825,8 +886,13 @@ void x8_band(const QuantizedX& xq, const typename Format::Record* w, float* y, i
     const auto* records = w + groups * first;  // the segment's records, group after group
     int64_t n = n_begin;
     if constexpr (MR == 1) {
-      for (; n < n_end; n += 8)
-        x8_row_tile<Format>(xq, records + (n / 8) * length, segment, y + m0 * N + n, m0);
+      // Group i of the first half beside group i of the second; an odd last group alone.
+      const int64_t mid = n_begin + (n_end - n_begin + 8) / 16 * 8;
+      for (int64_t a = n_begin, b = mid; a < mid; a += 8, b += 8) {
+        x8_row_tiles<Format>(xq, records + (a / 8) * length,
+                             b < n_end ? records + (b / 8) * length : nullptr, segment,
+                             y + m0 * N + a, y + m0 * N + b, m0);
+      }
       continue;
     }
     for (; n + 16 <= n_end; n += 16) {
