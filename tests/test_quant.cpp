@@ -425,11 +425,11 @@ std::vector<std::byte> random_quantized_weights(DType dtype, int64_t N, int64_t 
 }
 
 // What the CPU backend runs (x quantized once, in pieces of rows, then multiplied in ranges of
-// weight rows) is bit for bit what the table's one-step kernel computes. The ranges hold three
-// groups of the interleaved layouts each, so a decode kernel that pairs the two halves of its
-// range pairs other groups than over the whole matrix, and leaves one alone.
+// weight rows) is bit for bit what the table's one-step kernel computes. The first range holds
+// three groups of the interleaved layouts, so a decode kernel that pairs the two halves of its
+// range (when they are far enough apart: 1024 rows of K = 2048) pairs other groups than over the
+// whole matrix, and leaves some alone.
 TEST(QuantizedMatmul, TwoStepsEqualTheOneStepKernelOnEveryTable) {
-  constexpr int64_t N = 48;
   std::mt19937 rng(9);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   int checked = 0;
@@ -439,9 +439,13 @@ TEST(QuantizedMatmul, TwoStepsEqualTheOneStepKernelOnEveryTable) {
       const cpu::QuantizedMatmul two_step = table->quantized_matmul[static_cast<size_t>(d)];
       if (two_step.matmul == nullptr) continue;
       ASSERT_NE(two_step.quantize_x, nullptr) << table->isa << " " << dtype_name(dtype);
-      for (const auto& [M, K] : {std::pair<int64_t, int64_t>{1, 96}, {5, 288}, {9, 256}}) {
+      struct Shape3 {
+        int64_t M, K, N;
+      };
+      for (const auto& [M, K, N] :
+           {Shape3{1, 96, 48}, {5, 288, 48}, {9, 256, 48}, {1, 2048, 1024}}) {
         SCOPED_TRACE(std::string(table->isa) + " " + dtype_name(dtype) + " M=" + std::to_string(M) +
-                     " K=" + std::to_string(K));
+                     " K=" + std::to_string(K) + " N=" + std::to_string(N));
         std::vector<float> x(static_cast<size_t>(M * K));
         for (float& v : x) v = normal(rng);
         const std::vector<std::byte> w = random_quantized_weights(dtype, N, K, rng);

@@ -955,8 +955,11 @@ void x8_band(const QuantizedX& xq, const typename Kernel::Record* w, float* y, i
     const auto* records = w + (N / 8) * first;  // the segment's records, group after group
     const int64_t length = segment.end - segment.first;
     if constexpr (MR == 1) {
-      // Group i of the first half beside group i of the second; an odd last group alone.
-      const int64_t mid = n_begin + (n_end - n_begin + 8) / 16 * 8;
+      // Group i of the first half beside group i of the second; an odd last group alone. Halves
+      // closer than kMinPairDistanceBytes: every group alone, in order.
+      int64_t mid = n_begin + (n_end - n_begin + 8) / 16 * 8;
+      const auto distance = static_cast<int64_t>((mid - n_begin) / 8 * length * sizeof(*records));
+      if (distance < kMinPairDistanceBytes) mid = n_end;
       for (int64_t a = n_begin, b = mid; a < mid; a += 8, b += 8) {
         if (b < n_end) {
           x8_row_pair<Kernel>(xq, records + (a / 8) * length, records + (b / 8) * length, segment,

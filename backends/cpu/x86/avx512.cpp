@@ -276,8 +276,14 @@ template <class Weights>
 void float_groups_dot4(const float* x, const typename Weights::Element* w, int64_t N, int64_t K,
                        float* y, int64_t n_begin, int64_t n_end) {
   static_assert(Weights::kGroupRows == 4 && kF16x4Chunk == 16);
-  constexpr int64_t kBatch = 16;                                // pairs of groups
-  const int64_t mid = n_begin + (n_end - n_begin + 4) / 8 * 4;  // the second half's first row
+  constexpr int64_t kBatch = 16;  // pairs of groups
+  // The second half's first row; n_end (no pairs) when the halves' groups would be closer than
+  // kMinPairDistanceBytes in a segment (each group's part of a segment: 4 rows of its width).
+  int64_t mid = n_begin + (n_end - n_begin + 4) / 8 * 4;
+  const int64_t width = min_of(Weights::kSegment, K);
+  if (static_cast<int64_t>((mid - n_begin) * width * sizeof(typename Weights::Element)) <
+      kMinPairDistanceBytes)
+    mid = n_end;
   __m256 batch[kBatch][2][8];
   for (int64_t n0 = n_begin; n0 < mid; n0 += 4 * kBatch) {
     const int64_t n1 = min_of(n0 + 4 * kBatch, mid);
@@ -886,12 +892,16 @@ void x8_band(const QuantizedX& xq, const typename Format::Record* w, float* y, i
     const auto* records = w + groups * first;  // the segment's records, group after group
     int64_t n = n_begin;
     if constexpr (MR == 1) {
-      // Group i of the first half beside group i of the second; an odd last group alone.
-      const int64_t mid = n_begin + (n_end - n_begin + 8) / 16 * 8;
+      // Group i of the first half beside group i of the second; an odd last group alone. Halves
+      // closer than kMinPairDistanceBytes: every group alone, in order.
+      int64_t mid = n_begin + (n_end - n_begin + 8) / 16 * 8;
+      const auto distance = static_cast<int64_t>((mid - n_begin) / 8 * length * sizeof(*records));
+      if (distance < kMinPairDistanceBytes) mid = n_end;
       for (int64_t a = n_begin, b = mid; a < mid; a += 8, b += 8) {
+        const bool pair = b < n_end;
         x8_row_tiles<Format>(xq, records + (a / 8) * length,
-                             b < n_end ? records + (b / 8) * length : nullptr, segment,
-                             y + m0 * N + a, y + m0 * N + b, m0);
+                             pair ? records + (b / 8) * length : nullptr, segment, y + m0 * N + a,
+                             pair ? y + m0 * N + b : nullptr, m0);
       }
       continue;
     }

@@ -19,6 +19,16 @@ namespace edgelm::cpu {
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
 
+// The decode kernels that read two weight streams (KernelTable::decode_two_streams) pair the two
+// halves of a range only when the second starts at least this many bytes after the first (within
+// a K segment); closer, they read the range as one stream. Pairs close together read slower than
+// one stream: on the Zen 5 VM, one thread, 1B ffn_up in ranges of 2D groups of eight Q4_0 rows
+// (each group 9 KiB of a segment), halves D groups apart: D = 1: 17.5 GB/s, 4: 23, 8: 29,
+// 16: 31-34, 32: 35-37, 64: 36-37, against ~33 from one stream and 38-40 with the whole matrix's
+// halves paired. Few threads never come near it for Llama-3.2-1B (two threads: 144 KiB or more),
+// many threads do.
+inline constexpr int64_t kMinPairDistanceBytes = int64_t{128} << 10;
+
 void f32_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                       int64_t n_begin, int64_t n_end);
 void f16_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
