@@ -48,10 +48,11 @@ void* host(const Tensor& t, const char* op, const char* role) {
 // (docs/performance.md).
 constexpr int64_t kMatmulChunksPerThread = 32;
 // The same for kernels that read a range as two streams (KernelTable::decode_two_streams): their
-// halves must be far apart, so each thread gets its share in two ranges. On the Zen 5 VM, two
-// threads, 1B Q4_0: two streams in ranges of 32 per thread took 4-8 % more time per token than one
-// stream, in 1 or 2 ranges per thread 3.5-5 % less (4 ranges: 2.5-3 % less); one stream took the
-// same time in 2 ranges per thread as in 32 (docs/performance.md).
+// halves must be far apart (x86.h: kMinPairDistanceBytes), so each thread gets its share in two
+// ranges. On the Zen 5 VM, two threads, 1B Q4_0: two streams in ranges of 32 per thread took 1-8 %
+// more time per token than one stream, in 1 or 2 ranges per thread 3-5 % less (4 ranges: 2.3-3.1 %
+// less); one stream took the same time in 2 ranges per thread as in 32 (docs/performance.md). One
+// range per thread would leave nothing to take from a thread slowed by another process.
 constexpr int64_t kTwoStreamChunksPerThread = 2;
 
 // Weights one matmul_shared_x call runs in one dispatch (a layer's K, V and Q is three).

@@ -758,9 +758,10 @@ int32_t x4(const int8_t* x) {
 // ~33 from one, and in the model (1B, alternating with the one-stream kernel token by token) this
 // took 14-19 % off a one-thread Q4_0 token and 9-13 % off Q8_0; with two threads (each thread's
 // share in two ranges, CpuBackend::matmul) Q4_0 4 % in the slow bandwidth phase and 13 % in the
-// fast one, Q8_0 1.5-3 % (docs/performance.md). The two halves must be far apart: streams a few
-// groups apart, as in ranges of 32 per thread, or a row group apart as in x8_pair_tile, measured
-// slower than one stream (13-14 against 18 GB/s on one thread).
+// fast one, Q8_0 1.5-3 % (docs/performance.md). The two halves must be far apart (x86.h:
+// kMinPairDistanceBytes): streams a few groups apart, as in ranges of 32 per thread, or a row
+// group apart as in x8_pair_tile, measured slower than one stream (13-14 against 18 GB/s on one
+// thread).
 // No software prefetch: the hardware prefetchers keep up by themselves, and prefetching 2 KiB ahead
 // cost one thread 10-15 % of its decode speed on the Zen 4 VM (1B Q4_0 37.5 against 41-42.5
 // tok/s, Q8_0 20.3-21.2 against 23.4-23.7).
