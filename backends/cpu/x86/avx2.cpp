@@ -768,7 +768,7 @@ void x8_start(__m256 (&acc)[MR], X8Segment segment, const float* y, int64_t N, i
 }
 
 // acc + the eight rows' products with block b of x_row (quantized row m of x), scaled: one step
-// of a decode tile (MR = 1), shared by the one-group tiles and x8_row_pair. Always inlined: as
+// of the decode kernel (x8_row_tiles). Always inlined: as
 // calls, the AVX-512 kernels' pair loop took 1.75 times as long as one stream.
 [[gnu::always_inline]] inline __m256 q4_0x8_row_step(const QuantizedX& xq,
                                                      const BlockQ4_0x8& record, const int8_t* x_row,
@@ -813,15 +813,6 @@ void x8_start(__m256 (&acc)[MR], X8Segment segment, const float* y, int64_t N, i
 template <int MR>
 void q4_0x8_tile(const QuantizedX& xq, const BlockQ4_0x8* group, X8Segment segment, float* y,
                  int64_t N, int64_t K, int64_t m0, int64_t n0) {
-  if constexpr (MR == 1) {
-    __m256 acc[1];
-    x8_start(acc, segment, y, N, m0, n0);
-    const int8_t* x_row = xq.qs + m0 * K;
-    for (int64_t b = segment.first; b < segment.end; ++b, ++group)
-      acc[0] = q4_0x8_row_step(xq, *group, x_row, m0, b, acc[0]);
-    _mm256_storeu_ps(y + m0 * N + n0, acc[0]);
-    return;
-  }
   __m256 acc[MR];
   x8_start(acc, segment, y, N, m0, n0);
   for (int64_t b = segment.first; b < segment.end; ++b, ++group) {
@@ -850,15 +841,6 @@ void q4_0x8_tile(const QuantizedX& xq, const BlockQ4_0x8* group, X8Segment segme
 template <int MR>
 void q8_0x8_tile(const QuantizedX& xq, const BlockQ8_0x8* group, X8Segment segment, float* y,
                  int64_t N, int64_t K, int64_t m0, int64_t n0) {
-  if constexpr (MR == 1) {
-    __m256 acc[1];
-    x8_start(acc, segment, y, N, m0, n0);
-    const int8_t* x_row = xq.qs + m0 * K;
-    for (int64_t b = segment.first; b < segment.end; ++b, ++group)
-      acc[0] = q8_0x8_row_step(xq, *group, x_row, m0, b, acc[0]);
-    _mm256_storeu_ps(y + m0 * N + n0, acc[0]);
-    return;
-  }
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MR];
   x8_start(acc, segment, y, N, m0, n0);
@@ -921,8 +903,9 @@ struct Q8_0x8Kernel {
   }
 };
 
-// Decode: y[m, a .. a + 8) and y[m, b .. b + 8), groups `a_group` and `b_group` over one K
-// segment against row m of x, a block record of each in turn. x8_band reads a decode range as two
+// Decode: y[m, a .. a + 8) and, when `b_group` is set, y[m, b .. b + 8): group `a_group` (and
+// `b_group`) over one K segment against row m of x, a block record of each in turn. x8_band reads
+// a decode range as two
 // streams this way, its two halves side by side: on the Zen 5 VM one core streams ~40 GB/s from
 // two places at once and ~33 from one. With this table (EDGELM_CPU_ISA=avx2 there), alternating
 // with the one-stream kernel token by token in the model (1B): Q4_0 5-6 % less time per token
@@ -931,11 +914,17 @@ struct Q8_0x8Kernel {
 // Zen 5 the pairs read faster without it (tg64, runs alternated: Q4_0 one thread 49-50 -> 54-55
 // tok/s), but there the AVX-512 table runs (docs/performance.md).
 template <class Kernel>
-void x8_row_pair(const QuantizedX& xq, const typename Kernel::Record* a_group,
-                 const typename Kernel::Record* b_group, X8Segment segment, float* y, int64_t N,
-                 int64_t K, int64_t m, int64_t a, int64_t b) {
+void x8_row_tiles(const QuantizedX& xq, const typename Kernel::Record* a_group,
+                  const typename Kernel::Record* b_group, X8Segment segment, float* y, int64_t N,
+                  int64_t K, int64_t m, int64_t a, int64_t b) {
   const int8_t* x_row = xq.qs + m * K;
   __m256 acc_a = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y + m * N + a);
+  if (b_group == nullptr) {
+    for (int64_t block = segment.first; block < segment.end; ++block, ++a_group)
+      acc_a = Kernel::row_step(xq, *a_group, x_row, m, block, acc_a);
+    _mm256_storeu_ps(y + m * N + a, acc_a);
+    return;
+  }
   __m256 acc_b = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y + m * N + b);
   for (int64_t block = segment.first; block < segment.end; ++block, ++a_group, ++b_group) {
     acc_a = Kernel::row_step(xq, *a_group, x_row, m, block, acc_a);
@@ -961,12 +950,9 @@ void x8_band(const QuantizedX& xq, const typename Kernel::Record* w, float* y, i
       const auto distance = static_cast<int64_t>((mid - n_begin) / 8 * length * sizeof(*records));
       if (distance < kMinPairDistanceBytes) mid = n_end;
       for (int64_t a = n_begin, b = mid; a < mid; a += 8, b += 8) {
-        if (b < n_end) {
-          x8_row_pair<Kernel>(xq, records + (a / 8) * length, records + (b / 8) * length, segment,
-                              y, N, K, m0, a, b);
-        } else {
-          Kernel::template tile<1>(xq, records + (a / 8) * length, segment, y, N, K, m0, a);
-        }
+        x8_row_tiles<Kernel>(xq, records + (a / 8) * length,
+                             b < n_end ? records + (b / 8) * length : nullptr, segment, y, N, K, m0,
+                             a, b);
       }
       continue;
     }
