@@ -7,6 +7,8 @@
 #include "core/error.h"
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
+#include <xmmintrin.h>  // _mm_prefetch: SSE, part of every x86-64 baseline
+
 #include "backends/cpu/x86/x86.h"
 #endif
 #if defined(EDGELM_HAVE_ARM_KERNELS)
@@ -311,6 +313,13 @@ void* scratch(Scratch slot, size_t bytes) {
     buffers.capacity[index] = capacity;
   }
   return buffers.data[index];
+}
+
+void prefetch_part(const void* begin, int64_t bytes, int64_t part, int64_t parts) {
+  const int64_t lines = (bytes + 63) / 64;
+  const auto* base = static_cast<const char*>(begin);
+  for (int64_t line = lines * part / parts; line < lines * (part + 1) / parts; ++line)
+    _mm_prefetch(base + 64 * line, _MM_HINT_T0);
 }
 
 }  // namespace x86

@@ -439,9 +439,20 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
                         : K > kFloatKBlock ? std::min(whole, kFloatChunkRowsMax)
                                            : whole;
   __m256 partial[kFloatChunkRowsMax * 4];
+  constexpr int kBandRows = Weights::kGroupRows == 4 ? 3 : 4;
+  const int64_t bands = (M + kBandRows - 1) / kBandRows;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
-    for_each_band<Weights::kGroupRows == 4 ? 3 : 4>(M, [&]<int MR>(int64_t m) {
+    const int64_t next_rows = min_of(chunk, n_end - chunk_end);
+    for_each_band<kBandRows>(M, [&]<int MR>(int64_t m) {
+      // The next chunk in parts, one per band, as in the AVX-512 file (Zen 5 VM, F16 prefill,
+      // one thread: +3-6 %).
+      for (int64_t first = 0; M > 1 && next_rows > 0 && first < K; first += Weights::kSegment) {
+        const int64_t width = min_of(Weights::kSegment, K - first);
+        x86::prefetch_part(Weights::row(weights, chunk_end, N, K, first),
+                           next_rows * width * static_cast<int64_t>(sizeof(*weights)),
+                           m / kBandRows, bands);
+      }
       float_band<Weights, MR>(x, weights, y, N, K, m, chunk_begin, chunk_end, partial);
     });
   }

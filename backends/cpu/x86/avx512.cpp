@@ -390,9 +390,20 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
       M == 1 ? n_end - n_begin
              : (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + kGroup - 1) /
                    kGroup * kGroup;
+  // Prefill: while the bands of x (four rows each) run over a chunk, each also prefetches its
+  // part of the next chunk. The chunk's first band would otherwise read its weights from DRAM
+  // with nothing else to do: with 64 rows of x that cost 6-7 % (F16, one thread, 1B shapes).
+  const int64_t bands = (M + 3) / 4;
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
+    const int64_t next_rows = min_of(chunk, n_end - chunk_end);
     for_each_band(M, [&]<int MR>(int64_t m) {
+      for (int64_t first = 0; M > 1 && next_rows > 0 && first < K; first += Weights::kSegment) {
+        const int64_t width = min_of(Weights::kSegment, K - first);
+        x86::prefetch_part(Weights::row(weights, chunk_end, N, K, first),
+                           next_rows * width * static_cast<int64_t>(sizeof(*weights)), m / 4,
+                           bands);
+      }
       float_band<Weights, MR>(x, weights, y, N, K, m, chunk_begin, chunk_end);
     });
   }

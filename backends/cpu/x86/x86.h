@@ -123,6 +123,11 @@ namespace x86 {
 enum class Scratch { kActivations, kScores, kAccumulators, kCount };
 void* scratch(Scratch slot, size_t bytes);
 
+// Prefetches into L1 the cache lines of part `part` of `parts` equal parts of [begin, begin +
+// bytes). The float prefill GEMMs spread the next weight chunk over the bands of x that multiply
+// the current one, so the chunk's first band finds it in cache instead of waiting on DRAM.
+void prefetch_part(const void* begin, int64_t bytes, int64_t part, int64_t parts);
+
 }  // namespace x86
 
 #endif  // EDGELM_HAVE_X86_KERNELS
