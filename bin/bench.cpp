@@ -399,7 +399,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> backends = {"cpu"};
   std::string weight_type_text;
   std::string kv_type_text = "f16";
-  int64_t chunk = 64;
+  int64_t chunk = edgelm::kDefaultPrefillChunk;
   size_t bw_mib = 1024;
   int bw_passes = 5;
   std::string output = "md";
@@ -434,13 +434,16 @@ int run(int argc, char** argv) {
                "CPU: multiply Q4_0, Q8_0 and F16 weights as stored instead of repacking them at "
                "load");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
-  app.add_option("--chunk", chunk, "Prefill chunk: tokens per forward step (default 64)")
+  app.add_option("--chunk", chunk,
+                 "Prefill chunk: tokens per forward step (default " +
+                     std::to_string(edgelm::kDefaultPrefillChunk) + ")")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   app.add_option("--bw-mib", bw_mib,
                  "Buffer of the bandwidth measurement, MiB (default 1024; keep it far above the "
                  "last-level cache)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
-  app.add_option("--bw-passes", bw_passes, "Timed passes of the bandwidth measurement per read pattern (best kept)")
+  app.add_option("--bw-passes", bw_passes,
+                 "Timed passes of the bandwidth measurement per read pattern (best kept)")
       ->check(CLI::Range(1, 1000));
   app.add_option("-o,--output", output, "md|json (default md)")
       ->check(CLI::IsMember({"md", "json"}));

@@ -125,7 +125,7 @@ int run(int argc, char** argv) {
   std::string weight_type_text;
   std::string kv_type_text = "f16";
   int64_t max_seq_len = 2048;
-  int64_t chunk = 64;
+  int64_t chunk = edgelm::kDefaultPrefillChunk;
   edgelm::SamplerConfig sampling;
   bool greedy = false;
   bool json = false;
@@ -176,7 +176,9 @@ int run(int argc, char** argv) {
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16");
   app.add_option("--max-seq-len", max_seq_len, "KV cache capacity in tokens")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option("--chunk", chunk, "Prefill chunk size (tokens per forward step)")
+  app.add_option("--chunk", chunk,
+                 "Prefill chunk size (tokens per forward step, default " +
+                     std::to_string(edgelm::kDefaultPrefillChunk) + ")")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   auto* temperature =
       app.add_option("--temperature", sampling.temperature, "Sampling temperature (0: greedy)");
