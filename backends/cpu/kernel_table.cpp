@@ -116,10 +116,10 @@ KernelTable make_avx512_table() {
   table.quantized_matmul[at(DType::Q8_0)] = {quantize_x_q8_0__avx512, q8_0_matmul_xq__avx512};
   table.quantized_matmul[at(DType::Q4_0x8)] = {quantize_x_x8__avx512, q4_0x8_matmul_xq__avx512};
   table.quantized_matmul[at(DType::Q8_0x8)] = {quantize_x_x8__avx512, q8_0x8_matmul_xq__avx512};
-  // The AVX2 attention kernels: faster than an AVX-512 build of the same algorithm on Zen 4,
-  // decode and prefill, 1B and 3B shapes (5-20 %, micro_bench; performance.md).
-  table.attention[at(DType::F32)] = f32_attention__avx2;
-  table.attention[at(DType::F16)] = f16_attention__avx2;
+  // Decode: an AVX-512 kernel of its own; prefill: the AVX2 kernels, faster than an AVX-512
+  // build of the same algorithm on Zen 4 (5-20 %, micro_bench; performance.md).
+  table.attention[at(DType::F32)] = f32_attention__avx512;
+  table.attention[at(DType::F16)] = f16_attention__avx512;
   table.rms_norm = f32_rms_norm__avx512;
   table.rope = f32_rope__avx512;
   table.softmax = f32_softmax__avx512;

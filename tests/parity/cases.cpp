@@ -396,6 +396,11 @@ void attention_cases(std::vector<OpCase>& cases) {
       {1, 5, 5, 23, 12, true, 0, "decode"},
       {1, 6, 1, 41, 20, false, 0, "decode"},
       {1, 22, 2, 50, 16, true, 0, "decode_masked"},
+      // The AVX-512 decode kernel (head_dim 64 and 128): Llama-3.2-3B's grouping (three queries
+      // per kv head, 128-wide heads) over masked slots with mass, a group of eight, and slot
+      // counts that leave partial blocks of its 16-slot scores and 8-slot outputs.
+      {1, 24, 8, 77, 128, true, 0, "decode_masked"},
+      {1, 16, 2, 45, 64, false, 0, "decode"},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
     for (const AttentionShape& s : shapes) {

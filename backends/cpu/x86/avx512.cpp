@@ -999,7 +999,242 @@ void scale_in_place(float* p, float factor, int64_t n) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Decode attention: one query over the cache, the thread's kv heads [group_begin, group_end).
+
+// Lane i of the result is the sum of the lanes of v[i], for i < 16: 15 adds and 30 shuffles for
+// sixteen sums, where sixteen horizontal sums take about 130 instructions.
+__m512 reduce16(const __m512* v) {
+  // Per 128-bit lane: pairs of vectors interleaved, then pairs of pairs, so that lane l of b[i]
+  // holds lane l's sums of v[4i..4i+3]; then the lanes are added across in two rounds.
+  __m512 a[8];
+  for (int i = 0; i < 8; ++i) {
+    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  __m512 b[4];
+  for (int i = 0; i < 4; ++i) {
+    const __m512d x = _mm512_castps_pd(a[2 * i]);
+    const __m512d y = _mm512_castps_pd(a[2 * i + 1]);
+    b[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  __m512 c[2];
+  for (int i = 0; i < 2; ++i) {
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xdd));
+  }
+  return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88),
+                       _mm512_shuffle_f32x4(c[0], c[1], 0xdd));
+}
+
+// Requests the `bytes` bytes at p into L2 (PREFETCHT1), one request per cache line.
+void prefetch_l2(const void* p, int64_t bytes) {
+  const auto* begin = static_cast<const char*>(p);
+  for (int64_t line = 0; line < bytes; line += 64) _mm_prefetch(begin + line, _MM_HINT_T1);
+}
+
+// Slots ahead of the one being read whose rows are prefetched (as the AVX2 kernel's
+// kDecodePrefetchSlots, simd_attention.inc).
+constexpr int64_t kAttentionPrefetchSlots = 16;
+
+// The AVX2 decode kernel (simd_attention.inc) reads the cache in the same order, slot by slot with
+// every kv head of the thread, but per slot it reduces each dot product to a float and loads each
+// output vector for every few slots. Here, with head_dim = 16·kChunks:
+//   scores: for 16 slots at a time, each query head's dot products are left as vectors (one per
+//   slot, kChunks FMAs each) and reduced together by reduce16;
+//   mask by position, scale, softmax per row (the file's helpers);
+//   outputs: per 8 slots and 16 elements, the 8 V rows' vectors are loaded once and added into
+//   each query head's outputs with one load and store of the output vector.
+// A kv head that does not see every slot of a block takes the block slot by slot, skipping the
+// slots it does not see (whatever such a V row holds cannot reach the outputs).
+// Against the AVX2 kernel on the Zen 5 VM (1B shape, F16 cache, one thread): micro_bench with the
+// cache in cache (--hot), 128/512/2048 slots, 17.8/97/570 -> 9.1/37/147 us; from memory, 2048
+// slots 631-641 -> 368-382, 512 115-119 -> 103, but 128 23-25 -> 27. In the model (1B Q4_0,
+// generate --profile, alternating): ~70 slots 21.0-22.6 -> 19.5-19.9 us (two threads 12.9-13.1 ->
+// 11.0-11.8), ~2000 slots 351-366 -> 343-348. From memory both kernels now wait on the cache's
+// rows, which stream at 12-15 GB/s here against ~25 for a plain read of 2 MiB (performance.md).
+template <class Cache, int kChunks>
+void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group_end) {
+  using Element = typename Cache::Element;
+  constexpr int64_t kDim = 16 * kChunks;
+  constexpr float kMasked = -INFINITY;
+  const int64_t group = a.n_heads / a.n_kv_heads;
+  const int64_t n_slots = a.n_slots;
+  const int64_t heads = group_end - group_begin;
+  if (heads <= 0) return;
+  const int64_t rows = heads * group;  // row h·group + j: query head j of kv head group_begin + h
+  const int32_t position = a.q_pos[0];
+  const int64_t slot_elements = a.n_kv_heads * kDim;
+  const int64_t span_bytes = heads * kDim * static_cast<int64_t>(sizeof(Element));
+  const Element* k = static_cast<const Element*>(a.k) + group_begin * kDim;
+  const Element* v = static_cast<const Element*>(a.v) + group_begin * kDim;
+  const float* q = a.q + group_begin * group * kDim;
+  auto visible = [&](int64_t s, int64_t g) { return a.kv_pos[s * a.n_kv_heads + g] <= position; };
+
+  // scores [rows, n_slots]; per row, 16 slots' unreduced dot products; outputs [rows, kDim] and
+  // row maxima [rows].
+  auto* scores = static_cast<float*>(
+      scratch(Scratch::kScores, sizeof(float) * static_cast<size_t>(rows * n_slots)));
+  auto* block = static_cast<__m512*>(
+      scratch(Scratch::kActivations, sizeof(__m512) * static_cast<size_t>(rows * 16)));
+  auto* out = static_cast<float*>(
+      scratch(Scratch::kAccumulators, sizeof(float) * static_cast<size_t>(rows * kDim + rows)));
+  float* row_max = out + rows * kDim;
+
+  for (int64_t s = 0; s < min_of(n_slots, kAttentionPrefetchSlots); ++s)
+    prefetch_l2(k + s * slot_elements, span_bytes);
+  for (int64_t s0 = 0; s0 < n_slots; s0 += 16) {
+    const int64_t count = min_of(16, n_slots - s0);
+    for (int64_t t = 0; t < count; ++t) {
+      const int64_t s = s0 + t;
+      if (s + kAttentionPrefetchSlots < n_slots)
+        prefetch_l2(k + (s + kAttentionPrefetchSlots) * slot_elements, span_bytes);
+      const Element* slot_rows = k + s * slot_elements;
+      for (int64_t h = 0; h < heads; ++h) {
+        __m512 key[kChunks];
+        for (int c = 0; c < kChunks; ++c) key[c] = Cache::load16(slot_rows + h * kDim + 16 * c);
+        for (int64_t j = 0; j < group; ++j) {
+          const float* q_row = q + (h * group + j) * kDim;
+          __m512 dot = _mm512_mul_ps(_mm512_loadu_ps(q_row), key[0]);
+          for (int c = 1; c < kChunks; ++c)
+            dot = _mm512_fmadd_ps(_mm512_loadu_ps(q_row + 16 * c), key[c], dot);
+          block[(h * group + j) * 16 + t] = dot;
+        }
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      // Lane t of the reduction depends on dots[t] alone: a partial block's stale vectors past
+      // `count` only reach lanes that are not stored.
+      _mm512_mask_storeu_ps(scores + r * n_slots + s0, tail_mask(count), reduce16(block + r * 16));
+    }
+  }
+
+  for (int64_t h = 0; h < heads; ++h) {
+    const int64_t g = group_begin + h;
+    bool sees_all = true;  // the usual case: the rows only need scaling
+    for (int64_t s = 0; s < n_slots && sees_all; ++s) sees_all = visible(s, g);
+    for (int64_t r = h * group; r < (h + 1) * group; ++r) {
+      float* p = scores + r * n_slots;
+      if (sees_all) {
+        scale_in_place(p, a.scale, n_slots);
+      } else {
+        for (int64_t s = 0; s < n_slots; ++s) p[s] = visible(s, g) ? p[s] * a.scale : kMasked;
+      }
+      const float max_value = array_max(p, n_slots);
+      row_max[r] = max_value;
+      if (max_value == kMasked) {
+        std::memset(p, 0, sizeof(float) * static_cast<size_t>(n_slots));
+      } else {
+        scale_in_place(p, 1.0f / exp_shifted(p, p, n_slots, max_value), n_slots);
+      }
+    }
+  }
+
+  std::memset(out, 0, sizeof(float) * static_cast<size_t>(rows * kDim));
+  for (int64_t s = 0; s < min_of(n_slots, kAttentionPrefetchSlots); ++s)
+    prefetch_l2(v + s * slot_elements, span_bytes);
+  constexpr int64_t kStep = 8;  // slots per block
+  for (int64_t s0 = 0; s0 < n_slots; s0 += kStep) {
+    const int64_t count = min_of(kStep, n_slots - s0);
+    for (int64_t s = s0 + kAttentionPrefetchSlots;
+         s < min_of(s0 + kStep + kAttentionPrefetchSlots, n_slots); ++s)
+      prefetch_l2(v + s * slot_elements, span_bytes);
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t g = group_begin + h;
+      const Element* value_rows = v + s0 * slot_elements + h * kDim;
+      float* acc = out + h * group * kDim;
+      const float* p = scores + h * group * n_slots + s0;
+      bool all = count == kStep;
+      for (int64_t t = 0; t < count && all; ++t) all = visible(s0 + t, g);
+      if (all) {
+        for (int c = 0; c < kChunks; ++c) {
+          __m512 value[kStep];
+          for (int t = 0; t < kStep; ++t)
+            value[t] = Cache::load16(value_rows + t * slot_elements + 16 * c);
+          for (int64_t j = 0; j < group; ++j) {
+            float* o = acc + j * kDim + 16 * c;
+            const float* weights = p + j * n_slots;
+            // Two chains of four, so the FMA latency does not serialize the eight slots.
+            __m512 even = _mm512_loadu_ps(o);
+            __m512 odd = _mm512_mul_ps(_mm512_set1_ps(weights[1]), value[1]);
+            for (int t = 0; t < kStep; t += 2) {
+              even = _mm512_fmadd_ps(_mm512_set1_ps(weights[t]), value[t], even);
+              if (t > 0) odd = _mm512_fmadd_ps(_mm512_set1_ps(weights[t + 1]), value[t + 1], odd);
+            }
+            _mm512_storeu_ps(o, _mm512_add_ps(even, odd));
+          }
+        }
+        continue;
+      }
+      for (int64_t t = 0; t < count; ++t) {
+        if (!visible(s0 + t, g)) continue;
+        for (int c = 0; c < kChunks; ++c) {
+          const __m512 value = Cache::load16(value_rows + t * slot_elements + 16 * c);
+          for (int64_t j = 0; j < group; ++j) {
+            float* o = acc + j * kDim + 16 * c;
+            _mm512_storeu_ps(
+                o, _mm512_fmadd_ps(_mm512_set1_ps(p[j * n_slots + t]), value, _mm512_loadu_ps(o)));
+          }
+        }
+      }
+    }
+  }
+
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out_row = a.out + (group_begin * group + r) * kDim;
+    if (row_max[r] == kMasked) {  // the query head sees nothing: zeros, and no mass
+      std::memset(out_row, 0, sizeof(float) * static_cast<size_t>(kDim));
+    } else {
+      std::memcpy(out_row, out + r * kDim, sizeof(float) * static_cast<size_t>(kDim));
+    }
+  }
+  if (a.mass != nullptr) {
+    for (int64_t g = group_begin; g < group_end; ++g) {
+      float* mass = a.mass + g * n_slots;
+      std::memset(mass, 0, sizeof(float) * static_cast<size_t>(n_slots));
+      if (a.mass_first_query > 0) continue;  // the query is not one whose mass is exported
+      for (int64_t r = (g - group_begin) * group; r < (g - group_begin + 1) * group; ++r) {
+        if (row_max[r] == kMasked) continue;
+        const float* p = scores + r * n_slots;
+        int64_t s = 0;
+        for (; s + 16 <= n_slots; s += 16) {
+          _mm512_storeu_ps(mass + s,
+                           _mm512_add_ps(_mm512_loadu_ps(mass + s), _mm512_loadu_ps(p + s)));
+        }
+        for (; s < n_slots; ++s) mass[s] += p[s];
+      }
+    }
+  }
+}
+
+// The AVX-512 decode kernel where it applies (one query, head_dim 64 or 128), else the AVX2
+// kernels (prefill, other head sizes).
+template <class Cache>
+bool try_decode_attention(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  const AttentionView a = attention_view(args);
+  if (a.n_queries != 1) return false;
+  if (a.head_dim == 64) {
+    decode_attention<Cache, 4>(a, group_begin, group_end);
+  } else if (a.head_dim == 128) {
+    decode_attention<Cache, 8>(a, group_begin, group_end);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  if (!try_decode_attention<F32Weights>(args, group_begin, group_end))
+    f32_attention__avx2(args, group_begin, group_end);
+}
+
+void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  if (!try_decode_attention<F16Weights>(args, group_begin, group_end))
+    f16_attention__avx2(args, group_begin, group_end);
+}
 
 void f32_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                         int64_t n_begin, int64_t n_end) {

@@ -112,6 +112,9 @@ void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t
 void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
                       int32_t position, const float* inv_freq);
 void f32_softmax__avx512(const float* x, float* y, int64_t n);
+// Decode (one query, head_dim 64 or 128); otherwise the AVX2 kernels.
+void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
+void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 void f32_silu_mul__avx512(const float* gate, const float* up, float* out, int64_t n);
 void f32_add__avx512(const float* a, const float* b, float* out, int64_t n);
 
