@@ -401,6 +401,8 @@ void attention_cases(std::vector<OpCase>& cases) {
       // counts that leave partial blocks of its 16-slot scores and 8-slot outputs.
       {1, 24, 8, 77, 128, true, 0, "decode_masked"},
       {1, 16, 2, 45, 64, false, 0, "decode"},
+      // A long cache, masked differently per kv head, four kv heads per thread.
+      {1, 16, 8, 601, 64, true, 0, "decode_masked"},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
     for (const AttentionShape& s : shapes) {
