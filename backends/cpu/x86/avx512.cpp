@@ -1052,8 +1052,8 @@ constexpr int64_t kAttentionPrefetchSlots = 16;
 // cache in cache (--hot), 128/512/2048 slots, 17.8/97/570 -> 9.1/37/147 us; from memory, 2048
 // slots 631-641 -> 368-382, 512 115-119 -> 103, but 128 23-25 -> 27. In the model (1B Q4_0,
 // generate --profile, alternating): ~70 slots 21.0-22.6 -> 19.5-19.9 us (two threads 12.9-13.1 ->
-// 11.0-11.8), ~2000 slots 351-366 -> 343-348. From memory both kernels now wait on the cache's
-// rows, which stream at 12-15 GB/s here against ~25 for a plain read of 2 MiB (performance.md).
+// 11.0-11.8), ~2000 slots 351-366 -> 343-348. From memory the V pass takes 1.4-2x its time
+// from cache; the K pass is close to a standalone copy of it (performance.md).
 template <class Cache, int kChunks>
 void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group_end) {
   using Element = typename Cache::Element;
