@@ -143,7 +143,8 @@ void ThreadPool::run_erased(void (*function)(void*, int), void* context) {
   run_locked(function, context);
 }
 
-void ThreadPool::run_chunks(int64_t chunks, void (*chunk_fn)(void*, int64_t), void* context) {
+void ThreadPool::run_chunks(int64_t chunks, void (*chunk_fn)(void*, int64_t, int64_t),
+                            void* context, bool guided) {
   EDGELM_CHECK(tls_current_pool != this, "[thread_pool] run() called from inside one of its tasks");
   std::lock_guard<std::mutex> lock(run_mutex_);
   for (int i = 0; i < n_threads_; ++i) {
@@ -154,27 +155,35 @@ void ThreadPool::run_chunks(int64_t chunks, void (*chunk_fn)(void*, int64_t), vo
   }
   chunk_fn_ = chunk_fn;
   chunk_context_ = context;
+  guided_ = guided;
   run_locked([](void* pool, int index) { static_cast<ThreadPool*>(pool)->take_chunks(index); },
              this);
 }
 
 void ThreadPool::take_chunks(int index) {
-  // Both halves of `bounds` stay within (-2^31, 2^31): chunks <= 2^30, and each thread's add that
-  // finds its share empty (lo >= hi) is its last on that share.
+  // Both halves of `bounds` stay within (-2^31, 2^31): chunks <= 2^30; only the owner moves lo, by
+  // at most what was left of its share when it looked (lo + step <= hi then, so lo <= chunks);
+  // and each thread's subtraction that finds a share empty (lo >= hi) is its last on that share.
   const auto low = [](uint64_t bounds) { return static_cast<int32_t>(bounds & 0xffffffffu); };
   const auto high = [](uint64_t bounds) { return static_cast<int32_t>(bounds >> 32); };
   std::atomic<uint64_t>& own = shares_[static_cast<size_t>(index)].bounds;
   for (;;) {
-    const uint64_t bounds = own.fetch_add(1, std::memory_order_relaxed);
+    int64_t step = 1;
+    if (guided_) {
+      const uint64_t seen = own.load(std::memory_order_relaxed);
+      if (low(seen) >= high(seen)) break;
+      step = std::max<int64_t>(1, (int64_t{high(seen)} - low(seen)) / 2);
+    }
+    const uint64_t bounds = own.fetch_add(static_cast<uint64_t>(step), std::memory_order_relaxed);
     if (low(bounds) >= high(bounds)) break;
-    chunk_fn_(chunk_context_, low(bounds));
+    chunk_fn_(chunk_context_, low(bounds), std::min<int64_t>(low(bounds) + step, high(bounds)));
   }
   for (int k = 1; k < n_threads_; ++k) {
     std::atomic<uint64_t>& other = shares_[static_cast<size_t>((index + k) % n_threads_)].bounds;
     for (;;) {
       const uint64_t bounds = other.fetch_sub(uint64_t{1} << 32, std::memory_order_relaxed);
       if (high(bounds) <= low(bounds)) break;
-      chunk_fn_(chunk_context_, high(bounds) - 1);
+      chunk_fn_(chunk_context_, high(bounds) - 1, high(bounds));
     }
   }
 }

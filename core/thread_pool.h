@@ -48,21 +48,19 @@ class ThreadPool {
   // single chunk, runs fn(0, n) inline. More than 2^30 ranges are merged into larger ones.
   template <class F>
   void parallel_for_dynamic(int64_t n, F&& fn, int64_t chunk) {
-    if (n <= 0) return;
-    chunk = chunk < 1 ? 1 : chunk;
-    if ((n - 1) / chunk >= kMaxChunks) chunk = (n + kMaxChunks - 1) / kMaxChunks;
-    const int64_t chunks = (n + chunk - 1) / chunk;
-    if (n_threads_ == 1 || chunks == 1) {
-      fn(int64_t{0}, n);
-      return;
-    }
-    auto one = [&](int64_t c) {
-      const int64_t begin = c * chunk;
-      fn(begin, begin + chunk < n ? begin + chunk : n);
-    };
-    using Fn = decltype(one);
-    run_chunks(
-        chunks, [](void* context, int64_t c) { (*static_cast<Fn*>(context))(c); }, &one);
+    split_chunks(n, fn, chunk, /*guided=*/false);
+  }
+
+  // As parallel_for_dynamic, except that a thread takes its own share in claims of half of what
+  // is left of it (at least one range), each passed to fn as one range: fn(begin, end) gets
+  // consecutive ranges of `chunk` joined, front to back, about log2(ranges per thread) calls per
+  // thread, while the others still take single ranges from the back. Each claim is an atomic
+  // read-modify-write, which on x86 also waits for every load in flight: taken one range at a time,
+  // 32 ranges per thread cost a two-thread decode matmul 7 us more than 8 with the weights in
+  // cache (docs/performance.md), and fewer ranges leave the threads finishing further apart.
+  template <class F>
+  void parallel_for_guided(int64_t n, F&& fn, int64_t chunk) {
+    split_chunks(n, fn, chunk, /*guided=*/true);
   }
 
   // Splits [0, n) into one contiguous range per thread, with range boundaries on multiples of
@@ -95,7 +93,31 @@ class ThreadPool {
 
   void run_erased(void (*function)(void*, int), void* context);
   void run_locked(void (*function)(void*, int), void* context);
-  void run_chunks(int64_t chunks, void (*chunk_fn)(void*, int64_t), void* context);
+  template <class F>
+  void split_chunks(int64_t n, F& fn, int64_t chunk, bool guided) {
+    if (n <= 0) return;
+    chunk = chunk < 1 ? 1 : chunk;
+    if ((n - 1) / chunk >= kMaxChunks) chunk = (n + kMaxChunks - 1) / kMaxChunks;
+    const int64_t chunks = (n + chunk - 1) / chunk;
+    if (n_threads_ == 1 || chunks == 1) {
+      fn(int64_t{0}, n);
+      return;
+    }
+    auto ranges = [&](int64_t first, int64_t last) {
+      const int64_t end = last * chunk;
+      fn(first * chunk, end < n ? end : n);
+    };
+    using Fn = decltype(ranges);
+    run_chunks(
+        chunks,
+        [](void* context, int64_t first, int64_t last) {
+          (*static_cast<Fn*>(context))(first, last);
+        },
+        &ranges, guided);
+  }
+  // Calls chunk_fn(context, first, last) for chunks [first, last) (see take_chunks).
+  void run_chunks(int64_t chunks, void (*chunk_fn)(void*, int64_t, int64_t), void* context,
+                  bool guided);
   void take_chunks(int index);
   void shut_down();
   void worker_loop(int index);
@@ -107,8 +129,9 @@ class ThreadPool {
   cpu_set_t saved_affinity_{};  // the caller's affinity before pinning
   std::vector<std::thread> workers_;
   std::unique_ptr<ChunkShare[]> shares_;  // one per thread, for run_chunks
-  void (*chunk_fn_)(void*, int64_t) = nullptr;
+  void (*chunk_fn_)(void*, int64_t, int64_t) = nullptr;
   void* chunk_context_ = nullptr;
+  bool guided_ = false;
   std::mutex run_mutex_;  // one run() at a time from outside threads
 
   void (*function_)(void*, int) = nullptr;

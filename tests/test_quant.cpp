@@ -536,6 +536,75 @@ TEST(MatmulSharedX, EqualsOneMatmulPerWeightOnEveryTable) {
   EXPECT_GT(checked, 0);
 }
 
+// KernelTable::decode_pairs: rows [a, a + rows) beside rows [b, b + rows) (or the first range
+// alone) give, bit for bit, the table's own decode matmul's rows, and write no other row of y;
+// for whole halves, pieces of them, and K past one segment.
+TEST(DecodePairs, EqualTheTablesMatmulRowForRow) {
+  std::mt19937 rng(14);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  cpu::CpuBackend host({.n_threads = 1, .isa = "portable"});
+  int checked = 0;
+  for (const cpu::KernelTable* table : cpu::available_kernel_tables()) {
+    for (int d = 0; d < kDTypeCount; ++d) {
+      const cpu::DecodePairsFn pairs = table->decode_pairs[static_cast<size_t>(d)];
+      if (pairs == nullptr) continue;
+      const auto dtype = static_cast<DType>(d);
+      const cpu::QuantizedMatmul quantized = table->quantized_matmul[static_cast<size_t>(d)];
+      for (const int64_t K : {2048, 4160}) {
+        constexpr int64_t N = 64;
+        SCOPED_TRACE(std::string(table->isa) + " " + dtype_name(dtype) + " K=" + std::to_string(K));
+        const Tensor w = random_weight_tensor(host.memory(), dtype, N, K, rng);
+        std::vector<float> x(static_cast<size_t>(K));
+        for (float& v : x) v = normal(rng);
+        std::vector<std::byte> xq(cpu::quantized_x_bytes(1, K));
+        std::vector<float> expected(N, NAN);
+        const void* x_row = x.data();
+        if (quantized.matmul != nullptr) {
+          quantized.quantize_x(x.data(), xq.data(), 1, K, 0, 1);
+          quantized.matmul(xq.data(), w.raw(), expected.data(), 1, N, K, 0, N);
+          x_row = xq.data();
+        } else {
+          table->matmul[static_cast<size_t>(d)](x.data(), w.raw(), expected.data(), 1, N, K, 0, N);
+        }
+        struct Call {
+          int64_t a, b, rows;
+        };
+        const std::vector<std::vector<Call>> cases = {
+            {{0, 32, 32}},                           // the two halves
+            {{0, 32, 8}, {8, 40, 24}},               // halves in two pieces
+            {{0, -1, 64}},                           // one stream
+            {{16, 48, 8}},                           // a piece alone: only its rows
+            {{0, 56, 8}, {8, 24, 16}, {40, -1, 16}}  // unequal distances, a single range
+        };
+        for (const std::vector<Call>& calls : cases) {
+          std::vector<float> y(N, NAN);
+          std::vector<bool> written(N, false);
+          for (const Call& c : calls) {
+            pairs(x_row, w.raw(), y.data(), N, K, c.a, c.b, c.rows);
+            for (int64_t r = 0; r < c.rows; ++r) {
+              written[static_cast<size_t>(c.a + r)] = true;
+              if (c.b >= 0) written[static_cast<size_t>(c.b + r)] = true;
+            }
+          }
+          for (int64_t n = 0; n < N; ++n) {
+            if (written[static_cast<size_t>(n)]) {
+              ASSERT_EQ(std::memcmp(&y[n], &expected[n], sizeof(float)), 0) << "row " << n;
+            } else {
+              ASSERT_TRUE(std::isnan(y[n])) << "row " << n << " written";
+            }
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+#if defined(__x86_64__)
+  if (cpu::available_kernel_tables().size() > 1) {
+    EXPECT_GT(checked, 0);
+  }
+#endif
+}
+
 TEST(MatmulSharedX, MixedWeightTypesAndBadArgumentsOnTheCpu) {
   std::mt19937 rng(12);
   cpu::CpuBackend backend({.n_threads = 2});

@@ -162,6 +162,77 @@ TEST(ThreadPoolTest, ParallelForDynamicCoversTheRangeInFixedChunks) {
   EXPECT_EQ(worker_order, expected);
 }
 
+// parallel_for_guided covers [0, n) once, in ranges that join whole chunks (begin on a multiple of
+// the chunk, end on one or at n), with no more calls than chunks; one thread, or one chunk, is a
+// single call.
+TEST(ThreadPoolTest, ParallelForGuidedCoversTheRangeInJoinedChunks) {
+  const int64_t sizes[] = {0, 1, 2, 7, 64, 97, 1000, 4099};
+  const int64_t chunks[] = {0, 1, 3, 16, 64, 5000};
+  for (const int n_threads : kPoolSizes) {
+    ThreadPool pool(n_threads);
+    for (const int64_t n : sizes) {
+      for (const int64_t chunk : chunks) {
+        const int64_t step = std::max<int64_t>(chunk, 1);
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> calls{0};
+        std::atomic<bool> bad_range{false};
+        pool.parallel_for_guided(
+            n,
+            [&](int64_t begin, int64_t end) {
+              calls.fetch_add(1);
+              if (!(0 <= begin && begin < end && end <= n && begin % step == 0 &&
+                    (end % step == 0 || end == n)))
+                bad_range = true;
+              for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+            },
+            chunk);
+        ASSERT_FALSE(bad_range.load()) << "pool " << n_threads << " n " << n << " chunk " << chunk;
+        const int64_t n_chunks = (n + step - 1) / step;
+        if (n_threads == 1 || n_chunks <= 1) {
+          ASSERT_EQ(calls.load(), n > 0 ? 1 : 0);
+        } else {
+          ASSERT_LE(calls.load(), n_chunks);
+        }
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "element " << i;
+      }
+    }
+  }
+}
+
+// A thread claims half of what is left of its own share at a time. The caller stuck in its first
+// claim (ranges [0, 16) of its share [0, 32)): the worker takes its own share [32, 64) as 16, 8,
+// 4, 2, 1, 1 ranges front to back, then the ranges left in the caller's share one at a time from
+// the back.
+TEST(ThreadPoolTest, ParallelForGuidedClaimsHalfOfWhatIsLeft) {
+  // The worker's first call waits for the caller's first claim, so the order is fixed.
+  ThreadPool pool(2);
+  std::atomic<bool> caller_started{false};
+  std::atomic<bool> worker_done{false};
+  std::vector<std::pair<int64_t, int64_t>> worker_calls;  // by the worker only, read after the join
+  std::vector<std::pair<int64_t, int64_t>> caller_calls;
+  const std::thread::id caller = std::this_thread::get_id();
+  pool.parallel_for_guided(
+      64,
+      [&](int64_t begin, int64_t end) {
+        if (std::this_thread::get_id() == caller) {
+          caller_calls.emplace_back(begin, end);
+          caller_started = true;
+          while (!worker_done.load()) std::this_thread::yield();
+          return;
+        }
+        while (!caller_started.load()) std::this_thread::yield();
+        worker_calls.emplace_back(begin, end);
+        if (begin == 16) worker_done = true;  // the caller's last range left
+      },
+      1);
+  ASSERT_EQ(caller_calls.front(), (std::pair<int64_t, int64_t>{0, 16}));
+  ASSERT_EQ(caller_calls.size(), 1u);
+  std::vector<std::pair<int64_t, int64_t>> expected = {{32, 48}, {48, 56}, {56, 60},
+                                                       {60, 62}, {62, 63}, {63, 64}};
+  for (int64_t c = 31; c >= 16; --c) expected.emplace_back(c, c + 1);
+  EXPECT_EQ(worker_calls, expected);
+}
+
 // Thread i owns the i-th share of the ranges, [chunks·i/T, chunks·(i+1)/T): it takes them going
 // forward from the share's start, so its reads stream without jumps, and only then takes ranges
 // from other shares, each going backward from the share's end. So in every thread's order, the

@@ -47,13 +47,18 @@ void* host(const Tensor& t, const char* op, const char* role) {
 // before K segments became parts of their own, the extra segment jumps ate that gain
 // (docs/performance.md).
 constexpr int64_t kMatmulChunksPerThread = 32;
-// The same for kernels that read a range as two streams (KernelTable::decode_two_streams): their
-// halves must be far apart (x86.h: kMinPairDistanceBytes), so each thread gets its share in two
-// ranges. On the Zen 5 VM, two threads, 1B Q4_0: two streams in ranges of 32 per thread took 1-8 %
-// more time per token than one stream, in 1 or 2 ranges per thread 3-5 % less (4 ranges: 2.3-3.1 %
-// less); one stream took the same time in 2 ranges per thread as in 32 (docs/performance.md). One
-// range per thread would leave nothing to take from a thread slowed by another process.
-constexpr int64_t kTwoStreamChunksPerThread = 2;
+// Decode over weights a table reads as two streams (KernelTable::decode_pairs): units of paired
+// row groups, split by ThreadPool::parallel_for_guided into this many ranges per thread. Each
+// thread reads two runs through memory (its share of a weight's first half and of its second
+// half), claims its own share in halves (a few atomic claims, each of which waits for the loads
+// in flight), and takes single ranges from the back of another's share when it is done first.
+// Before, such a kernel paired the halves of the range it was given, and each thread took its
+// share in two ranges (more ranges put the halves too close together): a thread done early had
+// nothing to take, and the threads finished 2-25 us apart per matmul. On the Zen 5 VM, 1B Q4_0,
+// two threads, alternating token by token: a layer's matmuls took 3.5 % less time in the fast
+// bandwidth phase; 8 or 32 single ranges per thread instead of guided claims, 2 % and 0 %
+// (docs/performance.md).
+constexpr int64_t kPairRangesPerThread = 32;
 
 // Weights one matmul_shared_x call runs in one dispatch (a layer's K, V and Q is three).
 constexpr size_t kMaxSharedMatmuls = 4;
@@ -401,13 +406,53 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
     }
   };
   const int64_t grain = (grain_for(M * K) + group - 1) / group * group;
-  if (M > kDynamicMatmulRows) {
+  const DecodePairsFn decode_pairs = M == 1 ? entry(kernels_->decode_pairs, dtype) : nullptr;
+  if (decode_pairs != nullptr) {
+    // Units of work over the parts laid end to end: in a part of G row groups whose halves lie
+    // far enough apart, unit j < G/2 is the pair of groups j and G/2 + j and an odd last group is
+    // a unit of its own; in a smaller part every group is a unit.
+    struct Units {
+      int64_t first;  // the part's first unit
+      int64_t half;   // pairs in the part (0: every group alone)
+      int64_t count;  // units in the part
+    };
+    std::array<Units, kMaxMatmulParts> units{};
+    int64_t n_units = 0;
+    for (size_t i = 0; i < n_parts; ++i) {
+      const int64_t groups = parts[i].N / group;
+      const int64_t half = groups / 2;
+      const auto apart = static_cast<int64_t>(static_cast<size_t>(half * group) *
+                                              dtype_row_bytes(dtype, parts[i].K));
+      units[i].first = n_units;
+      units[i].half = apart >= kernels_->decode_pair_min_bytes ? half : 0;
+      units[i].count = groups - units[i].half;
+      n_units += units[i].count;
+    }
+    auto run_units = [&](int64_t begin, int64_t end) {
+      for (size_t i = 0; i < n_parts; ++i) {
+        const Part& p = parts[i];
+        const Units& u = units[i];
+        const int64_t lo = std::max(begin, u.first) - u.first;
+        const int64_t hi = std::min(end, u.first + u.count) - u.first;
+        if (lo >= hi) continue;
+        const void* x_row = quantized.matmul != nullptr ? p.xq : static_cast<const void*>(p.x);
+        // Pairs [lo, min(hi, half)), then the units past them: unit half + j is group 2·half + j.
+        const int64_t pairs_end = std::min(hi, u.half);
+        if (lo < pairs_end) {
+          decode_pairs(x_row, p.w, p.y, p.N, p.K, lo * group, (u.half + lo) * group,
+                       (pairs_end - lo) * group);
+        }
+        const int64_t alone = std::max(lo, u.half);
+        if (alone < hi)
+          decode_pairs(x_row, p.w, p.y, p.N, p.K, (u.half + alone) * group, -1, (hi - alone) * group);
+      }
+    };
+    pool_.parallel_for_guided(
+        n_units, run_units, std::max<int64_t>(1, n_units / (kPairRangesPerThread * pool_.size())));
+  } else if (M > kDynamicMatmulRows) {
     pool_.parallel_for(total, rows, grain);
   } else {
-    const int64_t per_thread = M == 1 && kernels_->decode_two_streams[static_cast<size_t>(dtype)]
-                                   ? kTwoStreamChunksPerThread
-                                   : kMatmulChunksPerThread;
-    const int64_t per_chunk = total / (per_thread * pool_.size());
+    const int64_t per_chunk = total / (kMatmulChunksPerThread * pool_.size());
     pool_.parallel_for_dynamic(total, rows, std::max(grain, per_chunk / grain * grain));
   }
   // y += each later slice's product, in slice order.

@@ -74,8 +74,10 @@ KernelTable make_avx2_table() {
   table.matmul_layout[at(DType::Q8_0)] = DType::Q8_0x8;  // prefill 1B Q8_0: see performance.md
   table.matmul[at(DType::F16x4)] = f16x4_matmul__avx2;
   table.matmul_layout[at(DType::F16)] = DType::F16x4;  // 1B F16 decode: see performance.md
-  table.decode_two_streams[at(DType::Q4_0x8)] = true;  // decode on Zen 5: see performance.md
-  table.decode_two_streams[at(DType::Q8_0x8)] = true;
+  // Decode on Zen 5: see performance.md.
+  table.decode_pairs[at(DType::Q4_0x8)] = q4_0x8_decode_pairs__avx2;
+  table.decode_pairs[at(DType::Q8_0x8)] = q8_0x8_decode_pairs__avx2;
+  table.decode_pair_min_bytes = kMinPairDistanceBytes;
   table.quantized_matmul[at(DType::Q4_0)] = {quantize_x_pairs__avx2, q4_0_matmul_xq__avx2};
   table.quantized_matmul[at(DType::Q8_0)] = {quantize_x__avx2, q8_0_matmul_xq__avx2};
   table.quantized_matmul[at(DType::Q4_0x8)] = {quantize_x__avx2, q4_0x8_matmul_xq__avx2};
@@ -109,9 +111,11 @@ KernelTable make_avx512_table() {
   table.matmul_layout[at(DType::Q8_0)] = DType::Q8_0x8;  // 1B Q8_0: see performance.md
   table.matmul[at(DType::F16x4)] = f16x4_matmul__avx512;
   table.matmul_layout[at(DType::F16)] = DType::F16x4;  // 1B F16 decode: see performance.md
-  table.decode_two_streams[at(DType::Q4_0x8)] = true;  // decode on Zen 5: see performance.md
-  table.decode_two_streams[at(DType::Q8_0x8)] = true;
-  table.decode_two_streams[at(DType::F16x4)] = true;
+  // Decode on Zen 5: see performance.md.
+  table.decode_pairs[at(DType::Q4_0x8)] = q4_0x8_decode_pairs__avx512;
+  table.decode_pairs[at(DType::Q8_0x8)] = q8_0x8_decode_pairs__avx512;
+  table.decode_pairs[at(DType::F16x4)] = f16x4_decode_pairs__avx512;
+  table.decode_pair_min_bytes = kMinPairDistanceBytes;
   table.quantized_matmul[at(DType::Q4_0)] = {quantize_x_q4_0__avx512, q4_0_matmul_xq__avx512};
   table.quantized_matmul[at(DType::Q8_0)] = {quantize_x_q8_0__avx512, q8_0_matmul_xq__avx512};
   table.quantized_matmul[at(DType::Q4_0x8)] = {quantize_x_x8__avx512, q4_0x8_matmul_xq__avx512};

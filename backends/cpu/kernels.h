@@ -49,6 +49,14 @@ constexpr size_t quantized_x_bytes(int64_t M, int64_t K) {
   return static_cast<size_t>(M * K) + static_cast<size_t>(M * (K / 32)) * 8;
 }
 
+// Decode (one row of x): y[n] for the rows n of [a_begin, a_begin + rows) and of [b_begin,
+// b_begin + rows), the two ranges read side by side as two streams (b_begin < 0: the first range
+// alone). a_begin, b_begin and rows are multiples of the layout's row group and the ranges do not
+// overlap. x is the row of floats, or, for a dtype with a quantized_matmul entry, the row as its
+// quantize_x wrote it. Each y[n] is the same float, bit for bit, as matmul[] gives.
+using DecodePairsFn = void (*)(const void* x, const void* w, float* y, int64_t N, int64_t K,
+                               int64_t a_begin, int64_t b_begin, int64_t rows);
+
 // Attention for kv heads [group_begin, group_end) (all queries and all query heads of those
 // groups, and their rows of args.mass). Semantics as Backend::attention.
 using AttentionFn = void (*)(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
@@ -71,11 +79,14 @@ struct KernelTable {
   // for it was measured faster (the CPU backend then asks the loader to repack). Every table can
   // multiply every layout; the portable kernels are the oracle for the fast ones.
   std::array<DType, kDTypeCount> matmul_layout = stored_layouts();
-  // By weight dtype: whether the decode kernel (one row of x) reads a range of weight rows as two
-  // streams, its two halves side by side. The CPU backend then gives each thread its share in
-  // two large ranges rather than many small ones, since two streams only read faster than one
-  // when they are far apart (docs/performance.md).
-  std::array<bool, kDTypeCount> decode_two_streams{};
+  // By weight dtype, where set: decode reads weight rows as two streams (DecodePairsFn). The CPU
+  // backend then pairs each row of a weight's first half with one of its second half and splits
+  // the pairs over the threads: each thread reads two runs through memory at least
+  // decode_pair_min_bytes apart, since two streams only read faster than one when they are far
+  // apart (docs/performance.md), and a thread that finishes early can take a few pairs from the
+  // end of another's share.
+  std::array<DecodePairsFn, kDTypeCount> decode_pairs{};
+  int64_t decode_pair_min_bytes = 0;
 
   static constexpr std::array<DType, kDTypeCount> stored_layouts() {
     std::array<DType, kDTypeCount> layouts{};

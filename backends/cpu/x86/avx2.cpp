@@ -945,6 +945,34 @@ void x8_row_tiles(const QuantizedX& xq, const typename Kernel::Record* a_group,
   _mm256_storeu_ps(y + m * N + b, acc_b);
 }
 
+// Row m of x against one K segment of rows [a_begin, a_begin + rows) beside rows [b_begin,
+// b_begin + rows) (b_begin < 0: the first range alone); `records` are the segment's.
+template <class Kernel>
+void x8_segment_pairs(const QuantizedX& xq, const typename Kernel::Record* records,
+                      X8Segment segment, float* y, int64_t N, int64_t K, int64_t m,
+                      int64_t a_begin, int64_t b_begin, int64_t rows) {
+  const int64_t length = segment.end - segment.first;
+  for (int64_t i = 0; i < rows; i += 8) {
+    const int64_t a = a_begin + i, b = b_begin + i;
+    x8_row_tiles<Kernel>(xq, records + (a / 8) * length,
+                         b_begin >= 0 ? records + (b / 8) * length : nullptr, segment, y, N, K, m,
+                         a, b);
+  }
+}
+
+// Decode (one row of x, KernelTable::decode_pairs): rows [a_begin, a_begin + rows) beside rows
+// [b_begin, b_begin + rows), one K segment after the other.
+template <class Kernel>
+void x8_decode_pairs(const QuantizedX& xq, const void* w, float* y, int64_t N, int64_t K,
+                     int64_t a_begin, int64_t b_begin, int64_t rows) {
+  const auto* all = static_cast<const typename Kernel::Record*>(w);
+  for (int64_t first = 0; first < xq.blocks; first += Kernel::kSegmentBlocks) {
+    const X8Segment segment{first, min_of(first + Kernel::kSegmentBlocks, xq.blocks)};
+    x8_segment_pairs<Kernel>(xq, all + (N / 8) * first, segment, y, N, K, 0, a_begin, b_begin,
+                             rows);
+  }
+}
+
 // Rows [n_begin, n_end) of the band, one K segment after the other (each a contiguous run of
 // records over the band's groups).
 template <class Kernel, int MR>
@@ -957,14 +985,15 @@ void x8_band(const QuantizedX& xq, const typename Kernel::Record* w, float* y, i
     if constexpr (MR == 1) {
       // Group i of the first half beside group i of the second; an odd last group alone. Halves
       // closer than kMinPairDistanceBytes: every group alone, in order.
-      int64_t mid = n_begin + (n_end - n_begin + 8) / 16 * 8;
-      const auto distance = static_cast<int64_t>((mid - n_begin) / 8 * length * sizeof(*records));
-      if (distance < kMinPairDistanceBytes) mid = n_end;
-      for (int64_t a = n_begin, b = mid; a < mid; a += 8, b += 8) {
-        x8_row_tiles<Kernel>(xq, records + (a / 8) * length,
-                             b < n_end ? records + (b / 8) * length : nullptr, segment, y, N, K, m0,
-                             a, b);
+      const int64_t half = (n_end - n_begin) / 16 * 8;
+      const auto distance = static_cast<int64_t>(half / 8 * length * sizeof(*records));
+      if (distance < kMinPairDistanceBytes) {
+        x8_segment_pairs<Kernel>(xq, records, segment, y, N, K, m0, n_begin, -1, n_end - n_begin);
+        continue;
       }
+      x8_segment_pairs<Kernel>(xq, records, segment, y, N, K, m0, n_begin, n_begin + half, half);
+      x8_segment_pairs<Kernel>(xq, records, segment, y, N, K, m0, n_begin + 2 * half, -1,
+                               n_end - n_begin - 2 * half);
       continue;
     }
     for (int64_t n = n_begin; n < n_end; n += 8) {
@@ -1225,6 +1254,18 @@ void q4_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, 
 void q8_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N,
                             int64_t K, int64_t n_begin, int64_t n_end) {
   x8_matmul<Q8_0x8Kernel>(quantized_view(xq, M, K, false), w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                               int64_t a_begin, int64_t b_begin, int64_t rows) {
+  x8_decode_pairs<Q4_0x8Kernel>(quantized_view(xq, 1, K, false), w, y, N, K, a_begin, b_begin,
+                                rows);
+}
+
+void q8_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                               int64_t a_begin, int64_t b_begin, int64_t rows) {
+  x8_decode_pairs<Q8_0x8Kernel>(quantized_view(xq, 1, K, false), w, y, N, K, a_begin, b_begin,
+                                rows);
 }
 
 // The one-step forms quantize all of x into per-thread scratch first.

@@ -272,25 +272,22 @@ template <class Weights>
   }
 }
 
+// Rows [a_begin, a_begin + rows) beside rows [b_begin, b_begin + rows) (b_begin < 0: the first
+// range alone), one batch of groups of each at a time.
 template <class Weights>
-void float_groups_dot4(const float* x, const typename Weights::Element* w, int64_t N, int64_t K,
-                       float* y, int64_t n_begin, int64_t n_end) {
+void float_groups_pairs(const float* x, const typename Weights::Element* w, int64_t N, int64_t K,
+                        float* y, int64_t a_begin, int64_t b_begin, int64_t rows) {
   static_assert(Weights::kGroupRows == 4 && kF16x4Chunk == 16);
   constexpr int64_t kBatch = 16;  // pairs of groups
-  // The second half's first row; n_end (no pairs) when the halves' groups would be closer than
-  // kMinPairDistanceBytes in a segment (each group's part of a segment: 4 rows of its width).
-  int64_t mid = n_begin + (n_end - n_begin + 4) / 8 * 4;
-  const int64_t width = min_of(Weights::kSegment, K);
-  if (static_cast<int64_t>((mid - n_begin) * width * sizeof(typename Weights::Element)) <
-      kMinPairDistanceBytes)
-    mid = n_end;
+  const int64_t a_end = a_begin + rows;
+  const bool paired = b_begin >= 0;
   __m256 batch[kBatch][2][8];
-  for (int64_t n0 = n_begin; n0 < mid; n0 += 4 * kBatch) {
-    const int64_t n1 = min_of(n0 + 4 * kBatch, mid);
+  for (int64_t n0 = a_begin; n0 < a_end; n0 += 4 * kBatch) {
+    const int64_t n1 = min_of(n0 + 4 * kBatch, a_end);
     for (int64_t first = 0; first < K; first += Weights::kSegment) {
       const int64_t end = min_of(first + Weights::kSegment, K);
       for (int64_t a = n0; a < n1; a += 4) {
-        const int64_t b = a + (mid - n_begin);
+        const int64_t b = a + (b_begin - a_begin);
         __m256(&saved)[2][8] = batch[(a - n0) / 4];
         __m256 acc_a[8], acc_b[8];
         for (int u = 0; u < 8; ++u) {
@@ -298,7 +295,7 @@ void float_groups_dot4(const float* x, const typename Weights::Element* w, int64
           acc_b[u] = first == 0 ? _mm256_setzero_ps() : saved[1][u];
         }
         const typename Weights::Element* a_group = Weights::row(w, a, N, K, first);
-        if (b < n_end) {
+        if (paired) {
           const typename Weights::Element* b_group = Weights::row(w, b, N, K, first);
           for (int64_t k = first; k < end; k += 16) {
             const __m256 x0 = _mm256_loadu_ps(x + k);
@@ -319,14 +316,32 @@ void float_groups_dot4(const float* x, const typename Weights::Element* w, int64
       }
     }
     for (int64_t a = n0; a < n1; a += 4) {
-      const int64_t b = a + (mid - n_begin);
+      const int64_t b = a + (b_begin - a_begin);
       const __m256(&sums)[2][8] = batch[(a - n0) / 4];
       for (int r = 0; r < 4; ++r) {
         y[a + r] = hsum(_mm256_add_ps(sums[0][2 * r], sums[0][2 * r + 1]));
-        if (b < n_end) y[b + r] = hsum(_mm256_add_ps(sums[1][2 * r], sums[1][2 * r + 1]));
+        if (paired) y[b + r] = hsum(_mm256_add_ps(sums[1][2 * r], sums[1][2 * r + 1]));
       }
     }
   }
+}
+
+// Rows [n_begin, n_end): group i of the first half beside group i of the second, an odd last
+// group alone; every group alone, in order, when the halves' groups would be closer than
+// kMinPairDistanceBytes in a segment (each group's part of a segment: 4 rows of its width).
+template <class Weights>
+void float_groups_dot4(const float* x, const typename Weights::Element* w, int64_t N, int64_t K,
+                       float* y, int64_t n_begin, int64_t n_end) {
+  const int64_t half = (n_end - n_begin) / 8 * 4;
+  const int64_t width = min_of(Weights::kSegment, K);
+  if (static_cast<int64_t>(half * width * sizeof(typename Weights::Element)) <
+      kMinPairDistanceBytes) {
+    float_groups_pairs<Weights>(x, w, N, K, y, n_begin, -1, n_end - n_begin);
+    return;
+  }
+  float_groups_pairs<Weights>(x, w, N, K, y, n_begin, n_begin + half, half);
+  if (n_begin + 2 * half < n_end)
+    float_groups_pairs<Weights>(x, w, N, K, y, n_begin + 2 * half, -1, n_end - n_begin - 2 * half);
 }
 
 // One band of MR rows of x against weight rows [n_begin, n_end), four weight rows per tile: with
@@ -834,6 +849,33 @@ void x8_row_tiles(const QuantizedX& xq, const typename Format::Record* a_group,
   _mm256_storeu_ps(y_b, acc_b);
 }
 
+// Row m of x against one K segment of rows [a_begin, a_begin + rows) beside rows [b_begin,
+// b_begin + rows) (b_begin < 0: the first range alone); `records` are the segment's, y is row m's.
+template <class Format>
+void x8_segment_pairs(const QuantizedX& xq, const typename Format::Record* records,
+                      X8Segment segment, float* y, int64_t m, int64_t a_begin, int64_t b_begin,
+                      int64_t rows) {
+  const int64_t length = segment.end - segment.first;
+  for (int64_t i = 0; i < rows; i += 8) {
+    const int64_t a = a_begin + i, b = b_begin + i;
+    x8_row_tiles<Format>(xq, records + (a / 8) * length,
+                         b_begin >= 0 ? records + (b / 8) * length : nullptr, segment, y + a,
+                         b_begin >= 0 ? y + b : nullptr, m);
+  }
+}
+
+// Decode (one row of x, KernelTable::decode_pairs): rows [a_begin, a_begin + rows) beside rows
+// [b_begin, b_begin + rows), one K segment after the other.
+template <class Format>
+void x8_decode_pairs(const QuantizedX& xq, const void* w, float* y, int64_t N, int64_t a_begin,
+                     int64_t b_begin, int64_t rows) {
+  const auto* all = static_cast<const typename Format::Record*>(w);
+  for (int64_t first = 0; first < xq.blocks; first += Format::kSegmentBlocks) {
+    const X8Segment segment{first, min_of(first + Format::kSegmentBlocks, xq.blocks)};
+    x8_segment_pairs<Format>(xq, all + (N / 8) * first, segment, y, 0, a_begin, b_begin, rows);
+  }
+}
+
 // y[m0 + i, n0 .. n0 + 16) for i < MR: groups `first` and `second` (rows n0..n0+7 and
 // n0+8..n0+15) against MR rows of quantized x (prefill). Without `store_second`, `second` is a copy
 // of `first` and only the first eight results are stored (a range's odd last group).
@@ -906,15 +948,16 @@ void x8_band(const QuantizedX& xq, const typename Format::Record* w, float* y, i
     if constexpr (MR == 1) {
       // Group i of the first half beside group i of the second; an odd last group alone. Halves
       // closer than kMinPairDistanceBytes: every group alone, in order.
-      int64_t mid = n_begin + (n_end - n_begin + 8) / 16 * 8;
-      const auto distance = static_cast<int64_t>((mid - n_begin) / 8 * length * sizeof(*records));
-      if (distance < kMinPairDistanceBytes) mid = n_end;
-      for (int64_t a = n_begin, b = mid; a < mid; a += 8, b += 8) {
-        const bool pair = b < n_end;
-        x8_row_tiles<Format>(xq, records + (a / 8) * length,
-                             pair ? records + (b / 8) * length : nullptr, segment, y + m0 * N + a,
-                             pair ? y + m0 * N + b : nullptr, m0);
+      const int64_t half = (n_end - n_begin) / 16 * 8;
+      const auto distance = static_cast<int64_t>(half / 8 * length * sizeof(*records));
+      if (distance < kMinPairDistanceBytes) {
+        x8_segment_pairs<Format>(xq, records, segment, y + m0 * N, m0, n_begin, -1,
+                                 n_end - n_begin);
+        continue;
       }
+      x8_segment_pairs<Format>(xq, records, segment, y + m0 * N, m0, n_begin, n_begin + half, half);
+      x8_segment_pairs<Format>(xq, records, segment, y + m0 * N, m0, n_begin + 2 * half, -1,
+                               n_end - n_begin - 2 * half);
       continue;
     }
     for (; n + 16 <= n_end; n += 16) {
@@ -1293,6 +1336,23 @@ void q4_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M
 void q8_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
                               int64_t K, int64_t n_begin, int64_t n_end) {
   x8_matmul<Q8_0x8Vnni>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
+  x8_decode_pairs<Q4_0x8Vnni>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin, rows);
+}
+
+void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
+  x8_decode_pairs<Q8_0x8Vnni>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin, rows);
+}
+
+void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t N, int64_t K,
+                                int64_t a_begin, int64_t b_begin, int64_t rows) {
+  float_groups_pairs<F16x4Weights>(static_cast<const float*>(x),
+                                   static_cast<const F16x4Weights::Element*>(w), N, K, y, a_begin,
+                                   b_begin, rows);
 }
 
 // The one-step forms quantize all of x into per-thread scratch first.

@@ -19,9 +19,10 @@ namespace edgelm::cpu {
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
 
-// The decode kernels that read two weight streams (KernelTable::decode_two_streams) pair the two
-// halves of a range only when the second starts at least this many bytes after the first (within
-// a K segment); closer, they read the range as one stream. Pairs close together read slower than
+// The decode kernels that read two weight streams pair the two halves of a range only when the
+// second starts at least this many bytes after the first (within a K segment); closer, they read
+// the range as one stream. The CPU backend pairs a weight's halves by the same rule
+// (KernelTable::decode_pair_min_bytes). Pairs close together read slower than
 // one stream: on the Zen 5 VM, one thread, 1B ffn_up in ranges of 2D groups of eight Q4_0 rows
 // (each group 9 KiB of a segment), halves D groups apart: D = 1: 17.5 GB/s, 4: 23, 8: 29,
 // 16: 31-34, 32: 35-37, 64: 36-37, against ~33 from one stream and 38-40 with the whole matrix's
@@ -62,6 +63,11 @@ void q4_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, 
                             int64_t K, int64_t n_begin, int64_t n_end);
 void q8_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N,
                             int64_t K, int64_t n_begin, int64_t n_end);
+// KernelTable::decode_pairs.
+void q4_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                               int64_t a_begin, int64_t b_begin, int64_t rows);
+void q8_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                               int64_t a_begin, int64_t b_begin, int64_t rows);
 void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
                     const float* inv_freq);
@@ -108,6 +114,12 @@ void q4_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M
                               int64_t K, int64_t n_begin, int64_t n_end);
 void q8_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
                               int64_t K, int64_t n_begin, int64_t n_end);
+void q4_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows);
+void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows);
+void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t N, int64_t K,
+                                int64_t a_begin, int64_t b_begin, int64_t rows);
 void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
                       int32_t position, const float* inv_freq);
