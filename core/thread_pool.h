@@ -56,7 +56,7 @@ class ThreadPool {
   // consecutive ranges of `chunk` joined, front to back, about log2(ranges per thread) calls per
   // thread, while the others still take single ranges from the back. Each claim is an atomic
   // read-modify-write, which on x86 also waits for every load in flight: taken one range at a time,
-  // 32 ranges per thread cost a two-thread decode matmul 7 us more than 8 with the weights in
+  // 32 ranges per thread cost a two-thread decode matmul 5-8 us more than 8 with the weights in
   // cache (docs/performance.md), and fewer ranges leave the threads finishing further apart.
   template <class F>
   void parallel_for_guided(int64_t n, F&& fn, int64_t chunk) {
