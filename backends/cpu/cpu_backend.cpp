@@ -55,9 +55,9 @@ constexpr int64_t kMatmulChunksPerThread = 32;
 // Before, such a kernel paired the halves of the range it was given, and each thread took its
 // share in two ranges (more ranges put the halves too close together): a thread done early had
 // nothing to take, and the threads finished 2-25 us apart per matmul. On the Zen 5 VM, 1B Q4_0,
-// two threads, alternating token by token: a layer's matmuls took 3.5 % less time in the fast
-// bandwidth phase; 8 or 32 single ranges per thread instead of guided claims, 2 % and 0 %
-// (docs/performance.md).
+// two threads, alternating token by token in the fast bandwidth phase: a layer's matmuls took
+// 3.5 % less time than with the old split, and 2.1 % and 1.2 % less with single claims of 8 and 32
+// ranges per thread; whole tokens 1.7-3.4 % less (docs/performance.md).
 constexpr int64_t kPairRangesPerThread = 32;
 
 // Weights one matmul_shared_x call runs in one dispatch (a layer's K, V and Q is three).
