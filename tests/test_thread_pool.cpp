@@ -105,35 +105,52 @@ TEST(ThreadPoolTest, ParallelForCoversTheRangeExactlyOnce) {
   }
 }
 
-// The dynamic split hands out exactly the ranges [c·chunk, min((c+1)·chunk, n)), each once (one
-// thread runs [0, n) in one call); a thread held up inside a range leaves the rest to the others.
-TEST(ThreadPoolTest, ParallelForDynamicCoversTheRangeInFixedChunks) {
+// Runs the dynamic or the guided split over sizes and chunks, on every pool size, and checks that
+// every index is covered once by ranges that begin on a multiple of the chunk. The dynamic split
+// hands out exactly the ranges [c·chunk, min((c+1)·chunk, n)), one call each; the guided split
+// joins consecutive ones (a range ends on a multiple of the chunk or at n), with no more calls
+// than chunks. One thread, or a single chunk, is one call for [0, n).
+void check_split_coverage(bool guided) {
   const int64_t sizes[] = {0, 1, 2, 7, 64, 97, 1000, 4099};
   const int64_t chunks[] = {0, 1, 3, 16, 64, 5000};
   for (const int n_threads : kPoolSizes) {
     ThreadPool pool(n_threads);
     for (const int64_t n : sizes) {
       for (const int64_t chunk : chunks) {
-        const int64_t step = n_threads == 1 ? std::max<int64_t>(n, 1) : std::max<int64_t>(chunk, 1);
+        const int64_t step = std::max<int64_t>(chunk, 1);
+        const int64_t n_chunks = (n + step - 1) / step;
+        const bool single = n_threads == 1 || n_chunks <= 1;
         std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
         std::atomic<int> calls{0};
         std::atomic<bool> bad_range{false};
-        pool.parallel_for_dynamic(
-            n,
-            [&](int64_t begin, int64_t end) {
-              calls.fetch_add(1);
-              const bool whole = end - begin == step || end == n;
-              if (!(0 <= begin && begin < end && end <= n && begin % step == 0 && whole))
-                bad_range = true;
-              for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
-            },
-            chunk);
+        auto fn = [&](int64_t begin, int64_t end) {
+          calls.fetch_add(1);
+          const bool shaped = single   ? begin == 0 && end == n
+                              : guided ? begin % step == 0 && (end % step == 0 || end == n)
+                                       : begin % step == 0 && (end - begin == step || end == n);
+          if (!(0 <= begin && begin < end && end <= n && shaped)) bad_range = true;
+          for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+        };
+        if (guided) {
+          pool.parallel_for_guided(n, fn, chunk);
+        } else {
+          pool.parallel_for_dynamic(n, fn, chunk);
+        }
         ASSERT_FALSE(bad_range.load()) << "pool " << n_threads << " n " << n << " chunk " << chunk;
-        ASSERT_EQ(calls.load(), (n + step - 1) / step) << "one call per chunk";
+        if (single || !guided) {
+          ASSERT_EQ(calls.load(), single ? (n > 0 ? 1 : 0) : n_chunks) << "one call per chunk";
+        } else {
+          ASSERT_LE(calls.load(), n_chunks);
+        }
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "element " << i;
       }
     }
   }
+}
+
+// A thread held up inside a range leaves the rest of the dynamic split to the others.
+TEST(ThreadPoolTest, ParallelForDynamicCoversTheRangeInFixedChunks) {
+  check_split_coverage(/*guided=*/false);
   // The caller stuck in the first range of its share: the worker takes its own share front to
   // back, then every range left in the caller's from the back (had the worker taken all 64 before
   // the caller asked, the caller takes none).
@@ -162,41 +179,8 @@ TEST(ThreadPoolTest, ParallelForDynamicCoversTheRangeInFixedChunks) {
   EXPECT_EQ(worker_order, expected);
 }
 
-// parallel_for_guided covers [0, n) once, in ranges that join whole chunks (begin on a multiple of
-// the chunk, end on one or at n), with no more calls than chunks; one thread, or one chunk, is a
-// single call.
 TEST(ThreadPoolTest, ParallelForGuidedCoversTheRangeInJoinedChunks) {
-  const int64_t sizes[] = {0, 1, 2, 7, 64, 97, 1000, 4099};
-  const int64_t chunks[] = {0, 1, 3, 16, 64, 5000};
-  for (const int n_threads : kPoolSizes) {
-    ThreadPool pool(n_threads);
-    for (const int64_t n : sizes) {
-      for (const int64_t chunk : chunks) {
-        const int64_t step = std::max<int64_t>(chunk, 1);
-        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-        std::atomic<int> calls{0};
-        std::atomic<bool> bad_range{false};
-        pool.parallel_for_guided(
-            n,
-            [&](int64_t begin, int64_t end) {
-              calls.fetch_add(1);
-              if (!(0 <= begin && begin < end && end <= n && begin % step == 0 &&
-                    (end % step == 0 || end == n)))
-                bad_range = true;
-              for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
-            },
-            chunk);
-        ASSERT_FALSE(bad_range.load()) << "pool " << n_threads << " n " << n << " chunk " << chunk;
-        const int64_t n_chunks = (n + step - 1) / step;
-        if (n_threads == 1 || n_chunks <= 1) {
-          ASSERT_EQ(calls.load(), n > 0 ? 1 : 0);
-        } else {
-          ASSERT_LE(calls.load(), n_chunks);
-        }
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "element " << i;
-      }
-    }
-  }
+  check_split_coverage(/*guided=*/true);
 }
 
 // A thread claims half of what is left of its own share at a time. The caller stuck in its first

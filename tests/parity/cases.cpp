@@ -147,8 +147,8 @@ void matmul_cases(std::vector<OpCase>& cases) {
   // groups, split between threads on group boundaries), with the same M tails and K lengths as
   // above, and K past one segment (4096 values for Q4_0x8, 2048 for Q8_0x8): 2080 and 4160 end in
   // a short segment, 8192 is Llama-3.2-1B's down projection. 1032 rows (129 groups) are enough for
-  // the x86 decode kernels to pair the two halves of a range (x86.h: kMinPairDistanceBytes), an
-  // odd group left alone.
+  // the CPU backend to pair the two halves for the x86 decode kernels (KernelTable::decode_pairs,
+  // x86.h: kMinPairDistanceBytes), an odd group left alone.
   for (DType dtype : {DType::Q4_0x8, DType::Q8_0x8}) {
     for (MatmulShape s :
          {MatmulShape{1, 8, 32}, MatmulShape{1, 16, 96}, MatmulShape{5, 24, 64},
@@ -163,8 +163,8 @@ void matmul_cases(std::vector<OpCase>& cases) {
   // M tails, and K from one chunk to the 8192 of Llama-3.2-1B's down projection, past one K
   // segment (2048 columns): 2064 and 4112 end in a one-chunk segment, and 72 rows at 8192 are more
   // groups than the decode kernels take per batch; 140 rows (35 groups) are more than a batch of
-  // pairs, and 1028 rows are enough for the decode kernels to pair the two halves of each range
-  // (x86.h: kMinPairDistanceBytes).
+  // pairs, and 1028 rows are enough for the CPU backend to pair the two halves for the AVX-512 decode
+  // kernel (KernelTable::decode_pairs, x86.h: kMinPairDistanceBytes).
   for (MatmulShape s : {MatmulShape{1, 4, 16}, MatmulShape{1, 20, 96}, MatmulShape{5, 12, 64},
                         MatmulShape{4, 32, 288}, MatmulShape{17, 16, 160}, MatmulShape{33, 64, 256},
                         MatmulShape{1, 64, 1024}, MatmulShape{2, 8, 8192}, MatmulShape{1, 20, 2064},

@@ -915,9 +915,9 @@ struct Q8_0x8Kernel {
 };
 
 // Decode: y[m, a .. a + 8) and, when `b_group` is set, y[m, b .. b + 8): group `a_group` (and
-// `b_group`) over one K segment against row m of x, a block record of each in turn. x8_band reads
-// a decode range as two
-// streams this way, its two halves side by side: on the Zen 5 VM one core streams ~40 GB/s from
+// `b_group`) over one K segment against row m of x, a block record of each in turn. x8_decode_pairs
+// reads two ranges side by side as two streams this way (KernelTable::decode_pairs; the CPU
+// backend picks the pairs): on the Zen 5 VM one core streams ~40 GB/s from
 // two places at once and ~33 from one. With this table (EDGELM_CPU_ISA=avx2 there), alternating
 // with the one-stream kernel token by token in the model (1B): Q4_0 5-6 % less time per token
 // with one thread, 1.5-3.5 % with two; Q8_0 3-4.5 % with one, 0-3 % with two. The 2 KiB software
@@ -983,17 +983,8 @@ void x8_band(const QuantizedX& xq, const typename Kernel::Record* w, float* y, i
     const auto* records = w + (N / 8) * first;  // the segment's records, group after group
     const int64_t length = segment.end - segment.first;
     if constexpr (MR == 1) {
-      // Group i of the first half beside group i of the second; an odd last group alone. Halves
-      // closer than kMinPairDistanceBytes: every group alone, in order.
-      const int64_t half = (n_end - n_begin) / 16 * 8;
-      const auto distance = static_cast<int64_t>(half / 8 * length * sizeof(*records));
-      if (distance < kMinPairDistanceBytes) {
-        x8_segment_pairs<Kernel>(xq, records, segment, y, N, K, m0, n_begin, -1, n_end - n_begin);
-        continue;
-      }
-      x8_segment_pairs<Kernel>(xq, records, segment, y, N, K, m0, n_begin, n_begin + half, half);
-      x8_segment_pairs<Kernel>(xq, records, segment, y, N, K, m0, n_begin + 2 * half, -1,
-                               n_end - n_begin - 2 * half);
+      // One stream, group after group (pairs: x8_decode_pairs).
+      x8_segment_pairs<Kernel>(xq, records, segment, y, N, K, m0, n_begin, -1, n_end - n_begin);
       continue;
     }
     for (int64_t n = n_begin; n < n_end; n += 8) {

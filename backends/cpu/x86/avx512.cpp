@@ -255,11 +255,11 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
 // fast as ffn_up). The batch's accumulators wait on the stack between segments, so the sums are the
 // same, in the same order, as reading each group whole.
 //
-// As in the quantized decode kernels (x8_row_tiles), the range is read as two streams: group i of
-// its first half beside group i of its second, a chunk of each in turn (an odd last group alone).
-// In the model on the Zen 5 VM, alternating with the one-stream kernel token by token: one thread
-// 14-18 % less time per F16 token, two threads 7-18 % (fast bandwidth phase; not measured in the
-// slow one).
+// As in the quantized decode kernels (x8_row_tiles), decode reads two ranges of groups side by
+// side as two streams, a chunk of each in turn (float_groups_pairs, KernelTable::decode_pairs: the
+// CPU backend picks the pairs; matmul[] itself reads one range as one stream). In the model on
+// the Zen 5 VM, alternating with the one-stream kernel token by token: one thread 14-18 % less
+// time per F16 token, two threads 7-18 % (fast bandwidth phase; not measured in the slow one).
 
 // acc[2r], acc[2r + 1] += row r of the chunk of 16 columns at `chunk` times x0, x1.
 template <class Weights>
@@ -326,24 +326,6 @@ void float_groups_pairs(const float* x, const typename Weights::Element* w, int6
   }
 }
 
-// Rows [n_begin, n_end): group i of the first half beside group i of the second, an odd last
-// group alone; every group alone, in order, when the halves' groups would be closer than
-// kMinPairDistanceBytes in a segment (each group's part of a segment: 4 rows of its width).
-template <class Weights>
-void float_groups_dot4(const float* x, const typename Weights::Element* w, int64_t N, int64_t K,
-                       float* y, int64_t n_begin, int64_t n_end) {
-  const int64_t half = (n_end - n_begin) / 8 * 4;
-  const int64_t width = min_of(Weights::kSegment, K);
-  if (static_cast<int64_t>(half * width * sizeof(typename Weights::Element)) <
-      kMinPairDistanceBytes) {
-    float_groups_pairs<Weights>(x, w, N, K, y, n_begin, -1, n_end - n_begin);
-    return;
-  }
-  float_groups_pairs<Weights>(x, w, N, K, y, n_begin, n_begin + half, half);
-  if (n_begin + 2 * half < n_end)
-    float_groups_pairs<Weights>(x, w, N, K, y, n_begin + 2 * half, -1, n_end - n_begin - 2 * half);
-}
-
 // One band of MR rows of x against weight rows [n_begin, n_end), four weight rows per tile: with
 // MR = 4 that is 16 accumulators, four weight vectors and an x vector of the 32 ZMM registers.
 // A single row of x (decode) takes the weight rows one at a time instead: four rows read side by
@@ -354,7 +336,7 @@ template <class Weights, int MR>
 void float_band(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
                 int64_t m0, int64_t n_begin, int64_t n_end) {
   if constexpr (MR == 1 && Weights::kGroupRows == 4) {
-    float_groups_dot4<Weights>(x + m0 * K, w, N, K, y + m0 * N, n_begin, n_end);
+    float_groups_pairs<Weights>(x + m0 * K, w, N, K, y + m0 * N, n_begin, -1, n_end - n_begin);
     return;
   } else if constexpr (MR == 1) {
     for (int64_t n = n_begin; n < n_end; ++n)
@@ -400,7 +382,7 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
   const auto* weights = static_cast<const typename Weights::Element*>(w);
   constexpr int64_t kGroup = Weights::kGroupRows;
   // Decode (one row of x) has one band and nothing to reuse from cache: it takes the whole range,
-  // so that float_groups_dot4 streams each K segment over many groups.
+  // so that float_groups_pairs streams each K segment over many groups.
   const int64_t chunk =
       M == 1 ? n_end - n_begin
              : (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + kGroup - 1) /
@@ -779,12 +761,12 @@ int32_t x4(const int8_t* x) {
 }
 
 // Decode: one row of x against groups of eight weight rows, in YMM vectors, one group's eight
-// sums per vector. A range of groups is read as two streams, its two halves side by side, a block
-// record of each in turn: on the Zen 5 VM one core streams ~40 GB/s from two places at once and
+// sums per vector. Two ranges of groups are read side by side as two streams, a block record of
+// each in turn (x8_decode_pairs, KernelTable::decode_pairs; the CPU backend picks the pairs): on the Zen 5 VM one core streams ~40 GB/s from two places at once and
 // ~33 from one, and in the model (1B, alternating with the one-stream kernel token by token) this
 // took 14-19 % off a one-thread Q4_0 token and 9-13 % off Q8_0; with two threads (each thread's
-// share in two ranges, CpuBackend::matmul) Q4_0 4 % in the slow bandwidth phase and 13 % in the
-// fast one, Q8_0 1.5-3 % (docs/performance.md). The two halves must be far apart (x86.h:
+// share in two ranges) Q4_0 4 % in the slow bandwidth phase and 13 % in the fast one, Q8_0
+// 1.5-3 % (docs/performance.md). The two streams must be far apart (x86.h:
 // kMinPairDistanceBytes): streams a few groups apart, as in ranges of 32 per thread, or a row
 // group apart as in x8_pair_tile, measured slower than one stream (13-14 against 18 GB/s on one
 // thread).
@@ -946,18 +928,8 @@ void x8_band(const QuantizedX& xq, const typename Format::Record* w, float* y, i
     const auto* records = w + groups * first;  // the segment's records, group after group
     int64_t n = n_begin;
     if constexpr (MR == 1) {
-      // Group i of the first half beside group i of the second; an odd last group alone. Halves
-      // closer than kMinPairDistanceBytes: every group alone, in order.
-      const int64_t half = (n_end - n_begin) / 16 * 8;
-      const auto distance = static_cast<int64_t>(half / 8 * length * sizeof(*records));
-      if (distance < kMinPairDistanceBytes) {
-        x8_segment_pairs<Format>(xq, records, segment, y + m0 * N, m0, n_begin, -1,
-                                 n_end - n_begin);
-        continue;
-      }
-      x8_segment_pairs<Format>(xq, records, segment, y + m0 * N, m0, n_begin, n_begin + half, half);
-      x8_segment_pairs<Format>(xq, records, segment, y + m0 * N, m0, n_begin + 2 * half, -1,
-                               n_end - n_begin - 2 * half);
+      // One stream, group after group (pairs: x8_decode_pairs).
+      x8_segment_pairs<Format>(xq, records, segment, y + m0 * N, m0, n_begin, -1, n_end - n_begin);
       continue;
     }
     for (; n + 16 <= n_end; n += 16) {

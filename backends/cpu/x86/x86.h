@@ -19,10 +19,10 @@ namespace edgelm::cpu {
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
 
-// The decode kernels that read two weight streams pair the two halves of a range only when the
-// second starts at least this many bytes after the first (within a K segment); closer, they read
-// the range as one stream. The CPU backend pairs a weight's halves by the same rule
-// (KernelTable::decode_pair_min_bytes). Pairs close together read slower than
+// The CPU backend pairs the two halves of a weight for the decode kernels that read two streams
+// (KernelTable::decode_pairs) only when the second starts at least this many bytes after the
+// first (within a K segment, KernelTable::decode_pair_min_bytes); closer, it hands them single
+// groups, read as one stream. Pairs close together read slower than
 // one stream: on the Zen 5 VM, one thread, 1B ffn_up in ranges of 2D groups of eight Q4_0 rows
 // (each group 9 KiB of a segment), halves D groups apart: D = 1: 17.5 GB/s, 4: 23, 8: 29,
 // 16: 31-34, 32: 35-37, 64: 36-37, against ~33 from one stream and 38-40 with the whole matrix's
