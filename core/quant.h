@@ -30,7 +30,7 @@ static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes (GGML layout
 // that is, for each chunk c of four bytes, the eight rows' chunks side by side. Nibble meaning as
 // in Q4_0 (byte j: element j low, element j + 16 high). Records are ordered by K segment, then by
 // group, then by block (x8_record_index): a segment holds kQ4_0x8SegmentBlocks blocks of every
-// group (the last segment the remaining blocks), group after group. A matrix with K <= 4096 is
+// group (the last segment the remaining blocks), group after group. A matrix with K <= 2048 is
 // one segment, group g's blocks following each other at index g·(K/32) + b. So each segment's
 // records, starting N·(first column)·18/32 bytes in, are laid out as the Q4_0x8 matrix of its
 // columns alone: the CPU backend multiplies a decode step's segments as separate matrices.
@@ -44,9 +44,14 @@ static_assert(sizeof(BlockQ4_0x8) == kQ4_0x8Rows * sizeof(BlockQ4_0), "same byte
 // Why segments: a decode GEMV reads one group's records while x stays in L1 for the next group. A
 // group of a whole 8192-wide row (36 KiB of Q4_0x8) plus its 10 KiB of quantized x overflow the
 // 32 KiB L1 of current x86 and ARM cores, so x would come from L2 on every group; one thread then
-// streamed 1B's ffn_down 7-10 % slower than the 2048-wide matrices (Zen 4). Segments of 4096
-// values (18 KiB of Q4_0x8, 17 KiB of Q8_0x8 at 2048) keep every group's pass within L1.
-inline constexpr int64_t kQ4_0x8SegmentBlocks = 128;
+// streamed 1B's ffn_down 7-10 % slower than the 2048-wide matrices (Zen 4). The x86 decode kernels
+// now read two groups at a time, each from its own half of the matrix (KernelTable::decode_pairs),
+// so between two reads of the same x come two groups' records: with segments of 4096 values that
+// was 36 KiB plus 5 KiB of x, and one thread streamed 1B's ffn_down 6-10 % slower than ffn_up
+// again (Zen 5, 48 KiB L1; ffn_up's records read as 4096-wide rows were as slow). Segments of
+// 2048 values (9 KiB of Q4_0x8 per group, 17 KiB of Q8_0x8) keep a pair's pass within L1
+// (docs/performance.md).
+inline constexpr int64_t kQ4_0x8SegmentBlocks = 64;
 
 // Index of the record holding block b of row group g, in a repacked matrix of `groups` groups of
 // `blocks` blocks per row and segments of `segment_blocks` blocks.

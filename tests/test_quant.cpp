@@ -347,8 +347,8 @@ void check_x8_repack(Repack repack, Unpack unpack, int64_t segment) {
 }
 
 TEST(QuantTest, Q4_0x8RepackInterleavesEightRowsAndRoundTrips) {
-  static_assert(kQ4_0x8Rows == 8 && kQ4_0x8SegmentBlocks == 128);
-  check_x8_repack<BlockQ4_0, BlockQ4_0x8>(repack_q4_0_x8, unpack_q4_0_x8, 128);
+  static_assert(kQ4_0x8Rows == 8 && kQ4_0x8SegmentBlocks == 64);
+  check_x8_repack<BlockQ4_0, BlockQ4_0x8>(repack_q4_0_x8, unpack_q4_0_x8, 64);
 }
 
 TEST(QuantTest, Q8_0x8RepackInterleavesEightRowsAndRoundTrips) {

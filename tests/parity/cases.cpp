@@ -145,7 +145,7 @@ void matmul_cases(std::vector<OpCase>& cases) {
     add_matmul_case(cases, dtype, MatmulShape{5, 13, 1091});
   // Q4_0x8 and Q8_0x8 hold whole groups of eight rows: N = 8, 16, 24, 40, 64 (one to eight
   // groups, split between threads on group boundaries), with the same M tails and K lengths as
-  // above, and K past one segment (4096 values for Q4_0x8, 2048 for Q8_0x8): 2080 and 4160 end in
+  // above, and K past one segment (2048 values for both layouts): 2080 and 4160 end in
   // a short segment, 8192 is Llama-3.2-1B's down projection. 1032 rows (129 groups) are enough for
   // the CPU backend to pair the two halves for the x86 decode kernels (KernelTable::decode_pairs,
   // x86.h: kMinPairDistanceBytes), an odd group left alone.

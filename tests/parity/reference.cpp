@@ -100,7 +100,7 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape)
         const int64_t row = i / K;
         const int64_t k = i % K;
         const uint8_t* record =
-            bytes + 144 * x8_record(shape.rows() / 8, K / 32, 128, row / 8, k / 32);
+            bytes + 144 * x8_record(shape.rows() / 8, K / 32, 64, row / 8, k / 32);
         const int64_t r = row % 8;
         const int j = static_cast<int>(k % 32) % 16;
         const uint8_t byte = record[16 + (j / 4 * 8 + r) * 4 + j % 4];
