@@ -403,6 +403,13 @@ void attention_cases(std::vector<OpCase>& cases) {
       {1, 16, 2, 45, 64, false, 0, "decode"},
       // A long cache, masked differently per kv head, four kv heads per thread.
       {1, 16, 8, 601, 64, true, 0, "decode_masked"},
+      // The AVX-512 prefill kernel (head_dim a multiple of 64, blocks of 64 rows of query heads,
+      // slots in panels of 256): three panels (the last partial) under the causal mask with mass
+      // from a query inside a block; Llama-3.2-3B's grouping with a query's three heads split
+      // between two blocks; more query heads per kv head than a block holds.
+      {130, 8, 2, 520, 64, true, 100, "prefill"},
+      {50, 24, 8, 300, 128, true, 20, "evicted"},
+      {40, 72, 1, 70, 64, false, 0, "prefill"},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
     for (const AttentionShape& s : shapes) {
