@@ -1223,241 +1223,56 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prefill attention: several queries over the cache, the thread's kv heads [group_begin,
-// group_end), for head_dim a multiple of 64.
-//
-// The AVX2 kernel (simd_attention.inc) multiplies Q by K^T with the float GEMM, whose tiles end
-// every output in a horizontal sum: with head_dim 64, one sum per 64 multiply-adds. Here both
-// products are outer products and the scores are kept transposed (slot-major, 16 rows to a
-// vector), so nothing is summed across lanes and the softmax of 16 rows runs down the slots in
-// vertical vector operations. A kv head's rows (each query's query heads of the group, query after
-// query) are taken 64 at a time; per block:
-//   scores^T [slots, 64] = K Q^T: K rows are converted kPrefillPanelSlots at a time into a float
-//   panel; per 6 slots and each dimension, a broadcast of each slot's element times the four
-//   vectors of Q^T's row for that dimension (24 accumulators);
-//   mask by position, scale (on store), softmax down each column;
-//   out [64, head_dim] += P V: V rows converted the same way; per 4 rows, 64 output columns and
-//   slot, a broadcast of each row's weight times the slot's four V vectors (16 accumulators), over
-//   kPrefillValueSlots slots of the panel at a time so that they stay in L1.
-// Slots past the last one that a row of the block sees are left out (in a prompt chunk, the
-// chunk's later tokens for its earlier queries). Padding rows (past the last block's own) and
-// slots that no row sees but come before one that does take part in the products as zeros, which
-// cannot turn a zero weight into NaN.
-// Against the AVX2 kernel on the Zen 5 VM, micro_bench (64 queries, F16 cache, one thread): 1B
-// shape 58-61 -> 171-186 GFLOP/s over 512 and 2048 slots, 3B shape 73-78 -> 183-186; two threads
-// twice that. In the model (1B Q4_0, 512-token prompt, two threads) attention went from 15-18 % of
-// the prefill to 7 % (docs/performance.md).
-constexpr int64_t kPrefillRows = 64;         // rows per block: four vectors of 16
-constexpr int64_t kPrefillPanelSlots = 256;  // K or V rows converted at a time (stay in L2)
-constexpr int64_t kPrefillValueSlots = 64;   // V panel rows per pass over the rows (stay in L1)
-constexpr int64_t kPrefillSlotStep = 6;      // slots per score tile
-
-// scores^T rows [s0, s0 + 6) of the block: panel rows j0.. against q_t [head_dim, 64], masked by
-// position and scaled. Only slots below `n_store` are stored.
-void prefill_score_tile(const float* panel, const float* q_t, int64_t head_dim, int64_t j0,
-                        int64_t s0, int64_t n_store, const int32_t* slot_pos,
-                        const __m512i* row_pos, float scale, float* scores_t) {
-  __m512 acc[kPrefillSlotStep][4];
-  for (auto& slot : acc)
-    for (__m512& a : slot) a = _mm512_setzero_ps();
-  const float* rows = panel + j0 * head_dim;
-  for (int64_t d = 0; d < head_dim; ++d) {
-    __m512 q[4];
-    for (int v = 0; v < 4; ++v) q[v] = _mm512_loadu_ps(q_t + d * kPrefillRows + 16 * v);
-    for (int t = 0; t < kPrefillSlotStep; ++t) {
-      const __m512 k = _mm512_set1_ps(rows[t * head_dim + d]);
-      for (int v = 0; v < 4; ++v) acc[t][v] = _mm512_fmadd_ps(k, q[v], acc[t][v]);
-    }
+// Prefill attention: simd_prefill_attention.inc, for head_dim a multiple of 64. The score tile is
+// 6 slots x 64 rows and the output tile 4 rows x 64 columns (24 and 16 accumulators of the 32 ZMM
+// registers).
+struct PrefillVector {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int kScoreSlots = 6;
+  static constexpr int kScoreVectors = 4;
+  static constexpr int kValueRows = 4;
+  static constexpr int kValueVectors = 4;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V exp(V x) { return exp_ps(x); }
+  static V visible(V score, int32_t slot_position, const int32_t* row_positions) {
+    const __mmask16 sees = _mm512_cmp_epi32_mask(_mm512_set1_epi32(slot_position),
+                                                 _mm512_loadu_si512(row_positions), _MM_CMPINT_LE);
+    return _mm512_mask_blend_ps(sees, _mm512_set1_ps(-INFINITY), score);
   }
-  const __m512 factor = _mm512_set1_ps(scale);
-  const __m512 masked = _mm512_set1_ps(-INFINITY);
-  for (int t = 0; t < kPrefillSlotStep && t < n_store; ++t) {
-    const __m512i position = _mm512_set1_epi32(slot_pos[s0 + t]);
-    float* out = scores_t + (s0 + t) * kPrefillRows;
-    for (int v = 0; v < 4; ++v) {
-      const __mmask16 sees = _mm512_cmp_epi32_mask(position, row_pos[v], _MM_CMPINT_LE);
-      _mm512_storeu_ps(out + 16 * v, _mm512_mask_mul_ps(masked, sees, acc[t][v], factor));
-    }
+  static V seen_or_zero(V max_value, V value) {
+    return _mm512_maskz_mov_ps(
+        _mm512_cmp_ps_mask(max_value, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ), value);
   }
-}
+  static float sum(V v) { return hsum(v); }
+};
 
-// out [64, head_dim] += P V over panel rows [0, n) of slots [s0, s0 + n): 4 rows and 64 columns
-// at a time.
-void prefill_value_tiles(const float* panel, const float* scores_t, int64_t head_dim, int64_t s0,
-                         int64_t n, float* out) {
-  for (int64_t c0 = 0; c0 < n; c0 += kPrefillValueSlots) {
-    const int64_t c1 = min_of(c0 + kPrefillValueSlots, n);
-    for (int64_t d0 = 0; d0 < head_dim; d0 += 64) {
-      for (int64_t r0 = 0; r0 < kPrefillRows; r0 += 4) {
-        __m512 acc[4][4];
-        for (int i = 0; i < 4; ++i)
-          for (int v = 0; v < 4; ++v)
-            acc[i][v] = _mm512_loadu_ps(out + (r0 + i) * head_dim + d0 + 16 * v);
-        for (int64_t j = c0; j < c1; ++j) {
-          const float* row = panel + j * head_dim + d0;
-          const float* weights = scores_t + (s0 + j) * kPrefillRows + r0;
-          __m512 value[4];
-          for (int v = 0; v < 4; ++v) value[v] = _mm512_loadu_ps(row + 16 * v);
-          for (int i = 0; i < 4; ++i) {
-            const __m512 w = _mm512_set1_ps(weights[i]);
-            for (int v = 0; v < 4; ++v) acc[i][v] = _mm512_fmadd_ps(w, value[v], acc[i][v]);
-          }
-        }
-        for (int i = 0; i < 4; ++i)
-          for (int v = 0; v < 4; ++v)
-            _mm512_storeu_ps(out + (r0 + i) * head_dim + d0 + 16 * v, acc[i][v]);
-      }
-    }
+// The cache rows as floats, for simd_prefill_attention.inc's panels.
+template <class Weights>
+struct AttentionCache {
+  using Element = typename Weights::Element;
+  static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
+    const Element* values = static_cast<const Element*>(cache) + offset;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(buffer + i, Weights::load16(values + i));
+    for (; i < n; ++i) buffer[i] = Weights::at(values + i);
+    return buffer;
   }
-}
+};
 
-template <class Cache>
-void prefill_attention(const AttentionView& a, int64_t group_begin, int64_t group_end) {
-  using Element = typename Cache::Element;
-  const int64_t group = a.n_heads / a.n_kv_heads;
-  const int64_t head_dim = a.head_dim;
-  const int64_t n_slots = a.n_slots;
-  const int64_t n_rows = a.n_queries * group;  // per kv head
-
-  // Per thread: the panel [kPrefillPanelSlots + kPrefillSlotStep, head_dim] (rows past a panel's
-  // slots are zeros: the last score tile reads them); scores^T [n_slots, 64], the kv head's mass
-  // [n_slots] and slot positions [n_slots]; Q^T [head_dim, 64] and the outputs [64, head_dim].
-  const int64_t panel_rows = kPrefillPanelSlots + kPrefillSlotStep;
-  auto* panel = static_cast<float*>(
-      scratch(Scratch::kActivations, sizeof(float) * static_cast<size_t>(panel_rows * head_dim)));
-  auto* scores_t = static_cast<float*>(
-      scratch(Scratch::kScores, sizeof(float) * static_cast<size_t>((kPrefillRows + 2) * n_slots)));
-  float* group_mass = scores_t + kPrefillRows * n_slots;
-  auto* slot_pos = reinterpret_cast<int32_t*>(group_mass + n_slots);
-  auto* q_t = static_cast<float*>(scratch(
-      Scratch::kAccumulators, sizeof(float) * static_cast<size_t>(2 * kPrefillRows * head_dim)));
-  float* out = q_t + kPrefillRows * head_dim;
-
-  // Rows [s0, s0 + n) of kv head g of `cache` into the panel, as floats; rows of slots past
-  // `visible_until`, and the panel's rows past n, are zeros.
-  auto load_panel = [&](const void* cache, int64_t g, int64_t s0, int64_t n,
-                        int32_t visible_until) {
-    const auto* rows = static_cast<const Element*>(cache) + g * head_dim;
-    for (int64_t j = 0; j < panel_rows; ++j) {
-      float* panel_row = panel + j * head_dim;
-      const int64_t s = s0 + j;
-      if (j >= n || slot_pos[s] > visible_until) {
-        std::memset(panel_row, 0, sizeof(float) * static_cast<size_t>(head_dim));
-        continue;
-      }
-      const Element* row = rows + s * a.n_kv_heads * head_dim;
-      for (int64_t d = 0; d < head_dim; d += 16)
-        _mm512_storeu_ps(panel_row + d, Cache::load16(row + d));
-    }
-  };
-
-  for (int64_t g = group_begin; g < group_end; ++g) {
-    std::memset(group_mass, 0, sizeof(float) * static_cast<size_t>(n_slots));
-    for (int64_t s = 0; s < n_slots; ++s) slot_pos[s] = a.kv_pos[s * a.n_kv_heads + g];
-    // Row r of the block is row r0 + r of the kv head: query (r0 + r) / group, query head
-    // (r0 + r) % group of the group (a query's heads may fall into two blocks).
-    for (int64_t r0 = 0; r0 < n_rows; r0 += kPrefillRows) {
-      const int64_t rows = min_of(kPrefillRows, n_rows - r0);
-      // Q^T and each row's position; padding rows are zeros at the lowest position, which sees
-      // no slot.
-      alignas(64) int32_t positions[kPrefillRows];
-      int32_t last_position = INT32_MIN;
-      for (int64_t r = 0; r < kPrefillRows; ++r) {
-        if (r >= rows) {
-          positions[r] = INT32_MIN;
-          for (int64_t d = 0; d < head_dim; ++d) q_t[d * kPrefillRows + r] = 0.0f;
-          continue;
-        }
-        const int64_t i = (r0 + r) / group;
-        positions[r] = a.q_pos[i];
-        last_position = std::max(last_position, a.q_pos[i]);
-        const float* q_row = a.q + (i * a.n_heads + g * group + (r0 + r) % group) * head_dim;
-        for (int64_t d = 0; d < head_dim; ++d) q_t[d * kPrefillRows + r] = q_row[d];
-      }
-      // Slots from seen_slots on are seen by no row of the block (in a prompt chunk, the later
-      // tokens of the chunk): they add zero weights and are left out.
-      int64_t seen_slots = 0;
-      for (int64_t s = 0; s < n_slots; ++s)
-        seen_slots = slot_pos[s] <= last_position ? s + 1 : seen_slots;
-      __m512i row_pos[4];
-      for (int v = 0; v < 4; ++v) row_pos[v] = _mm512_load_si512(positions + 16 * v);
-
-      for (int64_t s0 = 0; s0 < seen_slots; s0 += kPrefillPanelSlots) {
-        const int64_t n = min_of(kPrefillPanelSlots, seen_slots - s0);
-        load_panel(a.k, g, s0, n, last_position);
-        for (int64_t j = 0; j < n; j += kPrefillSlotStep) {
-          prefill_score_tile(panel, q_t, head_dim, j, s0 + j, n - j, slot_pos, row_pos, a.scale,
-                             scores_t);
-        }
-      }
-
-      // Softmax down each column of scores^T; a column that sees no slot gets zero weights.
-      __m512 seen[4];
-      for (int v = 0; v < 4; ++v) {
-        __m512 max_value = _mm512_set1_ps(-INFINITY);
-        for (int64_t s = 0; s < seen_slots; ++s)
-          max_value =
-              _mm512_max_ps(max_value, _mm512_loadu_ps(scores_t + s * kPrefillRows + 16 * v));
-        const __mmask16 sees =
-            _mm512_cmp_ps_mask(max_value, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-        const __m512 shift = _mm512_maskz_mov_ps(sees, max_value);
-        __m512 total = _mm512_setzero_ps();
-        for (int64_t s = 0; s < seen_slots; ++s) {
-          float* p = scores_t + s * kPrefillRows + 16 * v;
-          const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(p), shift));
-          _mm512_storeu_ps(p, e);
-          total = _mm512_add_ps(total, e);
-        }
-        const __m512 inverse = _mm512_maskz_div_ps(sees, _mm512_set1_ps(1.0f), total);
-        for (int64_t s = 0; s < seen_slots; ++s) {
-          float* p = scores_t + s * kPrefillRows + 16 * v;
-          _mm512_storeu_ps(p, _mm512_mul_ps(_mm512_loadu_ps(p), inverse));
-        }
-        seen[v] = _mm512_maskz_mov_ps(sees, _mm512_set1_ps(1.0f));
-      }
-
-      std::memset(out, 0, sizeof(float) * static_cast<size_t>(kPrefillRows * head_dim));
-      for (int64_t s0 = 0; s0 < seen_slots; s0 += kPrefillPanelSlots) {
-        const int64_t n = min_of(kPrefillPanelSlots, seen_slots - s0);
-        load_panel(a.v, g, s0, n, last_position);
-        prefill_value_tiles(panel, scores_t, head_dim, s0, n, out);
-      }
-
-      // The rows out (zeros for a query head that sees nothing), and the mass of the queries
-      // from mass_first_query on.
-      alignas(64) float row_seen[kPrefillRows];
-      for (int v = 0; v < 4; ++v) _mm512_store_ps(row_seen + 16 * v, seen[v]);
-      __mmask64 mass_rows = 0;
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = (r0 + r) / group;
-        float* out_row = a.out + (i * a.n_heads + g * group + (r0 + r) % group) * head_dim;
-        if (row_seen[r] == 0.0f) {
-          std::memset(out_row, 0, sizeof(float) * static_cast<size_t>(head_dim));
-          continue;
-        }
-        std::memcpy(out_row, out + r * head_dim, sizeof(float) * static_cast<size_t>(head_dim));
-        if (i >= a.mass_first_query) mass_rows |= __mmask64{1} << r;
-      }
-      if (a.mass != nullptr && mass_rows != 0) {
-        for (int64_t s = 0; s < seen_slots; ++s) {
-          const float* p = scores_t + s * kPrefillRows;
-          __m512 sum = _mm512_setzero_ps();
-          for (int v = 0; v < 4; ++v) {
-            sum = _mm512_mask_add_ps(sum, static_cast<__mmask16>(mass_rows >> (16 * v)), sum,
-                                     _mm512_loadu_ps(p + 16 * v));
-          }
-          group_mass[s] += hsum(sum);
-        }
-      }
-    }
-    if (a.mass != nullptr) {
-      std::memcpy(a.mass + g * n_slots, group_mass, sizeof(float) * static_cast<size_t>(n_slots));
-    }
-  }
-}
+#include "backends/cpu/simd_prefill_attention.inc"
 
 // The AVX-512 kernels where they apply (decode: one query, head_dim 64 or 128; prefill: head_dim a
-// multiple of 64 and at most 64 query heads per kv head), else the AVX2 kernels.
+// multiple of 64), else the AVX2 kernels.
 template <class Cache>
 bool try_attention(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
   const AttentionView a = attention_view(args);
@@ -1471,8 +1286,8 @@ bool try_attention(const AttentionArgs& args, int64_t group_begin, int64_t group
     }
     return true;
   }
-  if (a.n_queries < 2 || a.head_dim % 64 != 0) return false;
-  prefill_attention<Cache>(a, group_begin, group_end);
+  if (a.n_queries < 2 || !prefill_takes(a.head_dim)) return false;
+  prefill_attention<AttentionCache<Cache>>(a, group_begin, group_end);
   return true;
 }
 
