@@ -1194,7 +1194,7 @@ void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
 
 // The vector operations of simd_prefill_attention.inc: the score tile is 5 slots x 16 rows and the
 // output tile 4 rows x 16 columns (10 and 8 accumulators of the 16 YMM registers). micro_bench (64
-// queries, F16 cache, one thread, Zen 5 VM): 87-102 GFLOP/s, against 62-80 for the panel kernel;
+// queries, F16 cache, one thread, Zen 5 VM): 82-102 GFLOP/s, against 62-80 for the panel kernel;
 // 6 x 16 or 3 x 32 score tiles and 2 x 32 output tiles measured within 5 % of these.
 struct PrefillVector {
   using V = __m256;
