@@ -410,6 +410,10 @@ void attention_cases(std::vector<OpCase>& cases) {
       {130, 8, 2, 520, 64, true, 100, "prefill"},
       {50, 24, 8, 300, 128, true, 20, "evicted"},
       {40, 72, 1, 70, 64, false, 0, "prefill"},
+      // The panel kernel (x86: head sizes the prefill kernel does not take; NEON: all) under the
+      // causal mask over several query blocks, where each block leaves out the slots past the
+      // last one it sees.
+      {70, 8, 2, 100, 24, true, 5, "prefill"},
   };
   for (DType dtype : {DType::F32, DType::F16, DType::Q8_0}) {
     for (const AttentionShape& s : shapes) {
