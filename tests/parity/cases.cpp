@@ -163,8 +163,8 @@ void matmul_cases(std::vector<OpCase>& cases) {
   // M tails, and K from one chunk to the 8192 of Llama-3.2-1B's down projection, past one K
   // segment (2048 columns): 2064 and 4112 end in a one-chunk segment, and 72 rows at 8192 are more
   // groups than the decode kernels take per batch; 140 rows (35 groups) are more than a batch of
-  // pairs, and 1028 rows are enough for the CPU backend to pair the two halves for the AVX-512 decode
-  // kernel (KernelTable::decode_pairs, x86.h: kMinPairDistanceBytes).
+  // pairs, and 1028 rows are enough for the CPU backend to pair the two halves for the AVX-512
+  // decode kernel (KernelTable::decode_pairs, x86.h: kMinPairDistanceBytes).
   for (MatmulShape s : {MatmulShape{1, 4, 16}, MatmulShape{1, 20, 96}, MatmulShape{5, 12, 64},
                         MatmulShape{4, 32, 288}, MatmulShape{17, 16, 160}, MatmulShape{33, 64, 256},
                         MatmulShape{1, 64, 1024}, MatmulShape{2, 8, 8192}, MatmulShape{1, 20, 2064},
@@ -403,10 +403,11 @@ void attention_cases(std::vector<OpCase>& cases) {
       {1, 16, 2, 45, 64, false, 0, "decode"},
       // A long cache, masked differently per kv head, four kv heads per thread.
       {1, 16, 8, 601, 64, true, 0, "decode_masked"},
-      // The AVX-512 prefill kernel (head_dim a multiple of 64, blocks of 64 rows of query heads,
-      // slots in panels of 256): three panels (the last partial) under the causal mask with mass
-      // from a query inside a block; Llama-3.2-3B's grouping with a query's three heads split
-      // between two blocks; more query heads per kv head than a block holds.
+      // The x86 prefill kernel (simd_prefill_attention.inc: head_dim a multiple of 64 on AVX-512,
+      // of 16 on AVX2; blocks of 64 rows of query heads, slots in panels of 256): three panels
+      // (the last partial) under the causal mask with mass from a query inside a block;
+      // Llama-3.2-3B's grouping with a query's three heads split between two blocks; more query
+      // heads per kv head than a block holds.
       {130, 8, 2, 520, 64, true, 100, "prefill"},
       {50, 24, 8, 300, 128, true, 20, "evicted"},
       {40, 72, 1, 70, 64, false, 0, "prefill"},
