@@ -2,12 +2,12 @@
 // available_kernel_tables()) at Llama-3.2-1B and 3B shapes: matmul as decode GEMV (M=1) and
 // prefill GEMM (M=64, 512) for F32/F16/Q8_0/Q4_0 weights, rms_norm, softmax, silu_mul, rope and
 // attention over an F16 KV cache (one decode query, and a 64-query prefill chunk under the causal
-// mask). Ops run through a CpuBackend built for one table and
-// thread count, so the numbers include the backend's thread split, as in the model. Eigen's GEMM
-// (y = x * W^T on the same F32 matrices, one thread) runs beside ours for the dense F32 prefill
-// shapes, once per SIMD level this CPU has (bin/eigen_gemm.h: "eigen" is the baseline build, SSE2
-// on x86-64; "eigen-avx2" and "eigen-avx512" are built with those instructions); its label names
-// the SIMD Eigen reports.
+// mask), and the thread pool's own cost per dispatch. Ops run through a CpuBackend built for one
+// table and thread count, so the numbers include the backend's thread split, as in the model.
+// Eigen's GEMM (y = x * W^T on the same F32 matrices, one thread) runs beside ours for the dense
+// F32 prefill shapes, once per SIMD level this CPU has (bin/eigen_gemm.h: "eigen" is the baseline
+// build, SSE2 on x86-64; "eigen-avx2" and "eigen-avx512" are built with those instructions); its
+// label names the SIMD Eigen reports.
 //
 // Each benchmark reports bytes/s (weights + activations read and written) and, for matmul and
 // attention, FLOP/s (2 per multiply-add), as Google Benchmark rate counters. Weight matrices are
@@ -23,6 +23,7 @@
 //   matmul/eigen-avx512/f32/1b.attn_qo.2048x2048/M512/t1
 //   attention/avx2/f16/1b.h32kv8d64/slots2048/t1     rms_norm/portable/f32/1b.2048/rows64/t1
 //   attention/avx2/f16/1b.h32kv8d64/q64.slots512/t1
+// and for the pool pool/run/empty/t2, pool/guided/ranges64/t2.
 //
 // The default set is a curated slice that runs in under two minutes (1m46s on the 2-vCPU dev VM);
 // --full registers the whole
@@ -41,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -52,6 +54,7 @@
 #include "core/error.h"
 #include "core/quant.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 
 namespace {
 
@@ -542,6 +545,43 @@ void register_attention(const std::vector<std::string>& isas, bool full) {
   }
 }
 
+// ---- thread pool ----
+
+// The pool's own cost per dispatch, which every op of a decoded token pays: an empty fork/join
+// (`run`), and a guided split of 64 ranges with nothing in them (the claims and steals of a decode
+// matmul without its work). One time per dispatch; between two cores of one cache domain this is a
+// fraction of a microsecond, across domains (the VM's fast bandwidth phase, a phone's clusters)
+// several times that (docs/performance.md).
+void register_pool() {
+  std::vector<int> counts = {2};
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  if (hardware > 2) counts.push_back(hardware);
+  for (const int threads : counts) {
+    benchmark::RegisterBenchmark(
+        edgelm::str_cat("pool/run/empty/t", threads).c_str(),
+        [threads](benchmark::State& state) {
+          guarded(state, [&] {
+            edgelm::ThreadPool pool(threads);
+            for (auto _ : state) pool.run([](int) {});
+          });
+        })
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(
+        edgelm::str_cat("pool/guided/ranges64/t", threads).c_str(),
+        [threads](benchmark::State& state) {
+          guarded(state, [&] {
+            edgelm::ThreadPool pool(threads);
+            for (auto _ : state) {
+              pool.parallel_for_guided(
+                  64, [](int64_t begin, int64_t end) { benchmark::DoNotOptimize(begin + end); },
+                  1);
+            }
+          });
+        })
+        ->UseRealTime();
+  }
+}
+
 // Removes `flag` from argv (before Google Benchmark sees it); true when it was there.
 bool take_flag(int& argc, char** argv, const char* flag) {
   bool found = false;
@@ -580,6 +620,7 @@ int main(int argc, char** argv) {
     register_matmul(full ? full_matmul_cases(isas) : default_matmul_cases(isas));
     register_attention(isas, full);
     register_row_ops(isas, full);
+    register_pool();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 
@@ -63,6 +64,7 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus)
     caller_pinned_ = true;
   }
   shares_ = std::make_unique<ChunkShare[]>(static_cast<size_t>(n_threads));
+  done_ = std::make_unique<Done[]>(static_cast<size_t>(n_threads));
   workers_.reserve(static_cast<size_t>(n_threads - 1));
   std::vector<int> failed(static_cast<size_t>(n_threads), -1);
   std::atomic<int> started{0};
@@ -97,9 +99,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::shut_down() {
-  stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  dispatch_.stop.store(true, std::memory_order_relaxed);
+  dispatch_.generation.store(dispatch_.generation.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_release);
+  dispatch_.generation.notify_all();
   for (std::thread& worker : workers_) worker.join();
   workers_.clear();
   if (caller_pinned_) {
@@ -110,10 +113,10 @@ void ThreadPool::shut_down() {
 
 void ThreadPool::execute(int index) {
   try {
-    function_(context_, index);
+    dispatch_.function(dispatch_.context, index);
   } catch (...) {
-    std::lock_guard<std::mutex> lock(error_mutex_);
-    if (!error_) error_ = std::current_exception();
+    std::lock_guard<std::mutex> lock(failure_.mutex);
+    if (!failure_.error) failure_.error = std::current_exception();
   }
 }
 
@@ -121,19 +124,22 @@ void ThreadPool::worker_loop(int index) {
   tls_current_pool = this;
   uint32_t seen = 0;
   for (;;) {
-    uint32_t now = generation_.load(std::memory_order_acquire);
+    std::atomic<uint32_t>& generation = dispatch_.generation;
+    uint32_t now = generation.load(std::memory_order_acquire);
     for (int spin = 0; now == seen && spin < kSpinPolls; ++spin) {
       spin_pause(spin);
-      now = generation_.load(std::memory_order_acquire);
+      now = generation.load(std::memory_order_acquire);
     }
     while (now == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
-      now = generation_.load(std::memory_order_acquire);
+      generation.wait(seen, std::memory_order_acquire);
+      now = generation.load(std::memory_order_acquire);
     }
     seen = now;
-    if (stop_.load(std::memory_order_acquire)) return;
+    if (dispatch_.stop.load(std::memory_order_relaxed)) return;
     execute(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    std::atomic<uint32_t>& done = done_[static_cast<size_t>(index)].generation;
+    done.store(seen, std::memory_order_release);
+    done.notify_one();
   }
 }
 
@@ -153,9 +159,9 @@ void ThreadPool::run_chunks(int64_t chunks, void (*chunk_fn)(void*, int64_t, int
     // Relaxed: the generation bump in run_locked publishes these to the workers.
     shares_[static_cast<size_t>(i)].bounds.store(lo | hi << 32, std::memory_order_relaxed);
   }
-  chunk_fn_ = chunk_fn;
-  chunk_context_ = context;
-  guided_ = guided;
+  dispatch_.chunk_fn = chunk_fn;
+  dispatch_.chunk_context = context;
+  dispatch_.guided = guided;
   run_locked([](void* pool, int index) { static_cast<ThreadPool*>(pool)->take_chunks(index); },
              this);
 }
@@ -169,21 +175,22 @@ void ThreadPool::take_chunks(int index) {
   std::atomic<uint64_t>& own = shares_[static_cast<size_t>(index)].bounds;
   for (;;) {
     int64_t step = 1;
-    if (guided_) {
+    if (dispatch_.guided) {
       const uint64_t seen = own.load(std::memory_order_relaxed);
       if (low(seen) >= high(seen)) break;
       step = std::max<int64_t>(1, (int64_t{high(seen)} - low(seen)) / 2);
     }
     const uint64_t bounds = own.fetch_add(static_cast<uint64_t>(step), std::memory_order_relaxed);
     if (low(bounds) >= high(bounds)) break;
-    chunk_fn_(chunk_context_, low(bounds), std::min<int64_t>(low(bounds) + step, high(bounds)));
+    dispatch_.chunk_fn(dispatch_.chunk_context, low(bounds),
+                       std::min<int64_t>(low(bounds) + step, high(bounds)));
   }
   for (int k = 1; k < n_threads_; ++k) {
     std::atomic<uint64_t>& other = shares_[static_cast<size_t>((index + k) % n_threads_)].bounds;
     for (;;) {
       const uint64_t bounds = other.fetch_sub(uint64_t{1} << 32, std::memory_order_relaxed);
       if (high(bounds) <= low(bounds)) break;
-      chunk_fn_(chunk_context_, high(bounds) - 1, high(bounds));
+      dispatch_.chunk_fn(dispatch_.chunk_context, high(bounds) - 1, high(bounds));
     }
   }
 }
@@ -201,26 +208,31 @@ void ThreadPool::run_locked(void (*function)(void*, int), void* context) {
     tls_current_pool = previous_pool;
     return;
   }
-  function_ = function;
-  context_ = context;
-  error_ = nullptr;
-  pending_.store(static_cast<uint32_t>(n_threads_ - 1), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  dispatch_.function = function;
+  dispatch_.context = context;
+  // A plain store, not a read-modify-write: on x86 a locked instruction would first wait for the
+  // caller's earlier stores to reach their lines, some of them (the shares) held by the workers.
+  const uint32_t generation = dispatch_.generation.load(std::memory_order_relaxed) + 1;
+  dispatch_.generation.store(generation, std::memory_order_release);
+  dispatch_.generation.notify_all();
 
   execute(0);
   tls_current_pool = previous_pool;
 
-  uint32_t left = pending_.load(std::memory_order_acquire);
-  for (int spin = 0; left != 0 && spin < kSpinPolls; ++spin) {
-    spin_pause(spin);
-    left = pending_.load(std::memory_order_acquire);
+  int spin = 0;
+  for (int i = 1; i < n_threads_; ++i) {
+    std::atomic<uint32_t>& done = done_[static_cast<size_t>(i)].generation;
+    uint32_t seen = done.load(std::memory_order_acquire);
+    for (; seen != generation && spin < kSpinPolls; ++spin) {
+      spin_pause(spin);
+      seen = done.load(std::memory_order_acquire);
+    }
+    while (seen != generation) {
+      done.wait(seen, std::memory_order_acquire);
+      seen = done.load(std::memory_order_acquire);
+    }
   }
-  while (left != 0) {
-    pending_.wait(left, std::memory_order_acquire);
-    left = pending_.load(std::memory_order_acquire);
-  }
-  if (error_) std::rethrow_exception(error_);
+  if (failure_.error) std::rethrow_exception(std::exchange(failure_.error, nullptr));
 }
 
 }  // namespace edgelm

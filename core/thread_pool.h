@@ -129,18 +129,32 @@ class ThreadPool {
   cpu_set_t saved_affinity_{};  // the caller's affinity before pinning
   std::vector<std::thread> workers_;
   std::unique_ptr<ChunkShare[]> shares_;  // one per thread, for run_chunks
-  void (*chunk_fn_)(void*, int64_t, int64_t) = nullptr;
-  void* chunk_context_ = nullptr;
-  bool guided_ = false;
-  std::mutex run_mutex_;  // one run() at a time from outside threads
+  std::mutex run_mutex_;                  // one run() at a time from outside threads
 
-  void (*function_)(void*, int) = nullptr;
-  void* context_ = nullptr;
-  std::atomic<uint32_t> generation_{0};
-  std::atomic<uint32_t> pending_{0};
-  std::atomic<bool> stop_{false};
-  std::mutex error_mutex_;
-  std::exception_ptr error_;
+  // A dispatch is handed over in one cache line written by the caller alone, and each worker
+  // reports its end in a line of its own: so a fork/join moves about two lines between the cores
+  // each way. When the fields shared lines with the caller's mutex, the counter of unfinished
+  // workers and the error slot, the caller and the workers took lines from each other several
+  // times per dispatch, each a wait of a cross-core transfer (docs/performance.md).
+  struct alignas(64) Dispatch {
+    std::atomic<uint32_t> generation{0};  // bumped by a plain store: only the caller writes it
+    std::atomic<bool> stop{false};
+    bool guided = false;
+    void (*function)(void*, int) = nullptr;
+    void* context = nullptr;
+    void (*chunk_fn)(void*, int64_t, int64_t) = nullptr;
+    void* chunk_context = nullptr;
+  };
+  struct alignas(64) Done {
+    std::atomic<uint32_t> generation{0};  // the last dispatch this worker finished
+  };
+  struct alignas(64) Failure {
+    std::mutex mutex;
+    std::exception_ptr error;  // the first exception of the current dispatch
+  };
+  Dispatch dispatch_;
+  std::unique_ptr<Done[]> done_;  // one per thread (index 0, the caller, unused)
+  Failure failure_;
 };
 
 }  // namespace edgelm
