@@ -76,6 +76,9 @@ class Backend {
   virtual std::string device() const = 0;
   // The allocator whose buffers this backend's ops read and write.
   virtual Memory& memory() = 0;
+  // The allocator for tensors that live as long as a model (the matrices the loader repacks for
+  // matmul_weight_type). Default: memory().
+  virtual Memory& weight_memory() { return memory(); }
 
   // True when the backend computes `op` for these dtypes; never throws. The dtype list per op:
   //   embed: {table}     matmul: {weight}    attention: {k/v}     cast: {src, dst}

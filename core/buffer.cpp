@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <utility>
@@ -82,6 +84,58 @@ std::shared_ptr<Buffer> HostMemory::allocate(size_t size) {
     std::free(pointer);
     untrack();
   });
+}
+
+struct SlabHostMemory::Slab {
+  std::byte* base = nullptr;
+  size_t size = 0;    // usable bytes
+  size_t mapped = 0;  // what to pass to munmap
+  ~Slab() {
+    if (base != nullptr) ::munmap(base, mapped);
+  }
+};
+
+std::shared_ptr<Buffer> SlabHostMemory::allocate(size_t size) {
+  if (!HostMemory::kMapsLargeAllocations) {
+    const size_t rounded = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    void* pointer = std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded);
+    if (pointer == nullptr) EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed");
+    auto untrack = track(size);
+    return std::make_shared<Buffer>(pointer, size, nullptr,
+                                    [pointer, untrack = std::move(untrack)] {
+                                      std::free(pointer);
+                                      untrack();
+                                    });
+  }
+  const size_t rounded =
+      std::max<size_t>(kBufferAlignment, (size + kBufferAlignment - 1) / kBufferAlignment *
+                                             kBufferAlignment);
+  std::shared_ptr<Slab> slab;
+  std::byte* pointer = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (slab_ != nullptr && slab_.use_count() == 1) used_ = 0;  // every buffer in it is gone
+    if (slab_ == nullptr || slab_->size - used_ < rounded) {
+      constexpr size_t kHugePage = HostMemory::kLargeHostAllocation;
+      auto fresh = std::make_shared<Slab>();
+      fresh->size = std::max(kSlabBytes, (rounded + kHugePage - 1) / kHugePage * kHugePage);
+      fresh->base = static_cast<std::byte*>(map_aligned(fresh->size, kHugePage, &fresh->mapped));
+      if (fresh->base == nullptr)
+        EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed (slab of ", fresh->size,
+                    " bytes)");
+      slab_ = std::move(fresh);
+      used_ = 0;
+    }
+    slab = slab_;
+    pointer = slab->base + used_;
+    used_ += rounded;
+  }
+  auto untrack = track(size);
+  return std::make_shared<Buffer>(pointer, size, nullptr,
+                                  [slab = std::move(slab), untrack = std::move(untrack)]() mutable {
+                                    slab.reset();
+                                    untrack();
+                                  });
 }
 
 }  // namespace edgelm

@@ -83,7 +83,10 @@ Tensor for_matmul(Backend& backend, const Tensor& weight) {
       weight.dim(1) % dtype_block_size(layout) != 0) {
     return weight;
   }
-  Tensor packed = Tensor::empty(backend.memory(), layout, weight.shape());
+  // The repacked matrices are what decoding streams through, token after token: they go to the
+  // backend's weight memory (the CPU's lays them end to end on huge pages, SlabHostMemory).
+  // Copies made on the way (converted, unpermuted) are freed after this and stay in memory().
+  Tensor packed = Tensor::empty(backend.weight_memory(), layout, weight.shape());
   EDGELM_CHECK(packed.raw() != nullptr, "[load] backend ", backend.name(),
                " memory has no host mapping to load weights through");
   const int64_t rows = weight.dim(0);

@@ -1,6 +1,7 @@
 // Shapes, buffers, host memory accounting, and tensors as windows onto buffers.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -110,6 +111,50 @@ TEST(HostMemoryTest, CountsBytesInUseAndPeak) {
   }
   EXPECT_EQ(memory.bytes_in_use(), 0u);
   EXPECT_EQ(memory.peak_bytes(), 128u + 60u);
+}
+
+// Weights for the CPU: laid end to end in large huge-page mappings, each 64-byte aligned; a slab
+// whose buffers are all gone is reused from its start; one larger than a slab gets its own.
+TEST(SlabHostMemoryTest, LaysBuffersEndToEndAndCountsThem) {
+  SlabHostMemory memory;
+  EXPECT_EQ(memory.name(), "host-slabs");
+  auto address = [](const std::shared_ptr<Buffer>& b) {
+    return reinterpret_cast<uintptr_t>(b->host_ptr());
+  };
+  {
+    auto a = memory.allocate(100);
+    auto b = memory.allocate(1000);
+    auto c = memory.allocate(0);
+    for (const auto& buffer : {a, b, c}) {
+      ASSERT_NE(buffer->host_ptr(), nullptr);
+      EXPECT_EQ(address(buffer) % kBufferAlignment, 0u);
+    }
+    EXPECT_EQ(b->size(), 1000u);
+    EXPECT_EQ(memory.bytes_in_use(), 1100u);
+    std::memset(b->host_ptr(), 0x5a, b->size());  // writable, all of it
+    if (HostMemory::kMapsLargeAllocations) {
+      EXPECT_EQ(address(a) % HostMemory::kLargeHostAllocation, 0u);  // a slab's first buffer
+      EXPECT_EQ(address(b), address(a) + 128);
+      EXPECT_EQ(address(c), address(b) + 1024);
+    }
+    const uintptr_t first = address(a);
+    a.reset();
+    b.reset();
+    c.reset();
+    EXPECT_EQ(memory.bytes_in_use(), 0u);
+    auto again = memory.allocate(64);
+    if (HostMemory::kMapsLargeAllocations) {
+      EXPECT_EQ(address(again), first);
+    }
+  }
+  if (HostMemory::kMapsLargeAllocations) {
+    auto small = memory.allocate(64);
+    auto large = memory.allocate(SlabHostMemory::kSlabBytes + 1);
+    EXPECT_EQ(address(large) % HostMemory::kLargeHostAllocation, 0u);
+    EXPECT_NE(address(large), address(small) + 64);
+    static_cast<char*>(large->host_ptr())[SlabHostMemory::kSlabBytes] = 1;  // its last byte
+    EXPECT_EQ(memory.peak_bytes(), 64u + SlabHostMemory::kSlabBytes + 1);
+  }
 }
 
 TEST(HostMemoryTest, BuffersMayOutliveTheAllocator) {

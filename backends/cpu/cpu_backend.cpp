@@ -156,6 +156,7 @@ int64_t grain_for(int64_t row_cost) {
 
 CpuBackend::CpuBackend(CpuOptions options)
     : memory_(options.memory ? options.memory : std::make_shared<HostMemory>()),
+      weight_memory_(options.memory ? options.memory : std::make_shared<SlabHostMemory>()),
       pool_(options.n_threads > 0 ? options.n_threads : default_thread_count(), options.cpus),
       kernels_(&select_kernels(options.isa)),
       repack_weights_(options.repack_weights),

@@ -40,6 +40,9 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   std::string device() const override;
   Memory& memory() override { return *memory_; }
+  // Weights go to SlabHostMemory (laid end to end on huge pages) unless CpuOptions::memory named
+  // another allocator, which then takes them too (another backend's shared buffers).
+  Memory& weight_memory() override { return *weight_memory_; }
   bool supports(OpKind op, std::initializer_list<DType> dtypes) const override;
   DType matmul_weight_type(DType dtype) const override;
 
@@ -67,6 +70,7 @@ class CpuBackend final : public Backend {
 
  private:
   std::shared_ptr<Memory> memory_;
+  std::shared_ptr<Memory> weight_memory_;
   ThreadPool pool_;
   const KernelTable* kernels_;
   bool repack_weights_;
