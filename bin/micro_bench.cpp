@@ -557,14 +557,13 @@ void register_pool() {
   const int hardware = static_cast<int>(std::thread::hardware_concurrency());
   if (hardware > 2) counts.push_back(hardware);
   for (const int threads : counts) {
-    benchmark::RegisterBenchmark(
-        edgelm::str_cat("pool/run/empty/t", threads).c_str(),
-        [threads](benchmark::State& state) {
-          guarded(state, [&] {
-            edgelm::ThreadPool pool(threads);
-            for (auto _ : state) pool.run([](int) {});
-          });
-        })
+    benchmark::RegisterBenchmark(edgelm::str_cat("pool/run/empty/t", threads).c_str(),
+                                 [threads](benchmark::State& state) {
+                                   guarded(state, [&] {
+                                     edgelm::ThreadPool pool(threads);
+                                     for (auto _ : state) pool.run([](int) {});
+                                   });
+                                 })
         ->UseRealTime();
     benchmark::RegisterBenchmark(
         edgelm::str_cat("pool/guided/ranges64/t", threads).c_str(),
@@ -573,8 +572,7 @@ void register_pool() {
             edgelm::ThreadPool pool(threads);
             for (auto _ : state) {
               pool.parallel_for_guided(
-                  64, [](int64_t begin, int64_t end) { benchmark::DoNotOptimize(begin + end); },
-                  1);
+                  64, [](int64_t begin, int64_t end) { benchmark::DoNotOptimize(begin + end); }, 1);
             }
           });
         })

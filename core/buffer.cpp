@@ -60,6 +60,16 @@ void* map_aligned(size_t size, size_t alignment, size_t* mapped_bytes) {
   return reinterpret_cast<void*>(aligned);
 }
 
+// `size` bytes from the C heap, 64-byte aligned (a zero-byte request still gets a valid unique
+// pointer); throws when the heap has none. Free with std::free.
+void* heap_allocate(size_t size) {
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  const size_t rounded = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  void* pointer = std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded);
+  if (pointer == nullptr) EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed");
+  return pointer;
+}
+
 }  // namespace
 
 std::shared_ptr<Buffer> HostMemory::allocate(size_t size) {
@@ -74,11 +84,7 @@ std::shared_ptr<Buffer> HostMemory::allocate(size_t size) {
                                       untrack();
                                     });
   }
-  // aligned_alloc wants a size that is a multiple of the alignment; a zero-byte request still
-  // gets a valid unique pointer.
-  const size_t rounded = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-  void* pointer = std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded);
-  if (pointer == nullptr) EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed");
+  void* pointer = heap_allocate(size);
   auto untrack = track(size);
   return std::make_shared<Buffer>(pointer, size, nullptr, [pointer, untrack = std::move(untrack)] {
     std::free(pointer);
@@ -97,9 +103,7 @@ struct SlabHostMemory::Slab {
 
 std::shared_ptr<Buffer> SlabHostMemory::allocate(size_t size) {
   if (!HostMemory::kMapsLargeAllocations) {
-    const size_t rounded = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-    void* pointer = std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded);
-    if (pointer == nullptr) EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed");
+    void* pointer = heap_allocate(size);
     auto untrack = track(size);
     return std::make_shared<Buffer>(pointer, size, nullptr,
                                     [pointer, untrack = std::move(untrack)] {
@@ -107,9 +111,8 @@ std::shared_ptr<Buffer> SlabHostMemory::allocate(size_t size) {
                                       untrack();
                                     });
   }
-  const size_t rounded =
-      std::max<size_t>(kBufferAlignment, (size + kBufferAlignment - 1) / kBufferAlignment *
-                                             kBufferAlignment);
+  const size_t rounded = std::max<size_t>(
+      kBufferAlignment, (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
   std::shared_ptr<Slab> slab;
   std::byte* pointer = nullptr;
   {

@@ -112,9 +112,7 @@ class SlabHostMemory final : public Memory {
  public:
   static constexpr size_t kSlabBytes = size_t{256} << 20;
 
-  std::string name() const override {
-    return "host-slabs";
-  }
+  std::string name() const override { return "host-slabs"; }
   std::shared_ptr<Buffer> allocate(size_t size) override;
 
  private:
