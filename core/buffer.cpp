@@ -70,6 +70,14 @@ void* heap_allocate(size_t size) {
   return pointer;
 }
 
+// The buffer over `pointer` from heap_allocate: frees it, then runs `untrack`.
+std::shared_ptr<Buffer> heap_buffer(void* pointer, size_t size, std::function<void()> untrack) {
+  return std::make_shared<Buffer>(pointer, size, nullptr, [pointer, untrack = std::move(untrack)] {
+    std::free(pointer);
+    untrack();
+  });
+}
+
 }  // namespace
 
 std::shared_ptr<Buffer> HostMemory::allocate(size_t size) {
@@ -85,17 +93,12 @@ std::shared_ptr<Buffer> HostMemory::allocate(size_t size) {
                                     });
   }
   void* pointer = heap_allocate(size);
-  auto untrack = track(size);
-  return std::make_shared<Buffer>(pointer, size, nullptr, [pointer, untrack = std::move(untrack)] {
-    std::free(pointer);
-    untrack();
-  });
+  return heap_buffer(pointer, size, track(size));
 }
 
 struct SlabHostMemory::Slab {
   std::byte* base = nullptr;
-  size_t size = 0;    // usable bytes
-  size_t mapped = 0;  // what to pass to munmap
+  size_t mapped = 0;  // its bytes, all usable (a multiple of 2 MiB)
   ~Slab() {
     if (base != nullptr) ::munmap(base, mapped);
   }
@@ -104,12 +107,7 @@ struct SlabHostMemory::Slab {
 std::shared_ptr<Buffer> SlabHostMemory::allocate(size_t size) {
   if (!HostMemory::kMapsLargeAllocations) {
     void* pointer = heap_allocate(size);
-    auto untrack = track(size);
-    return std::make_shared<Buffer>(pointer, size, nullptr,
-                                    [pointer, untrack = std::move(untrack)] {
-                                      std::free(pointer);
-                                      untrack();
-                                    });
+    return heap_buffer(pointer, size, track(size));
   }
   const size_t rounded = std::max<size_t>(
       kBufferAlignment, (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
@@ -118,13 +116,13 @@ std::shared_ptr<Buffer> SlabHostMemory::allocate(size_t size) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (slab_ != nullptr && slab_.use_count() == 1) used_ = 0;  // every buffer in it is gone
-    if (slab_ == nullptr || slab_->size - used_ < rounded) {
+    if (slab_ == nullptr || slab_->mapped - used_ < rounded) {
       constexpr size_t kHugePage = HostMemory::kLargeHostAllocation;
+      const size_t bytes = std::max(kSlabBytes, (rounded + kHugePage - 1) / kHugePage * kHugePage);
       auto fresh = std::make_shared<Slab>();
-      fresh->size = std::max(kSlabBytes, (rounded + kHugePage - 1) / kHugePage * kHugePage);
-      fresh->base = static_cast<std::byte*>(map_aligned(fresh->size, kHugePage, &fresh->mapped));
+      fresh->base = static_cast<std::byte*>(map_aligned(bytes, kHugePage, &fresh->mapped));
       if (fresh->base == nullptr)
-        EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed (slab of ", fresh->size,
+        EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed (slab of ", bytes,
                     " bytes)");
       slab_ = std::move(fresh);
       used_ = 0;
