@@ -37,18 +37,23 @@ std::function<void()> Memory::track(size_t size) {
 
 namespace {
 
+// n rounded up to a multiple of `multiple`.
+constexpr size_t round_up(size_t n, size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+
 // `size` bytes of fresh anonymous memory starting at a multiple of `alignment` (a power of two
 // and a multiple of the page size), marked for transparent huge pages where the kernel has them.
 // Returns null when the mapping fails; *mapped_bytes is what to pass to munmap.
 void* map_aligned(size_t size, size_t alignment, size_t* mapped_bytes) {
   const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t length = (size + page - 1) / page * page;
+  const size_t length = round_up(size, page);
   // Over-reserve by the alignment, then return the unaligned head and the tail past the length.
   const size_t reserve = length + alignment;
   void* base = ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return nullptr;
   const auto start = reinterpret_cast<uintptr_t>(base);
-  const uintptr_t aligned = (start + alignment - 1) / alignment * alignment;
+  const uintptr_t aligned = round_up(start, alignment);
   if (aligned > start) ::munmap(base, aligned - start);
   const uintptr_t end = aligned + length;
   if (start + reserve > end) ::munmap(reinterpret_cast<void*>(end), start + reserve - end);
@@ -64,7 +69,7 @@ void* map_aligned(size_t size, size_t alignment, size_t* mapped_bytes) {
 // pointer); throws when the heap has none. Free with std::free.
 void* heap_allocate(size_t size) {
   // aligned_alloc wants a size that is a multiple of the alignment.
-  const size_t rounded = (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  const size_t rounded = round_up(size, kBufferAlignment);
   void* pointer = std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded);
   if (pointer == nullptr) EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed");
   return pointer;
@@ -109,8 +114,7 @@ std::shared_ptr<Buffer> SlabHostMemory::allocate(size_t size) {
     void* pointer = heap_allocate(size);
     return heap_buffer(pointer, size, track(size));
   }
-  const size_t rounded = std::max<size_t>(
-      kBufferAlignment, (size + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment);
+  const size_t rounded = std::max(kBufferAlignment, round_up(size, kBufferAlignment));
   std::shared_ptr<Slab> slab;
   std::byte* pointer = nullptr;
   {
@@ -118,7 +122,7 @@ std::shared_ptr<Buffer> SlabHostMemory::allocate(size_t size) {
     if (slab_ != nullptr && slab_.use_count() == 1) used_ = 0;  // every buffer in it is gone
     if (slab_ == nullptr || slab_->mapped - used_ < rounded) {
       constexpr size_t kHugePage = HostMemory::kLargeHostAllocation;
-      const size_t bytes = std::max(kSlabBytes, (rounded + kHugePage - 1) / kHugePage * kHugePage);
+      const size_t bytes = std::max(kSlabBytes, round_up(rounded, kHugePage));
       auto fresh = std::make_shared<Slab>();
       fresh->base = static_cast<std::byte*>(map_aligned(bytes, kHugePage, &fresh->mapped));
       if (fresh->base == nullptr)
