@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "backends/cpu/rope_table.h"
 #include "backends/cpu/x86/x86.h"
