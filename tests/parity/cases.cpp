@@ -311,6 +311,14 @@ void attention_positions(const AttentionShape& s, std::mt19937_64& rng, std::vec
     for (int64_t slot = 0; slot < s.n_slots; ++slot) {
       for (int64_t g = 0; g < s.n_kv_heads; ++g) kv_pos[slot * s.n_kv_heads + g] = slot;
     }
+  } else if (kind == "chunk") {  // the last chunk of a long prompt: its queries hold the last
+                                 // positions and see every slot up to their own (causal)
+    for (int64_t i = 0; i < s.n_queries; ++i) {
+      q_pos[i] = static_cast<double>(s.n_slots - s.n_queries + i);
+    }
+    for (int64_t slot = 0; slot < s.n_slots; ++slot) {
+      for (int64_t g = 0; g < s.n_kv_heads; ++g) kv_pos[slot * s.n_kv_heads + g] = slot;
+    }
   } else {  // "evicted": each kv head kept different old slots, then a new chunk was appended
     const int64_t n_old = s.n_slots - s.n_queries;
     const int64_t first_new = 3 * n_old + 10;
@@ -403,11 +411,15 @@ void attention_cases(std::vector<OpCase>& cases) {
       {1, 16, 2, 45, 64, false, 0, "decode"},
       // A long cache, masked differently per kv head, four kv heads per thread.
       {1, 16, 8, 601, 64, true, 0, "decode_masked"},
-      // The x86 prefill kernel (simd_prefill_attention.inc: head_dim a multiple of 64 on AVX-512,
-      // of 16 on AVX2; blocks of 64 rows of query heads, slots in panels of 256): three panels
-      // (the last partial) under the causal mask with mass from a query inside a block;
-      // Llama-3.2-3B's grouping with a query's three heads split between two blocks; more query
-      // heads per kv head than a block holds.
+      // The SIMD prefill kernel (simd_prefill_attention.inc: head_dim a multiple of 64 on
+      // AVX-512, of 16 on AVX2 and NEON; blocks of 64 rows of query heads, slots in panels of 256):
+      // a prompt's last chunk over three panels (the last partial; score tiles that run past a
+      // panel's end into the next) with mass from a query inside a block, and a 32-wide head;
+      // many slots that no query sees, under the causal mask; Llama-3.2-3B's grouping with a
+      // query's three heads split between two blocks; more query heads per kv head than a block
+      // holds.
+      {70, 8, 2, 600, 64, true, 30, "chunk"},
+      {20, 6, 2, 530, 32, false, 0, "chunk"},
       {130, 8, 2, 520, 64, true, 100, "prefill"},
       {50, 24, 8, 300, 128, true, 20, "evicted"},
       {40, 72, 1, 70, 64, false, 0, "prefill"},
