@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -170,6 +171,18 @@ Tensor random_tensor(DType dtype, edgelm::Shape shape, uint64_t seed) {
 constexpr size_t kRotationBytes = size_t{256} << 20;
 // --hot: one copy of each matrix, read from cache.
 bool g_hot_weights = false;
+
+// --iterations N: every benchmark runs exactly N iterations (0: as many as Google Benchmark's
+// timing needs). scripts/cycle_estimate runs one benchmark with two counts under QEMU, where the
+// difference is the work of the iterations alone.
+int64_t g_iterations = 0;
+
+// Settings every benchmark takes: wall time (the kernels run on the backend's threads), and the
+// fixed iteration count if one was asked for.
+void configure(benchmark::internal::Benchmark* b) {
+  b->UseRealTime();
+  if (g_iterations > 0) b->Iterations(g_iterations);
+}
 
 struct WeightSet {
   DType dtype = DType::F32;
@@ -365,7 +378,7 @@ void register_matmul(std::vector<MatmulCase> cases) {
         ".", shape_label(c.matrix.N, c.matrix.K), "/M", c.M, "/t", c.threads);
     benchmark::RegisterBenchmark(name.c_str(), [c](benchmark::State& state) {
       run_matmul(state, c);
-    })->UseRealTime();
+    })->Apply(configure);
   }
 }
 
@@ -395,7 +408,7 @@ void register_row_ops(const std::vector<std::string>& isas, bool full) {
                 state.SetItemsProcessed(state.iterations() * rows * dim);
               });
             })
-            ->UseRealTime();
+            ->Apply(configure);
         // out = silu(gate) * up over the MLP's intermediate activations.
         const int64_t n = m->intermediate;
         benchmark::RegisterBenchmark(
@@ -412,7 +425,7 @@ void register_row_ops(const std::vector<std::string>& isas, bool full) {
                 state.SetItemsProcessed(state.iterations() * rows * n);
               });
             })
-            ->UseRealTime();
+            ->Apply(configure);
       }
       // Softmax over one vocabulary row, as sampling does.
       const int64_t vocab = m->vocab;
@@ -428,7 +441,7 @@ void register_row_ops(const std::vector<std::string>& isas, bool full) {
               state.SetItemsProcessed(state.iterations() * vocab);
             });
           })
-          ->UseRealTime();
+          ->Apply(configure);
       // RoPE on the queries of a prefill chunk.
       const int64_t tokens = 64, heads = m->n_heads, head_dim = m->head_dim;
       benchmark::RegisterBenchmark(
@@ -454,7 +467,7 @@ void register_row_ops(const std::vector<std::string>& isas, bool full) {
               state.SetItemsProcessed(state.iterations() * tokens * heads * head_dim);
             });
           })
-          ->UseRealTime();
+          ->Apply(configure);
     }
   }
 }
@@ -536,7 +549,7 @@ void register_attention(const std::vector<std::string>& isas, bool full) {
                   [m, kv_type, slots, queries, isa, threads](benchmark::State& state) {
                     run_attention(state, *m, kv_type, slots, queries, isa, threads);
                   })
-                  ->UseRealTime();
+                  ->Apply(configure);
             }
           }
         }
@@ -564,7 +577,7 @@ void register_pool() {
                                      for (auto _ : state) pool.run([](int) {});
                                    });
                                  })
-        ->UseRealTime();
+        ->Apply(configure);
     benchmark::RegisterBenchmark(
         edgelm::str_cat("pool/guided/ranges64/t", threads).c_str(),
         [threads](benchmark::State& state) {
@@ -576,8 +589,24 @@ void register_pool() {
             }
           });
         })
-        ->UseRealTime();
+        ->Apply(configure);
   }
+}
+
+// Removes `flag` and the argument after it from argv; that argument, or null without the flag.
+const char* take_option(int& argc, char** argv, const char* flag) {
+  const char* value = nullptr;
+  int kept = 0;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0 && std::strcmp(argv[i], flag) == 0) {
+      if (i + 1 >= argc) throw edgelm::Error(edgelm::str_cat(flag, " needs a value"));
+      value = argv[++i];
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  return value;
 }
 
 // Removes `flag` from argv (before Google Benchmark sees it); true when it was there.
@@ -601,14 +630,23 @@ int main(int argc, char** argv) {
   try {
     const bool full = take_flag(argc, argv, "--full");
     g_hot_weights = take_flag(argc, argv, "--hot");
+    if (const char* iterations = take_option(argc, argv, "--iterations")) {
+      char* end = nullptr;
+      g_iterations = std::strtoll(iterations, &end, 10);
+      if (*iterations == '\0' || *end != '\0' || g_iterations < 1) {
+        throw edgelm::Error(
+            edgelm::str_cat("--iterations: '", iterations, "' is not a positive whole number"));
+      }
+    }
     for (int i = 1; i < argc; ++i) {
       if (std::strcmp(argv[i], "--help") == 0) {
         std::printf(
-            "micro_bench [--full] [--hot] [Google Benchmark flags]\n"
+            "micro_bench [--full] [--hot] [--iterations N] [Google Benchmark flags]\n"
             "  --full  register every table x dtype x shape x M x threads (long; use a "
             "filter)\n"
             "  --hot   one copy of each weight matrix, read from cache (the kernels' compute "
-            "ceiling), instead of copies cycled over 256 MiB (memory-bound, as in decoding)\n\n");
+            "ceiling), instead of copies cycled over 256 MiB (memory-bound, as in decoding)\n"
+            "  --iterations N  run every benchmark exactly N times\n\n");
       }
     }
     std::vector<std::string> isas;
