@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Estimated cycles per call of the work between two block profiles (tb_profile.c).
+"""Estimated cycles per iteration of the work between two block profiles (tb_profile.c).
 
-Usage: mca_estimate.py BINARY PROFILE_1 PROFILE_3 CALLS_APART CPU [CPU ...]
+Usage: mca_estimate.py BINARY PROFILE_1 PROFILE_3 ITERATIONS_APART CPU [CPU ...]
 
-The difference between the profiles (e.g. 3 calls and 1 call of the op) is the op's own blocks and
-how often each ran. Each block's instructions, disassembled from BINARY (built without PIE, so the
-profile's addresses are the file's), go to llvm-mca for the given CPU's pipeline model, which gives
-the block's cycles per run in a steady state; the sum over blocks, times how often each ran, is the
-estimate, scaled up from the blocks that cover 97 % of the instructions. It models the core only:
-data are assumed in L1, branches predicted. Prints one line: instructions and cycles per call.
+The difference between the profiles (e.g. 3 iterations and 1 of a benchmark) is the work of the
+iterations alone: its blocks and how often each ran. Each block's instructions, disassembled from
+BINARY, go to llvm-mca for the given CPU's pipeline model, which gives the block's cycles per run in
+a steady state; the sum over blocks, times how often each ran, is the estimate, scaled up from the
+blocks that cover 97 % of the instructions (blocks in shared libraries, such as memcpy, are among
+the rest). It models the core only: data are assumed in L1, branches predicted. Prints one line:
+instructions and cycles per iteration.
 """
 import collections
 import re
@@ -17,12 +18,25 @@ import sys
 
 
 def read_profile(path):
+    """(start of the program's code where it was loaded, {(vaddr, instructions): executions})."""
     runs = collections.defaultdict(int)
     with open(path) as f:
+        start_code = int(f.readline().split()[1], 16)
         for line in f:
             vaddr, instructions, executions = line.split()
             runs[(int(vaddr, 16), int(instructions))] += int(executions)
-    return runs
+    return start_code, runs
+
+
+def code_segment(binary):
+    """(address, size) of the binary's executable segment as the file gives it."""
+    headers = subprocess.run(['readelf', '-lW', binary], capture_output=True, text=True,
+                             check=True).stdout
+    for line in headers.splitlines():
+        fields = line.split()
+        if fields and fields[0] == 'LOAD' and 'E' in fields[6:-1]:
+            return int(fields[2], 16), int(fields[5], 16)
+    sys.exit(f'mca_estimate: {binary} has no executable segment')
 
 
 def block_text(binary, arch, vaddr, instructions):
@@ -75,7 +89,10 @@ def main():
         sys.argv[4]), sys.argv[5:]
     arch = 'aarch64' if 'aarch64' in subprocess.run(['file', '-L', binary], capture_output=True,
                                                        text=True).stdout else 'x86_64'
-    before, after = read_profile(first), read_profile(second)
+    start_code, before = read_profile(first)
+    _, after = read_profile(second)
+    segment, size = code_segment(binary)
+    bias = start_code - segment  # where the file's address 0 was loaded
     runs = {block: after.get(block, 0) - before.get(block, 0) for block in set(before) | set(after)}
     total = sum(n * count for (_, n), count in runs.items() if count > 0)
     covered = 0
@@ -83,7 +100,9 @@ def main():
     for (vaddr, n), count in sorted(runs.items(), key=lambda item: -item[0][1] * item[1]):
         if covered > 0.97 * total or count <= 0:
             break
-        lines = block_text(binary, arch, vaddr, n)
+        if not 0 <= vaddr - start_code < size:
+            continue  # a shared library's block: scaled over below
+        lines = block_text(binary, arch, vaddr - bias, n)
         estimates = {cpu: block_cycles(binary, arch, cpu, lines) for cpu in cpus}
         if any(value is None for value in estimates.values()):
             continue  # llvm-mca did not take the block: scaled over below

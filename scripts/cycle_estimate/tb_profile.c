@@ -21,6 +21,7 @@ uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb*);
 void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb*, enum qemu_plugin_op, void*,
                                               uint64_t);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, qemu_plugin_udata_cb_t, void*);
+uint64_t qemu_plugin_start_code(void);
 
 __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 
@@ -50,6 +51,7 @@ static void write_profile(qemu_plugin_id_t id, void* data) {
     fprintf(stderr, "tb_profile: cannot write %s\n", path);
     return;
   }
+  fprintf(out, "start_code %llx\n", (unsigned long long)qemu_plugin_start_code());
   for (struct block* b = blocks; b != NULL; b = b->next) {
     if (b->executions != 0) {
       fprintf(out, "%llx %llu %llu\n", (unsigned long long)b->vaddr,
