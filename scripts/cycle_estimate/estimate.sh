@@ -12,7 +12,10 @@
 # one-thread micro_bench benchmarks (one line each; default: prefill attention on the F16 cache,
 # 64 queries, both model shapes, neon on aarch64, avx2 on x86-64). CPUs default to cortex-a53
 # cortex-a55 cortex-a57 apple-a14 on aarch64 (LLVM 14 prices cortex-a76 and cortex-x1 with the A57
-# model) and znver3 skylake on x86-64. Needs qemu-user, llvm (llvm-mca) and gcc.
+# model) and znver3 skylake on x86-64. Needs qemu-user, llvm (llvm-mca) and gcc. For instance, the
+# SDOT matmuls on the stored and the 8-row layouts, decode shape, in cores that have SDOT:
+#   estimate.sh build-aarch64 '^matmul/neon_dotprod/q4_0(x8)?/1b\.attn_qo\.2048x2048/M1/t1/' \
+#     cortex-a55 cortex-a76 apple-a14
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="$(cd "${1:?usage: estimate.sh BUILD_DIR [FILTER] [CPU ...]}" && pwd)"

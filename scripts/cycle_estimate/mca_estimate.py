@@ -4,11 +4,11 @@
 Usage: mca_estimate.py BINARY PROFILE_1 PROFILE_3 ITERATIONS_APART CPU [CPU ...]
 
 The difference between the profiles (e.g. 3 iterations and 1 of a benchmark) is the work of the
-iterations alone: its blocks and how often each ran. Each block's instructions, disassembled from
-BINARY, go to llvm-mca for the given CPU's pipeline model, which gives the block's cycles per run in
-a steady state; the sum over blocks, times how often each ran, is the estimate, scaled up from the
-blocks that cover 97 % of the instructions (blocks in shared libraries, such as memcpy, are among
-the rest). It models the core only: data are assumed in L1, branches predicted. Prints one line:
+iterations alone: its blocks and how often each ran. Blocks that QEMU cut without a branch are
+joined again (loop_bodies). Each block's instructions, disassembled from BINARY, go to llvm-mca for
+the given CPU's pipeline model, which gives the block's cycles per run in a steady state; the sum
+over blocks, times how often each ran, is the estimate, scaled up from the blocks that cover 97 %
+of the instructions (blocks in shared libraries, such as memcpy, are among the rest). It models the core only: data are assumed in L1, branches predicted. Prints one line:
 instructions and cycles per iteration.
 """
 import collections
@@ -40,34 +40,66 @@ def code_segment(binary):
 
 
 def block_text(binary, arch, vaddr, instructions):
+    """The block's instructions as llvm-mca takes them, where the block ends, and whether its last
+    instruction leaves it (a branch, call or return) rather than falling through."""
     objdump = 'aarch64-linux-gnu-objdump' if arch == 'aarch64' else 'objdump'
-    # Up to 15 bytes per x86 instruction; the listing is cut at the block's instruction count.
-    span = 4 * instructions if arch == 'aarch64' else 15 * instructions
+    # Up to 15 bytes per x86 instruction; one instruction past the block gives its end.
+    span = 4 * (instructions + 1) if arch == 'aarch64' else 15 * (instructions + 1)
     listing = subprocess.run([objdump, '-d', '--no-show-raw-insn', f'--start-address={vaddr}',
                               f'--stop-address={vaddr + span}', binary],
                              capture_output=True, text=True, check=True).stdout
-    lines = []
+    lines, end, leaves = [], None, False
     for row in listing.splitlines():
-        match = re.match(r'\s+[0-9a-f]+:\s+(.*)$', row)
+        match = re.match(r'\s+([0-9a-f]+):\s+(.*)$', row)
         if not match:
             continue
+        if len(lines) == instructions:
+            end = int(match.group(1), 16)
+            break
         comment = '//' if arch == 'aarch64' else '#'
-        text = re.sub(r'\s+<[^>]*>', '', match.group(1).split(comment)[0]).strip()
+        text = re.sub(r'\s+<[^>]*>', '', match.group(2).split(comment)[0]).strip()
         # Branches go to one label at the top (llvm-mca takes the block as a loop body); calls
         # and returns leave the block and are not modelled.
         if arch == 'aarch64':
+            leaves = re.match(r'(b\.\w+|b|bl|blr|br|ret|cbz|cbnz|tbz|tbnz|svc)\b', text) is not None
             text = re.sub(r'^(b\.\w+|b|cbz|cbnz|tbz|tbnz)(\s+)(.*?)([0-9a-f]+)$',
                           lambda m: m.group(1) + m.group(2) + m.group(3) + 'top', text)
             if text.startswith(('bl ', 'blr', 'ret', 'br ', 'svc')):
                 text = 'nop'
         else:
+            leaves = re.match(r'(j\w+|call|ret|syscall)\b', text) is not None
             text = re.sub(r'^(j\w+)\s+[0-9a-f]+$', lambda m: m.group(1) + ' top', text)
             if text.startswith(('call', 'ret', 'jmp *', 'syscall')):
                 text = 'nop'
         lines.append(text)
-        if len(lines) == instructions:
-            break
-    return lines
+    return lines, end, leaves
+
+
+def loop_bodies(binary, arch, blocks):
+    """Joins blocks that QEMU split without a branch (it ends a block when its translation buffer
+    fills, which cuts long loop bodies in two): a block that falls through into a block run as
+    often is one body with it, and llvm-mca must see it whole, or each part is priced as a loop
+    of its own, latency chains and all. blocks: {vaddr: (instructions, executions)}; returns
+    [(lines, executions, instructions)]."""
+    text = {vaddr: block_text(binary, arch, vaddr, n) for vaddr, (n, _) in blocks.items()}
+    follows = {}
+    for vaddr, (lines, end, leaves) in text.items():
+        if not leaves and end in blocks and blocks[end][1] == blocks[vaddr][1]:
+            follows[vaddr] = end
+    inside = set(follows.values())
+    bodies = []
+    for vaddr in blocks:
+        if vaddr in inside:
+            continue  # inside a body that starts earlier
+        lines, n, at = [], 0, vaddr
+        while True:
+            lines += text[at][0]
+            n += blocks[at][0]
+            if at not in follows or follows[at] == vaddr:
+                break
+            at = follows[at]
+        bodies.append((lines, blocks[vaddr][1], n))
+    return bodies
 
 
 def block_cycles(binary, arch, cpu, lines):
@@ -95,14 +127,18 @@ def main():
     bias = start_code - segment  # where the file's address 0 was loaded
     runs = {block: after.get(block, 0) - before.get(block, 0) for block in set(before) | set(after)}
     total = sum(n * count for (_, n), count in runs.items() if count > 0)
+    # The program's blocks (a shared library's, such as memcpy, are scaled over below) that carry
+    # at least 0.01 % of the instructions; a start address translated twice with different sizes
+    # is left out the same way.
+    sizes = collections.Counter(vaddr for vaddr, _ in runs)
+    blocks = {vaddr - bias: (n, count) for (vaddr, n), count in runs.items()
+              if count > 0 and n * count >= 1e-4 * total and sizes[vaddr] == 1
+              and 0 <= vaddr - start_code < size}
     covered = 0
     cycles = collections.defaultdict(float)
-    for (vaddr, n), count in sorted(runs.items(), key=lambda item: -item[0][1] * item[1]):
-        if covered > 0.97 * total or count <= 0:
+    for lines, count, n in sorted(loop_bodies(binary, arch, blocks), key=lambda b: -b[1] * b[2]):
+        if covered > 0.97 * total:
             break
-        if not 0 <= vaddr - start_code < size:
-            continue  # a shared library's block: scaled over below
-        lines = block_text(binary, arch, vaddr - bias, n)
         estimates = {cpu: block_cycles(binary, arch, cpu, lines) for cpu in cpus}
         if any(value is None for value in estimates.values()):
             continue  # llvm-mca did not take the block: scaled over below
