@@ -289,7 +289,7 @@ TEST(QuantizedWeights, StayWithinBoundsOfF32) {
 // each row): with the best table, a GGUF loaded with and without repacking gives the same
 // greedy tokens and logits equal up to float summation order (the quantized kernels round
 // activations to 8 bits the same way; measured ~1e-7 relative). Where the table keeps the stored
-// layout (portable, NEON) both loads are equal.
+// layout (portable, NEON without SDOT) both loads are equal.
 TEST(RepackedWeights, GiveTheSameTokensAsTheStoredLayout) {
   const fs::path dir =
       fs::path(::testing::TempDir()) / ("edgelm_repack_" + std::to_string(::getpid()));
