@@ -4,8 +4,8 @@
 Usage: mca_estimate.py BINARY PROFILE_1 PROFILE_3 ITERATIONS_APART CPU [CPU ...]
 
 The difference between the profiles (e.g. 3 iterations and 1 of a benchmark) is the work of the
-iterations alone: its blocks and how often each ran. Blocks that QEMU cut without a branch are
-joined again (loop_bodies). Each block's instructions, disassembled from BINARY, go to llvm-mca for
+iterations alone: its blocks and how often each ran. Blocks that QEMU cut where the code has no
+branch are joined again (loop_bodies). Each block's instructions, disassembled from BINARY, go to llvm-mca for
 the given CPU's pipeline model, which gives the block's cycles per run in a steady state; the sum
 over blocks, times how often each ran, is the estimate, scaled up from the blocks that cover 97 %
 of the instructions (blocks in shared libraries, such as memcpy, are among the rest). It models the core only: data are assumed in L1, branches predicted. Prints one line:
@@ -76,29 +76,31 @@ def block_text(binary, arch, vaddr, instructions):
 
 
 def loop_bodies(binary, arch, blocks):
-    """Joins blocks that QEMU split without a branch (it ends a block when its translation buffer
-    fills, which cuts long loop bodies in two): a block that falls through into a block run as
-    often is one body with it, and llvm-mca must see it whole, or each part is priced as a loop
-    of its own, latency chains and all. blocks: {vaddr: (instructions, executions)}; returns
-    [(lines, executions, instructions)]."""
+    """Joins blocks that QEMU cut where the code has no branch: it ends a block at a page boundary
+    and when its translation buffer fills, which can cut a loop body in two. llvm-mca must see the
+    body whole, or each part is priced as a loop of its own, latency chains and all, and the
+    estimate moves with where the linker put the loop. A block that falls through into another is
+    priced together with it (and with what that one falls through into): as often as it runs,
+    less the runs that blocks falling through into it already carried on into it. blocks:
+    {vaddr: (instructions, executions)}; returns [(lines, executions, instructions)]."""
     text = {vaddr: block_text(binary, arch, vaddr, n) for vaddr, (n, _) in blocks.items()}
-    follows = {}
-    for vaddr, (lines, end, leaves) in text.items():
-        if not leaves and end in blocks and blocks[end][1] == blocks[vaddr][1]:
-            follows[vaddr] = end
-    inside = set(follows.values())
+    follows = {vaddr: end for vaddr, (_, end, leaves) in text.items()
+               if not leaves and end in blocks and end != vaddr}
+    entered = collections.Counter()  # runs of a block that came from one falling through into it
+    for vaddr, end in follows.items():
+        entered[end] += blocks[vaddr][1]
     bodies = []
-    for vaddr in blocks:
-        if vaddr in inside:
-            continue  # inside a body that starts earlier
-        lines, n, at = [], 0, vaddr
-        while True:
+    for vaddr, (_, count) in blocks.items():
+        runs = count - entered[vaddr]
+        if runs <= 0:
+            continue  # every run came through a block before it, whose body includes it
+        lines, n, at, seen = [], 0, vaddr, set()
+        while at is not None and at not in seen:
+            seen.add(at)
             lines += text[at][0]
             n += blocks[at][0]
-            if at not in follows or follows[at] == vaddr:
-                break
-            at = follows[at]
-        bodies.append((lines, blocks[vaddr][1], n))
+            at = follows.get(at)
+        bodies.append((lines, runs, n))
     return bodies
 
 
