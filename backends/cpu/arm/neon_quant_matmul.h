@@ -57,18 +57,20 @@ int64_t weight_chunk_rows(size_t row_bytes) {
 }
 
 // Rows of x quantized for one matmul: a view of a buffer laid out [M·K values][M·blocks scales]
-// (within kernels.h's quantized_x_bytes; the x86 kernels also keep block sums after the scales).
+// [M·blocks offsets] (kernels.h's quantized_x_bytes).
 struct QuantizedX {
-  const int8_t* qs;    // [M, K] values in -127..127 (never -128: see Dot::block)
-  const float* scale;  // [M, K / 32] d_x per block
-  int64_t blocks;      // K / 32
+  const int8_t* qs;       // [M, K] values in -127..127 (never -128: see Dot::block)
+  const float* scale;     // [M, K / 32] d_x per block
+  const int32_t* offset;  // [M, K / 32] -8·Σ qs per block: Q4_0's offset of 8, for the block sums
+  int64_t blocks;         // K / 32
 };
 
 QuantizedX quantized_view(const void* buffer, int64_t M, int64_t K) {
   // M·K is a multiple of 32, so the scales after the values stay aligned.
   const auto* base = static_cast<const char*>(buffer);
-  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + M * K),
-          K / kBlock};
+  const auto* scale = reinterpret_cast<const float*>(base + M * K);
+  return {reinterpret_cast<const int8_t*>(base), scale,
+          reinterpret_cast<const int32_t*>(scale + M * (K / kBlock)), K / kBlock};
 }
 
 // Rows [m_begin, m_end) of x into the buffer of an M x K quantized x.
@@ -77,6 +79,7 @@ void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m
   const int64_t blocks = K / kBlock;
   auto* qs = static_cast<int8_t*>(buffer);
   auto* scale = reinterpret_cast<float*>(qs + M * K);
+  auto* offset = reinterpret_cast<int32_t*>(scale + M * blocks);
   for (int64_t m = m_begin; m < m_end; ++m) {
     for (int64_t b = 0; b < blocks; ++b) {
       const float* src = x + m * K + b * kBlock;
@@ -97,6 +100,9 @@ void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m
       vst1q_s8(dst, vcombine_s8(vqmovn_s16(halves[0]), vqmovn_s16(halves[1])));
       vst1q_s8(dst + 16, vcombine_s8(vqmovn_s16(halves[2]), vqmovn_s16(halves[3])));
       scale[m * blocks + b] = max_abs / 127.0f;
+      const int16x8_t sum =
+          vaddq_s16(vaddq_s16(halves[0], halves[1]), vaddq_s16(halves[2], halves[3]));
+      offset[m * blocks + b] = -8 * vaddlvq_s16(sum);
     }
   }
 }
@@ -111,9 +117,13 @@ QuantizedX quantize_x(const float* x, int64_t M, int64_t K) {
 }
 
 // Weight block formats: the 32 values of one block as two vectors of signed bytes, elements 0..15
-// and 16..31, the order in which x is stored.
+// and 16..31, the order in which x is stored. kOffset<MR>: against MR rows of x, load<true> gives
+// Q4_0's values plus 8, and each block's sum takes QuantizedX::offset.
 struct Q8_0Format {
   using Block = BlockQ8_0;
+  template <int MR>
+  static constexpr bool kOffset = false;
+  template <bool kBiased>
   static void load(const Block& w, int8x16_t& low, int8x16_t& high) {
     low = vld1q_s8(w.qs);
     high = vld1q_s8(w.qs + 16);
@@ -122,13 +132,20 @@ struct Q8_0Format {
 
 struct Q4_0Format {
   using Block = BlockQ4_0;
-  // Element i is the low nibble of qs[i], element i + 16 the high one; the offset of 8 is taken
-  // off here, so both formats share the signed dot product.
+  // Element i is the low nibble of qs[i], element i + 16 the high one. With one row of x (decode)
+  // the offset of 8 is taken off the block's sum (-8·Σx, one add) instead of off every value (two
+  // subtractions); with more rows the subtractions are shared by all of them and cost less.
+  template <int MR>
+  static constexpr bool kOffset = MR == 1;
+  template <bool kBiased>
   static void load(const Block& w, int8x16_t& low, int8x16_t& high) {
     const uint8x16_t packed = vld1q_u8(w.qs);
-    const int8x16_t eight = vdupq_n_s8(8);
-    low = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(0x0f))), eight);
-    high = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(packed, 4)), eight);
+    low = vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(0x0f)));
+    high = vreinterpretq_s8_u8(vshrq_n_u8(packed, 4));
+    if constexpr (!kBiased) {
+      low = vsubq_s8(low, vdupq_n_s8(8));
+      high = vsubq_s8(high, vdupq_n_s8(8));
+    }
   }
 };
 
@@ -151,13 +168,16 @@ float32x4_t block_scales4(const Block* w) {
 template <class Format, class Dot, int MR>
 void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float* y, int64_t N,
                 int64_t K, int64_t m0, int64_t n) {
+  constexpr bool kOffset = Format::template kOffset<MR>;
   const int64_t blocks = xq.blocks;
   const int8_t* x_rows[MR];
   const float* x_scales[MR];
+  const int32_t* x_offsets[MR];
   float32x4_t acc[MR];
   for (int i = 0; i < MR; ++i) {
     x_rows[i] = xq.qs + (m0 + i) * K;
     x_scales[i] = xq.scale + (m0 + i) * blocks;
+    x_offsets[i] = xq.offset + (m0 + i) * blocks;
     acc[i] = vdupq_n_f32(0.0f);
   }
   int64_t b = 0;
@@ -165,7 +185,7 @@ void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float
     int32x4_t partial[MR][4];  // per row and block: four lanes that sum to the block's dot product
     for (int j = 0; j < 4; ++j) {
       int8x16_t low, high;
-      Format::load(w_row[b + j], low, high);
+      Format::template load<kOffset>(w_row[b + j], low, high);
       for (int i = 0; i < MR; ++i)
         partial[i][j] = Dot::block(low, high, x_rows[i] + (b + j) * kBlock);
     }
@@ -173,8 +193,9 @@ void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float
     for (int i = 0; i < MR; ++i) {
       // Two pairwise additions leave [Σ block b, Σ b+1, Σ b+2, Σ b+3]. The sums are below
       // 32·128·127 < 2^24 in magnitude, so their conversion to float is exact.
-      const int32x4_t sums = vpaddq_s32(vpaddq_s32(partial[i][0], partial[i][1]),
-                                        vpaddq_s32(partial[i][2], partial[i][3]));
+      int32x4_t sums = vpaddq_s32(vpaddq_s32(partial[i][0], partial[i][1]),
+                                  vpaddq_s32(partial[i][2], partial[i][3]));
+      if constexpr (kOffset) sums = vaddq_s32(sums, vld1q_s32(x_offsets[i] + b));
       acc[i] =
           vfmaq_f32(acc[i], vcvtq_f32_s32(sums), vmulq_f32(w_scale, vld1q_f32(x_scales[i] + b)));
     }
@@ -182,10 +203,11 @@ void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float
   float tail[MR] = {};
   for (; b < blocks; ++b) {
     int8x16_t low, high;
-    Format::load(w_row[b], low, high);
+    Format::template load<kOffset>(w_row[b], low, high);
     const float w_scale = half_to_float(w_row[b].d);
     for (int i = 0; i < MR; ++i) {
-      const int32_t sum = vaddvq_s32(Dot::block(low, high, x_rows[i] + b * kBlock));
+      int32_t sum = vaddvq_s32(Dot::block(low, high, x_rows[i] + b * kBlock));
+      if constexpr (kOffset) sum += x_offsets[i][b];
       tail[i] += w_scale * x_scales[i][b] * static_cast<float>(sum);
     }
   }
