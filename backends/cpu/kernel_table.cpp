@@ -189,7 +189,7 @@ KernelTable make_neon_dotprod_table() {
   table.matmul[at(DType::Q4_0)] = q4_0_matmul__neon_dotprod;
   table.quantized_matmul[at(DType::Q8_0)] = {quantize_x__neon, q8_0_matmul_xq__neon_dotprod};
   table.quantized_matmul[at(DType::Q4_0)] = {quantize_x__neon, q4_0_matmul_xq__neon_dotprod};
-  // The interleaved layouts, chosen on an estimate, not a device measurement: 1.4-2.6x fewer
+  // The interleaved layouts, chosen on an estimate, not a device measurement: 1.4-2.2x fewer
   // cycles than the stored layouts in llvm-mca's Cortex-A55, A76 and Apple A14 models, decode and
   // prefill (android.md, performance.md; micro_bench rows matmul/neon_dotprod/q4_0 against
   // .../q4_0x8 on a device settle it).
