@@ -5,10 +5,11 @@ Usage: mca_estimate.py BINARY PROFILE_1 PROFILE_3 ITERATIONS_APART CPU [CPU ...]
 
 The difference between the profiles (e.g. 3 iterations and 1 of a benchmark) is the work of the
 iterations alone: its blocks and how often each ran. Blocks that QEMU cut where the code has no
-branch are joined again (loop_bodies). Each block's instructions, disassembled from BINARY, go to llvm-mca for
-the given CPU's pipeline model, which gives the block's cycles per run in a steady state; the sum
-over blocks, times how often each ran, is the estimate, scaled up from the blocks that cover 97 %
-of the instructions (blocks in shared libraries, such as memcpy, are among the rest). It models the core only: data are assumed in L1, branches predicted. Prints one line:
+branch are joined again (loop_bodies). Each block's instructions, disassembled from BINARY, go to
+llvm-mca for the given CPU's pipeline model, which gives the block's cycles per run in a steady
+state; the sum over blocks, times how often each ran, is the estimate, scaled up from the blocks
+that cover 97 % of the instructions (blocks in shared libraries, such as memcpy, are among the
+rest). It models the core only: data are assumed in L1, branches predicted. Prints one line:
 instructions and cycles per iteration.
 """
 import collections

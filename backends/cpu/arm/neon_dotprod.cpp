@@ -62,14 +62,14 @@ struct Q4_0x8Block {
   template <int MR>
   static void sums(const Record& r, const int8x16_t (&x)[MR][2], X8Sums<MR>& out) {
     const uint8x16_t mask = vdupq_n_u8(0x0f);
-    const int8x16_t bias = vdupq_n_s8(kOffset<MR> ? 0 : 8);
+    const int8x16_t eight = vdupq_n_s8(8);
     auto low = [&](uint8x16_t v) {
       const int8x16_t values = vreinterpretq_s8_u8(vandq_u8(v, mask));
-      return kOffset<MR> ? values : vsubq_s8(values, bias);
+      return kOffset<MR> ? values : vsubq_s8(values, eight);
     };
     auto high = [&](uint8x16_t v) {
       const int8x16_t values = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
-      return kOffset<MR> ? values : vsubq_s8(values, bias);
+      return kOffset<MR> ? values : vsubq_s8(values, eight);
     };
     const uint8x16_t c0a = vld1q_u8(r.qs), c0b = vld1q_u8(r.qs + 16);
     const uint8x16_t c1a = vld1q_u8(r.qs + 32), c1b = vld1q_u8(r.qs + 48);
