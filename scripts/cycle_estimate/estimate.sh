@@ -8,7 +8,7 @@
 #   scripts/cycle_estimate/estimate.sh BUILD_DIR [FILTER] [CPU ...]
 #
 # BUILD_DIR is a Release build for aarch64 (scripts/test_aarch64.sh makes build-aarch64/) or for
-# this x86-64 machine; micro_bench is built in it if missing. FILTER is a regular expression of
+# this x86-64 machine; micro_bench is built (or brought up to date) in it. FILTER is a regular expression of
 # one-thread micro_bench benchmarks (one line each; default: prefill attention on the F16 cache,
 # 64 queries, both model shapes, neon on aarch64, avx2 on x86-64). CPUs default to cortex-a53
 # cortex-a55 cortex-a57 apple-a14 on aarch64 (LLVM 14 prices cortex-a76 and cortex-x1 with the A57
