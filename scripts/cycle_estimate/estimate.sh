@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Estimated cycles of CPU kernels on CPUs this machine does not have. A micro_bench benchmark runs
-# under qemu-user with a block-counting plugin (tb_profile.c), once with 1 iteration and once with 3;
-# llvm-mca prices each block of the difference with a CPU's pipeline model (mca_estimate.py).
-# Compare builds of two versions of a kernel by running this on each; only the ratio between them
-# means much (the models assume data in L1).
+# under qemu-user with a block-counting plugin (tb_profile.c), once with 1 iteration and once
+# with 3; llvm-mca prices each block of the difference with a CPU's pipeline model
+# (mca_estimate.py). Compare builds of two versions of a kernel by running this on each; only the
+# ratio between them means much (the models assume data in L1).
 #
 #   scripts/cycle_estimate/estimate.sh BUILD_DIR [FILTER] [CPU ...]
 #
 # BUILD_DIR is a Release build for aarch64 (scripts/test_aarch64.sh makes build-aarch64/) or for
-# this x86-64 machine; micro_bench is built (or brought up to date) in it. FILTER is a regular expression of
-# one-thread micro_bench benchmarks (one line each; default: prefill attention on the F16 cache,
-# 64 queries, both model shapes, neon on aarch64, avx2 on x86-64). CPUs default to cortex-a53
-# cortex-a55 cortex-a57 apple-a14 on aarch64 (LLVM 14 prices cortex-a76 and cortex-x1 with the A57
-# model) and znver3 skylake on x86-64. Needs qemu-user, llvm (llvm-mca) and gcc. For instance, the
-# SDOT matmuls on the stored and the 8-row layouts, decode shape, in cores that have SDOT:
+# this x86-64 machine; micro_bench is built (or brought up to date) in it. FILTER is a regular
+# expression of one-thread micro_bench benchmarks (one line each; default: prefill attention on
+# the F16 cache, 64 queries, both model shapes, neon on aarch64, avx2 on x86-64). CPUs default to
+# cortex-a53 cortex-a55 cortex-a57 apple-a14 on aarch64 (LLVM 14 prices cortex-a76 and cortex-x1
+# with the A57 model) and znver3 skylake on x86-64. Needs qemu-user, llvm (llvm-mca) and gcc. For
+# instance, the SDOT matmuls on the stored and the 8-row layouts, decode shape, in cores with SDOT:
 #   estimate.sh build-aarch64 '^matmul/neon_dotprod/q4_0(x8)?/1b\.attn_qo\.2048x2048/M1/t1/' \
 #     cortex-a55 cortex-a76 apple-a14
 set -euo pipefail
