@@ -659,8 +659,15 @@ int main(int argc, char** argv) {
     register_pool();
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-    benchmark::RunSpecifiedBenchmarks();
+    const size_t matched = benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
+    // Google Benchmark exits 0 when the filter matches nothing; a mistyped filter should fail.
+    if (matched == 0) {
+      std::fprintf(stderr,
+                   "micro_bench: --benchmark_filter matches no benchmark "
+                   "(--benchmark_list_tests=true lists them)\n");
+      return 1;
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fflush(stdout);

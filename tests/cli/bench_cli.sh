@@ -18,9 +18,6 @@ make_tiny_models "$make_model" q4_0
 # A small bandwidth buffer and one pass keep the test quick; the numbers mean nothing here.
 quick=(--bw-mib 8 --bw-passes 1)
 
-ok() { echo "ok   $1"; passes=$((passes + 1)); }
-fail() { echo "FAIL $1"; [ -f "$work/err.txt" ] && cat "$work/err.txt"; failures=$((failures + 1)); }
-
 # Two models x two thread counts x two depths x (pp8, tg4) = 16 rows of 2 repetitions.
 if "$bench" -m "$gguf,$work/hf" -p 8 -n 4 -d 0,3 -t 1,2 -r 2 "${quick[@]}" -o json \
     > "$work/out.json" 2> "$work/err.txt" &&

@@ -33,3 +33,11 @@ expect_error_from() {
   echo "ok   $name: $last"
   passes=$((passes + 1))
 }
+
+# ok <name> and fail <name> count a check that passed or failed; fail also shows $work/err.txt.
+ok() { echo "ok   $1"; passes=$((passes + 1)); }
+fail() {
+  echo "FAIL $1"
+  [ -f "$work/err.txt" ] && cat "$work/err.txt"
+  failures=$((failures + 1))
+}
