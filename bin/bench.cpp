@@ -469,9 +469,15 @@ int run(int argc, char** argv) {
   }
   std::vector<int> cpus;
   if (!cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(cpu_list, "--cpus");
-  if (threads.empty()) {
-    const unsigned hardware = std::thread::hardware_concurrency();
-    threads.push_back(hardware == 0 ? 1 : static_cast<int>(hardware));
+  const unsigned hardware = std::thread::hardware_concurrency();
+  if (threads.empty()) threads.push_back(hardware == 0 ? 1 : static_cast<int>(hardware));
+  for (int t : threads) {
+    if (hardware > 0 && t > static_cast<int>(hardware)) {
+      std::fprintf(stderr,
+                   "bench: note: -t %d is more threads than the %u this machine runs at once; "
+                   "they will take turns on its cores\n",
+                   t, hardware);
+    }
   }
   const edgelm::DType kv_type =
       edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
@@ -544,6 +550,13 @@ int run(int argc, char** argv) {
                    format_bytes(static_cast<double>(summary.bytes)).c_str(), load_s);
       int64_t longest = 0;
       for (const TestSpec& test : tests) longest = std::max(longest, test.n_depth + test.tokens());
+      if (longest > loaded.config.max_position_embeddings) {
+        std::fprintf(stderr,
+                     "bench: note: the longest test needs %lld positions, more than the %lld "
+                     "the model was trained for (its context length); it runs all the same\n",
+                     static_cast<long long>(longest),
+                     static_cast<long long>(loaded.config.max_position_embeddings));
+      }
       const std::vector<int32_t> ids = make_token_ids(longest, loaded.config.vocab_size);
       const edgelm::LlamaConfig& config = loaded.config;
       const double kv_bytes_per_slot =

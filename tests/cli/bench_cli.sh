@@ -54,6 +54,19 @@ else
   cat "$work/check.txt" 2> /dev/null; fail "--backend cpu:portable --weight-type q8_0"
 fi
 
+# Notes, not errors: more threads than the machine runs at once, and a test longer than the
+# model's context (the tiny preset's is 4096).
+online=$(getconf _NPROCESSORS_ONLN)
+if "$bench" -m "$gguf" -p 0 -n 2 -d 4095 -t $((online + 1)) -r 1 "${quick[@]}" \
+    > "$work/out.md" 2> "$work/err.txt" &&
+  grep -q "^bench: note: -t $((online + 1)) is more threads than the $online " "$work/err.txt" &&
+  grep -q '^bench: note: the longest test needs 4097 positions, more than the 4096 ' \
+    "$work/err.txt"; then
+  ok "notes on threads and context"
+else
+  fail "notes on threads and context"
+fi
+
 # expect_error <name> <substring> <bench args...>
 expect_error() { expect_error_from "$bench" bench "$@" "${quick[@]}"; }
 
