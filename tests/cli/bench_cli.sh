@@ -8,12 +8,9 @@ set -u
 bench=$1
 make_model=$2
 check=$3
-work=$4
-rm -rf "$work" && mkdir -p "$work"
-failures=0
-passes=0
 
 source "$(dirname "$0")/common.sh"
+start_cli_test "$4"
 make_tiny_models "$make_model" q4_0
 # A small bandwidth buffer and one pass keep the test quick; the numbers mean nothing here.
 quick=(--bw-mib 8 --bw-passes 1)
@@ -82,5 +79,4 @@ expect_error "zero threads" "--threads" -m "$gguf" -t 0
 expect_error "no test" "no test to run" -m "$gguf" -p 0 -n 0
 expect_error "bad --cpus" "--cpus" -m "$gguf" --cpus 1-x
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish_cli_test bench_cli

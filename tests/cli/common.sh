@@ -1,5 +1,19 @@
 # Sourced by the CLI tests.
 #
+# start_cli_test <work dir> empties the work folder (left in $work) and zeroes the counts in
+# $passes and $failures; finish_cli_test <name> prints them and is the script's last command, so
+# the script fails when a check did.
+start_cli_test() {
+  work=$1
+  rm -rf "$work" && mkdir -p "$work"
+  passes=0
+  failures=0
+}
+finish_cli_test() {
+  echo "$1: $passes passed, $failures failed"
+  [ "$failures" -eq 0 ]
+}
+
 # make_tiny_models <make_model> <quant> writes a tiny model as a Hugging Face folder ($work/hf) and
 # as a GGUF file of that quant type, whose path it leaves in $gguf; it exits the test on failure.
 make_tiny_models() {

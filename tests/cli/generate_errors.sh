@@ -6,12 +6,9 @@
 set -u
 generate=$1
 make_model=$2
-work=$3
-rm -rf "$work" && mkdir -p "$work"
-failures=0
-passes=0
 
 source "$(dirname "$0")/common.sh"
+start_cli_test "$3"
 make_tiny_models "$make_model" q8_0
 
 # expect_error <name> <substring> <generate args...>
@@ -73,9 +70,9 @@ else
         --profile-out "$work/profile.csv" > "$work/out.txt" 2> "$work/err.txt" &&
       tail -n 1 "$work/out.txt" | grep -q '"host_device_copy_bytes":0,' &&
       grep -q '^decode,matmul,' "$work/profile.csv"; then
-      echo "ok   opencl run: zero-copy decode, profile written"; passes=$((passes + 1))
+      ok "opencl run: zero-copy decode, profile written"
     else
-      echo "FAIL opencl run"; cat "$work/err.txt"; failures=$((failures + 1))
+      fail "opencl run"
     fi
   fi
 fi
@@ -83,9 +80,9 @@ fi
 # A good run: streams tokens and ends stdout with the JSON summary.
 if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --json > "$work/out.txt" 2> "$work/err.txt" &&
   tail -n 1 "$work/out.txt" | grep -q '"generated_tokens":4'; then
-  echo "ok   good run"; passes=$((passes + 1))
+  ok "good run"
 else
-  echo "FAIL good run"; cat "$work/err.txt"; failures=$((failures + 1))
+  fail "good run"
 fi
 
 # --profile on the CPU: a table per phase, and the CSV with each matmul shape's weight bytes.
@@ -95,9 +92,9 @@ if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --profile-o
   head -n 1 "$work/cpu_profile.csv" | grep -q '^phase,op,kernel,calls,total_ms,bytes$' &&
   grep -Eq '^decode,matmul,[a-z0-9]+ [a-z0-9_]+ gemv [0-9]+x[0-9]+.*,[1-9][0-9]*$' "$work/cpu_profile.csv" &&
   grep -q '^prefill,attention,' "$work/cpu_profile.csv"; then
-  echo "ok   cpu profile"; passes=$((passes + 1))
+  ok "cpu profile"
 else
-  echo "FAIL cpu profile"; cat "$work/err.txt"; failures=$((failures + 1))
+  fail "cpu profile"
 fi
 
 # Q4_0 weights: --json names the layout the CPU multiplies them in (q4_0x8 where the table
@@ -109,31 +106,30 @@ if "$generate" --model-path "$q4" --prompt-ids 1,2,3 -n 6 --greedy --json -q > "
   tail -n 1 "$work/plain.txt" | grep -q '"weight_layout":"q4_0"' &&
   [ "$(tail -n 1 "$work/packed.txt" | grep -o '"tokens":\[[0-9,]*\]')" = \
     "$(tail -n 1 "$work/plain.txt" | grep -o '"tokens":\[[0-9,]*\]')" ]; then
-  echo "ok   q4_0 repacked and as stored"; passes=$((passes + 1))
+  ok "q4_0 repacked and as stored"
 else
-  echo "FAIL q4_0 repacked and as stored"; cat "$work/err.txt"; failures=$((failures + 1))
+  fail "q4_0 repacked and as stored"
 fi
 
 # Text in and out, the chat template, and an interactive session fed on stdin.
 if "$generate" --model-path "$work/hf" --prompt "Hello there" -n 3 --greedy --json > "$work/out.txt" 2> "$work/err.txt" &&
   tail -n 1 "$work/out.txt" | grep -q '"text":'; then
-  echo "ok   text prompt"; passes=$((passes + 1))
+  ok "text prompt"
 else
-  echo "FAIL text prompt"; cat "$work/err.txt"; failures=$((failures + 1))
+  fail "text prompt"
 fi
 if "$generate" --model-path "$gguf" --prompt "Hi" --chat --system "Be brief." -n 3 --json -q > "$work/out.txt" 2> "$work/err.txt" &&
   tail -n 1 "$work/out.txt" | grep -q '"prompt_tokens"'; then
-  echo "ok   chat prompt"; passes=$((passes + 1))
+  ok "chat prompt"
 else
-  echo "FAIL chat prompt"; cat "$work/err.txt"; failures=$((failures + 1))
+  fail "chat prompt"
 fi
 if printf 'Hello\nAnd then?\n/reset\nHi again\n/quit\n' |
   "$generate" --model-path "$work/hf" --interactive -n 3 --greedy > "$work/out.txt" 2> "$work/err.txt" &&
   grep -q "conversation cleared" "$work/err.txt" && [ "$(grep -c 'tokens, ' "$work/err.txt")" -eq 3 ]; then
-  echo "ok   interactive session"; passes=$((passes + 1))
+  ok "interactive session"
 else
-  echo "FAIL interactive session"; cat "$work/err.txt"; failures=$((failures + 1))
+  fail "interactive session"
 fi
 
-echo "generate_errors: $passes passed, $failures failed"
-[ $failures -eq 0 ]
+finish_cli_test generate_errors

@@ -5,12 +5,9 @@
 # Usage: micro_bench_cli.sh <micro_bench> <work dir>
 set -u
 micro_bench=$1
-work=$2
-rm -rf "$work" && mkdir -p "$work"
-failures=0
-passes=0
 
 source "$(dirname "$0")/common.sh"
+start_cli_test "$2"
 
 # The portable Q4_0 decode GEMV at the 1B attention shape, weights from cache, run once.
 if "$micro_bench" --hot --iterations 1 --benchmark_format=json \
@@ -41,5 +38,4 @@ else
   fail "unknown flag (exit $rc)"
 fi
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish_cli_test micro_bench_cli

@@ -5,16 +5,13 @@
 set -u
 tokenize=$1
 make_model=$2
-work=$3
-rm -rf "$work" && mkdir -p "$work"
-failures=0
-passes=0
-check() {  # check <name> <condition exit code>
-  if [ "$2" -eq 0 ]; then echo "ok   $1"; passes=$((passes + 1)); else echo "FAIL $1"; failures=$((failures + 1)); fi
-}
 
-"$make_model" --preset tiny --format hf --out "$work/hf" > /dev/null 2>&1 || { echo "make_model failed"; exit 1; }
-gguf=$("$make_model" --preset tiny --format gguf --quant q8_0 --out "$work/gguf" 2> /dev/null) || { echo "make_model failed"; exit 1; }
+source "$(dirname "$0")/common.sh"
+start_cli_test "$3"
+make_tiny_models "$make_model" q8_0
+
+# check <name> <exit code of a condition>
+check() { if [ "$2" -eq 0 ]; then ok "$1"; else fail "$1"; fi; }
 
 ids=$("$tokenize" --model-path "$work/hf" --text "Hello, world!" --ids-only 2> "$work/err.txt")
 check "encode from a folder: $ids" $([[ "$ids" == \[312,* ]]; echo $?)
@@ -24,19 +21,8 @@ plain=$(echo "$ids" | tr -d '[]')
 text=$("$tokenize" --model-path "$work/hf" --decode "$plain" --skip-special 2> "$work/err.txt")
 check "decode round trip: '$text'" $([ "$text" = "Hello, world!" ]; echo $?)
 
-expect_error() {  # expect_error <name> <substring> <args...>
-  local name=$1 expected=$2
-  shift 2
-  "$tokenize" "$@" > /dev/null 2> "$work/err.txt"
-  local rc=$? last
-  last=$(tail -n 1 "$work/err.txt")
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$last" == tokenize:* ]] && [[ "$last" == *"$expected"* ]] &&
-    ! grep -qE 'AddressSanitizer|runtime error' "$work/err.txt"; then
-    echo "ok   $name: $last"; passes=$((passes + 1))
-  else
-    echo "FAIL $name (exit $rc): $last"; failures=$((failures + 1))
-  fi
-}
+# expect_error <name> <substring> <tokenize args...>
+expect_error() { expect_error_from "$tokenize" tokenize "$@"; }
 expect_error "missing tokenizer" "nope.json" --tokenizer "$work/nope.json" --text x
 echo '{"model": {"type": "WordPiece"}}' > "$work/wordpiece.json"
 expect_error "unsupported model type" "WordPiece" --tokenizer "$work/wordpiece.json" --text x
@@ -47,5 +33,4 @@ printf 'caf\xc3' > "$work/invalid.txt"
 "$tokenize" --model-path "$work/hf" --file "$work/invalid.txt" --ids-only > /dev/null 2> "$work/err.txt"
 check "invalid UTF-8 input is tokenized" $?
 
-echo "tokenize_cli: $passes passed, $failures failed"
-[ $failures -eq 0 ]
+finish_cli_test tokenize_cli
