@@ -3,11 +3,30 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <limits>
 
 #include "core/error.h"
 #include "core/half.h"
 
 namespace edgelm {
+namespace {
+
+// A block holding a NaN or an infinity is stored with a NaN scale and zero quants, so it decodes
+// to NaN: the bad value reaches the logits (where the sampler reports it) instead of turning into
+// an arbitrary finite number through an out-of-range float-to-int conversion.
+constexpr uint16_t kHalfNaN = 0x7e00;
+// Scales below the smallest normal float have no finite reciprocal; such a block is below ~2^-119
+// in magnitude and is stored as zeros (its half scale rounds to zero anyway).
+constexpr float kMinNormal = std::numeric_limits<float>::min();
+
+bool all_finite(const float* block) {
+  bool finite = true;
+  for (int i = 0; i < kQ8_0BlockSize; ++i) finite &= std::isfinite(block[i]);
+  return finite;
+}
+
+}  // namespace
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
   EDGELM_CHECK(n % kQ8_0BlockSize == 0, "[quant] q8_0 row length ", n, " is not a multiple of 32");
@@ -15,8 +34,13 @@ void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
     const float* block = x + b * kQ8_0BlockSize;
     float max_abs = 0.0f;
     for (int i = 0; i < kQ8_0BlockSize; ++i) max_abs = std::max(max_abs, std::fabs(block[i]));
+    if (!all_finite(block)) {
+      y[b].d = kHalfNaN;
+      std::fill(std::begin(y[b].qs), std::end(y[b].qs), int8_t{0});
+      continue;
+    }
     const float d = max_abs / 127.0f;
-    const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    const float inverse = d >= kMinNormal ? 1.0f / d : 0.0f;  // 1/d overflows below it
     y[b].d = f32_to_f16(d);
     for (int i = 0; i < kQ8_0BlockSize; ++i) {
       y[b].qs[i] = static_cast<int8_t>(std::round(block[i] * inverse));
@@ -37,8 +61,13 @@ void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
         extreme = block[i];
       }
     }
+    if (!all_finite(block)) {
+      y[b].d = kHalfNaN;
+      std::fill(std::begin(y[b].qs), std::end(y[b].qs), uint8_t{0x88});
+      continue;
+    }
     const float d = extreme / -8.0f;
-    const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    const float inverse = std::fabs(d) >= kMinNormal ? 1.0f / d : 0.0f;  // 1/d overflows below it
     y[b].d = f32_to_f16(d);
     for (int i = 0; i < kHalf; ++i) {
       // x * inverse lies in [-8, 8]; adding 8.5 and truncating rounds half up into [0, 16].

@@ -133,6 +133,45 @@ TEST(QuantTest, ZeroBlocks) {
   for (float v : y) EXPECT_EQ(v, 0.0f);
 }
 
+// A block holding a NaN or an infinity is stored with a NaN scale (0x7e00) and zero quants, so it
+// decodes to NaN; a block too small for a finite reciprocal scale is stored as zeros. The blocks
+// around them are quantized as usual.
+TEST(QuantTest, NonFiniteAndTinyBlocks) {
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    std::array<float, 96> x;
+    for (int i = 0; i < 96; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+    x[40] = bad;
+    for (int i = 64; i < 96; ++i) x[i] = 1e-39f * static_cast<float>(i - 80);
+
+    BlockQ8_0 q8[3];
+    quantize_row_q8_0(x.data(), q8, 96);
+    EXPECT_EQ(q8[0].d, f32_to_f16(3.0f / 127.0f));
+    EXPECT_EQ(q8[1].d, 0x7e00u) << bad;
+    EXPECT_EQ(q8[2].d, 0u);
+    for (int i = 0; i < 32; ++i) {
+      EXPECT_EQ(q8[1].qs[i], 0) << i;
+      EXPECT_EQ(q8[2].qs[i], 0) << i;
+    }
+    BlockQ4_0 q4[3];
+    quantize_row_q4_0(x.data(), q4, 96);
+    EXPECT_EQ(q4[1].d, 0x7e00u) << bad;
+    EXPECT_EQ(q4[2].d & 0x7fffu, 0u);  // ±0
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_EQ(q4[1].qs[i], 0x88u) << i;
+      EXPECT_EQ(q4[2].qs[i], 0x88u) << i;
+    }
+
+    std::array<float, 96> y;
+    dequantize_row_q8_0(q8, y.data(), 96);
+    for (int i = 0; i < 32; ++i) EXPECT_NEAR(y[i], x[i], 0.01f) << i;  // d rounded to half
+    for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
+    for (int i = 64; i < 96; ++i) EXPECT_EQ(y[i], 0.0f) << i;
+    dequantize_row_q4_0(q4, y.data(), 96);
+    for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
+    for (int i = 64; i < 96; ++i) EXPECT_EQ(y[i], 0.0f) << i;
+  }
+}
+
 TEST(QuantTest, Q8_0DequantizesKnownBytes) {
   BlockQ8_0 blocks[2];
   blocks[0].d = 0xc000;  // -2
