@@ -37,6 +37,16 @@ kernel void cast_to_float(global const uchar* src, ulong src_off, global uchar* 
   }
 }
 
+// The quantizing casts store a block holding a NaN or an infinity with a NaN scale (this half) and
+// zero quants, as quantize_row_q8_0 and quantize_row_q4_0 do.
+#define HALF_NAN 0x7e00
+
+bool block_is_finite(const float* values) {
+  bool finite = true;
+  for (int i = 0; i < QK; ++i) finite = finite && isfinite(values[i]);
+  return finite;
+}
+
 // Work-item (b, r): block b of row r quantized to Q8_0: d = max|x| / 127, q = round(x / d)
 // (half away from zero), as quantize_row_q8_0.
 kernel void cast_to_q8_0(global const uchar* src, ulong src_off, global uchar* dst, ulong dst_off,
@@ -51,9 +61,14 @@ kernel void cast_to_q8_0(global const uchar* src, ulong src_off, global uchar* d
     values[i] = load_element(row, src_dtype, b * QK + i);
     max_abs = fmax(max_abs, fabs(values[i]));
   }
-  const float d = max_abs / 127.0f;
-  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
   global uchar* block = AT(uchar, dst, dst_off) + ((ulong)r * (n / QK) + b) * Q8_0_BYTES;
+  if (!block_is_finite(values)) {  // NaN scale, zero quants: the block decodes to NaN
+    *(global ushort*)block = HALF_NAN;
+    for (int i = 0; i < QK; ++i) block[2 + i] = 0;
+    return;
+  }
+  const float d = max_abs / 127.0f;
+  const float inverse = d >= FLT_MIN ? 1.0f / d : 0.0f;  // 1/d overflows below it
   vstore_half_rte(d, 0, (global half*)block);
   for (int i = 0; i < QK; ++i) block[2 + i] = (uchar)(char)round(values[i] * inverse);
 }
@@ -76,9 +91,14 @@ kernel void cast_to_q4_0(global const uchar* src, ulong src_off, global uchar* d
       extreme = values[i];
     }
   }
-  const float d = extreme / -8.0f;
-  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
   global uchar* block = AT(uchar, dst, dst_off) + ((ulong)r * (n / QK) + b) * Q4_0_BYTES;
+  if (!block_is_finite(values)) {  // NaN scale, nibbles of zero: the block decodes to NaN
+    *(global ushort*)block = HALF_NAN;
+    for (int i = 0; i < QK / 2; ++i) block[2 + i] = 0x88;
+    return;
+  }
+  const float d = extreme / -8.0f;
+  const float inverse = fabs(d) >= FLT_MIN ? 1.0f / d : 0.0f;  // 1/d overflows below it
   vstore_half_rte(d, 0, (global half*)block);
   for (int i = 0; i < QK / 2; ++i) {
     const int low = min(15, (int)(values[i] * inverse + 8.5f));

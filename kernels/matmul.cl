@@ -36,6 +36,24 @@ inline float dot_bf16(global const uchar* w_row, global const float* x, int K, i
 // round-to-nearest-even(x · 127 / max|x|). The block product is then an integer sum, exact, scaled
 // once by d_w · d_x; CPU and OpenCL thus differ only in the order of float additions.
 
+// A block holding a NaN or an infinity gets zero quants and a NaN scale, so its products are NaN
+// (the CPU kernels' x_block_scale); one below 2^-120, whose step 127 / max|x| would overflow, rounds
+// to zeros. The largest |x| is taken over bit patterns, which order as the values and put NaN
+// above infinity (fmax would drop a NaN).
+float x_block_max_abs(global const float* xb) {
+  uint max_bits = 0;
+  for (int i = 0; i < QK; ++i) max_bits = max(max_bits, as_uint(xb[i]) & 0x7fffffffu);
+  return as_float(max_bits);
+}
+
+float x_block_inverse(float max_abs) {
+  return isfinite(max_abs) && max_abs >= 0x1p-120f ? 127.0f / max_abs : 0.0f;
+}
+
+float x_block_step(float max_abs) {
+  return isfinite(max_abs) ? max_abs / 127.0f : NAN;
+}
+
 // Work-item (b, m): block b of row m of x into qx (char [M, K]) and dx (float [M, K / 32]).
 kernel void matmul_quantize_x(global const uchar* x, ulong x_off, global char* qx,
                               global float* dx, int K, int M) {
@@ -43,12 +61,12 @@ kernel void matmul_quantize_x(global const uchar* x, ulong x_off, global char* q
   const int m = get_global_id(1);
   if (b >= K / QK || m >= M) return;
   global const float* xb = AT_CONST(float, x, x_off) + (ulong)m * K + b * QK;
-  float max_abs = 0.0f;
-  for (int i = 0; i < QK; ++i) max_abs = fmax(max_abs, fabs(xb[i]));
-  const float inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
+  const float max_abs = x_block_max_abs(xb);
+  const float inverse = x_block_inverse(max_abs);
+  const bool finite = isfinite(max_abs);
   global char* q = qx + (ulong)m * K + b * QK;
-  for (int i = 0; i < QK; ++i) q[i] = (char)convert_int_rte(xb[i] * inverse);
-  dx[(ulong)m * (K / QK) + b] = max_abs / 127.0f;
+  for (int i = 0; i < QK; ++i) q[i] = finite ? (char)convert_int_rte(xb[i] * inverse) : 0;
+  dx[(ulong)m * (K / QK) + b] = x_block_step(max_abs);
 }
 
 // The same rounding, written back as floats q_x · d_x ([M, K]) for the GEMM path, whose SGEMM then
@@ -59,12 +77,12 @@ kernel void matmul_round_x(global const uchar* x, ulong x_off, global float* rou
   const int m = get_global_id(1);
   if (b >= K / QK || m >= M) return;
   global const float* xb = AT_CONST(float, x, x_off) + (ulong)m * K + b * QK;
-  float max_abs = 0.0f;
-  for (int i = 0; i < QK; ++i) max_abs = fmax(max_abs, fabs(xb[i]));
-  const float inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
-  const float d = max_abs / 127.0f;
+  const float max_abs = x_block_max_abs(xb);
+  const float inverse = x_block_inverse(max_abs);
+  const float d = x_block_step(max_abs);
+  const bool finite = isfinite(max_abs);
   global float* out = rounded + (ulong)m * K + b * QK;
-  for (int i = 0; i < QK; ++i) out[i] = (float)convert_int_rte(xb[i] * inverse) * d;
+  for (int i = 0; i < QK; ++i) out[i] = (finite ? (float)convert_int_rte(xb[i] * inverse) : 0.0f) * d;
 }
 
 // Sum of the 16 lanes of a product vector, in int (|each lane| <= 2 * 128 * 127 < 2^16).

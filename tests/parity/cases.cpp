@@ -130,6 +130,76 @@ void add_matmul_case(std::vector<OpCase>& cases, DType dtype, MatmulShape s) {
                    }});
 }
 
+// Rows for the cases with non-finite inputs: row m of [M, K] normal values gets pattern
+// (first + m) % 5: a NaN, +inf or -inf at a random position; one whole 32-block of values around
+// 1e-38, too small for the 8-bit rounding of x to scale (it rounds them to zeros); or nothing.
+enum class Spoil { kNaN, kPositiveInf, kNegativeInf, kTinyBlock, kNone, kCount };
+
+std::vector<double> spoiled_rows(std::mt19937_64& rng, int64_t M, int64_t K, Spoil first,
+                                 double scale = 1.0) {
+  std::normal_distribution<double> normal(0.0, scale);
+  std::vector<double> x(static_cast<size_t>(M * K));
+  for (double& v : x) v = normal(rng);
+  for (int64_t m = 0; m < M; ++m) {
+    const auto spoil =
+        static_cast<Spoil>((static_cast<int>(first) + m) % static_cast<int>(Spoil::kCount));
+    double* row = x.data() + m * K;
+    const int64_t k = uniform_int(rng, 0, K - 1);
+    switch (spoil) {
+      case Spoil::kNaN:
+        row[k] = std::nan("");
+        break;
+      case Spoil::kPositiveInf:
+        row[k] = INFINITY;
+        break;
+      case Spoil::kNegativeInf:
+        row[k] = -INFINITY;
+        break;
+      case Spoil::kTinyBlock:
+        for (int64_t i = k / 32 * 32; i < k / 32 * 32 + 32 && i < K; ++i) row[i] *= 1e-38 / scale;
+        break;
+      case Spoil::kNone:
+      case Spoil::kCount:
+        break;
+    }
+  }
+  return x;
+}
+
+// x holding NaN, infinities and blocks too small to scale: every product with a non-finite value
+// must be non-finite (the harness requires finiteness to agree), never an arbitrary finite number,
+// which is what rounding such x to 8 bits once gave; the tiny blocks contribute ~1e-38, so their
+// rows match the reference within the usual tolerance.
+void add_spoiled_matmul_case(std::vector<OpCase>& cases, DType dtype, MatmulShape s, Spoil first,
+                             const char* what) {
+  const double tolerance = dtype_is_quantized(dtype) ? kQuantizedActivations : kFloatMath;
+  cases.push_back(
+      {OpKind::Matmul,
+       {dtype},
+       dims({{"M", s.M}, {"N", s.N}, {"K", s.K}}) + "_" + what,
+       tolerance,
+       [=](Context& ctx) {
+         Tensor x = ctx.values(DType::F32, {s.M, s.K}, spoiled_rows(ctx.rng(), s.M, s.K, first));
+         Tensor w = ctx.random(dtype, {s.N, s.K}, 0.5f);
+         Tensor y = ctx.output(DType::F32, {s.M, s.N});
+         ctx.backend().matmul(x, w, y);
+         ctx.compare(y);
+       },
+       [=](const Context& ctx) {
+         const auto x = ctx.input(0);
+         const auto w = ctx.input(1);
+         std::vector<double> y(static_cast<size_t>(s.M * s.N));
+         for (int64_t m = 0; m < s.M; ++m) {
+           for (int64_t n = 0; n < s.N; ++n) {
+             double sum = 0.0;
+             for (int64_t k = 0; k < s.K; ++k) sum += x[m * s.K + k] * w[n * s.K + k];
+             y[m * s.N + n] = sum;
+           }
+         }
+         return Expected{y};
+       }});
+}
+
 void matmul_cases(std::vector<OpCase>& cases) {
   for (DType dtype : kWeightTypes) {
     for (MatmulShape s :
@@ -171,6 +241,16 @@ void matmul_cases(std::vector<OpCase>& cases) {
                         MatmulShape{7, 12, 4112}, MatmulShape{1, 72, 8192},
                         MatmulShape{1, 140, 2064}, MatmulShape{1, 1028, 2048}}) {
     add_matmul_case(cases, DType::F16x4, s);
+  }
+  // Non-finite and tiny x, on every weight type and layout: one row (decode) and row blocks with
+  // tails (prefill), the spoiled values in paired and unpaired blocks alike.
+  std::vector<DType> layouts = kWeightTypes;
+  layouts.insert(layouts.end(), {DType::Q4_0x8, DType::Q8_0x8, DType::F16x4});
+  for (DType dtype : layouts) {
+    add_spoiled_matmul_case(cases, dtype, {1, 16, 96}, Spoil::kNaN, "nan");
+    add_spoiled_matmul_case(cases, dtype, {1, 16, 96}, Spoil::kTinyBlock, "tiny");
+    add_spoiled_matmul_case(cases, dtype, {5, 24, 160}, Spoil::kNaN, "spoiled");
+    add_spoiled_matmul_case(cases, dtype, {17, 16, 96}, Spoil::kPositiveInf, "spoiled");
   }
 }
 
@@ -585,6 +665,38 @@ void cast_cases(std::vector<OpCase>& cases) {
                          return Expected{values};
                        }});
     }
+  }
+  // Inputs holding NaN, infinities and blocks too small to scale (spoiled_rows): rounding casts
+  // keep them; quantizing casts store a block holding a non-finite value with a NaN scale, so all
+  // of it decodes to NaN, and round the tiny blocks to zeros.
+  for (const Pair& pair : pairs) {
+    if (pair.src == DType::I32) continue;
+    const S s{5, 96};
+    cases.push_back(
+        {OpKind::Cast,
+         {pair.src, pair.dst},
+         dims({{"rows", s.rows}, {"n", s.n}}) + "_spoiled",
+         pair.tolerance,
+         [=](Context& ctx) {
+           Tensor src = ctx.values(pair.src, {s.rows, s.n},
+                                   spoiled_rows(ctx.rng(), s.rows, s.n, Spoil::kNaN, 300.0));
+           Tensor dst = ctx.output(pair.dst, {s.rows, s.n});
+           ctx.backend().cast(src, dst);
+           ctx.compare(dst);
+         },
+         [=](const Context& ctx) {
+           std::vector<double> values = ctx.input(0);
+           for (size_t b = 0; dtype_is_quantized(pair.dst) && b < values.size(); b += 32) {
+             const auto block = values.begin() + static_cast<ptrdiff_t>(b);
+             if (!std::all_of(block, block + 32, [](double v) { return std::isfinite(v); }))
+               std::fill(block, block + 32, std::nan(""));
+           }
+           for (double& v : values) {
+             if (pair.dst == DType::F16) v = round_to_f16(v);
+             if (pair.dst == DType::BF16) v = round_to_bf16(v);
+           }
+           return Expected{values};
+         }});
   }
 }
 

@@ -230,11 +230,14 @@ CaseResult run_case(const OpCase& op_case, Backend& subject, Backend* oracle, ui
       double error = 0.0;
       double norm = 0.0;
       for (size_t i = 0; i < actual.size(); ++i) {
-        if (!std::isfinite(actual[i]) && std::isfinite(want[i])) {
+        // Finiteness must agree both ways: a NaN or an infinity the reference produces (a cast
+        // that overflows on purpose, a product with a non-finite input) must not come out as
+        // some finite number.
+        if (std::isfinite(actual[i]) != std::isfinite(want[i])) {
           return failed(
               str_cat("output #", k, " element ", i, " is ", actual[i], ", expected ", want[i]));
         }
-        if (!std::isfinite(want[i])) continue;  // e.g. a cast that overflows to inf on purpose
+        if (!std::isfinite(want[i])) continue;
         error += (actual[i] - want[i]) * (actual[i] - want[i]);
         norm += want[i] * want[i];
       }

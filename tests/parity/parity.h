@@ -2,7 +2,8 @@
 // with either double-precision reference math written here or another backend (the oracle).
 // Every output is allocated with guard bytes on both sides and pre-filled with NaN bytes, so a
 // write out of bounds or an element never written is caught; outputs are compared by normalised
-// squared error (NMSE = Σ(out - expected)² / Σ expected²) against a per-case tolerance.
+// squared error (NMSE = Σ(out - expected)² / Σ expected²) against a per-case tolerance, over the
+// elements expected finite; an element must be finite exactly where the expected one is.
 #pragma once
 
 #include <cstdint>

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "backends/cpu/arm/arm.h"
 #include "core/quant.h"
@@ -23,6 +24,8 @@ namespace edgelm::cpu {
 namespace {  // NOLINT(cert-dcl59-cpp): one internal copy per including ISA file, see above
 
 constexpr int kBlock = 32;
+
+#include "backends/cpu/x_block_scale.inc"
 
 int64_t min_of(int64_t a, int64_t b) {
   return a < b ? a : b;
@@ -87,19 +90,22 @@ void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m
       for (int j = 0; j < 8; ++j) v[j] = vld1q_f32(src + 4 * j);
       float32x4_t max_vector = vabsq_f32(v[0]);
       for (int j = 1; j < 8; ++j) max_vector = vmaxq_f32(max_vector, vabsq_f32(v[j]));
-      const float max_abs = vmaxvq_f32(max_vector);
-      const float inverse = max_abs > 0.0f ? 127.0f / max_abs : 0.0f;
+      // FMAX and FMAXV return NaN when an operand is NaN, so a NaN in the block reaches max_abs.
+      const XBlockScale block_scale = x_block_scale(vmaxvq_f32(max_vector));
       // Round to nearest even, as the x86 kernels do; |v|·127/max ≤ 127, so the saturating
       // narrowings never clip.
-      int16x8_t halves[4];
-      for (int j = 0; j < 4; ++j) {
-        halves[j] = vcombine_s16(vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[2 * j], inverse))),
-                                 vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[2 * j + 1], inverse))));
+      int16x8_t halves[4] = {};
+      if (block_scale.finite) {
+        for (int j = 0; j < 4; ++j) {
+          halves[j] = vcombine_s16(
+              vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[2 * j], block_scale.inverse))),
+              vqmovn_s32(vcvtnq_s32_f32(vmulq_n_f32(v[2 * j + 1], block_scale.inverse))));
+        }
       }
       int8_t* dst = qs + m * K + b * kBlock;
       vst1q_s8(dst, vcombine_s8(vqmovn_s16(halves[0]), vqmovn_s16(halves[1])));
       vst1q_s8(dst + 16, vcombine_s8(vqmovn_s16(halves[2]), vqmovn_s16(halves[3])));
-      scale[m * blocks + b] = max_abs / 127.0f;
+      scale[m * blocks + b] = block_scale.scale;
       const int16x8_t sum =
           vaddq_s16(vaddq_s16(halves[0], halves[1]), vaddq_s16(halves[2], halves[3]));
       offset[m * blocks + b] = -8 * vaddlvq_s16(sum);

@@ -7,8 +7,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "backends/cpu/rope_table.h"
@@ -20,6 +22,8 @@ namespace {
 
 using x86::Scratch;
 using x86::scratch;
+
+#include "backends/cpu/x_block_scale.inc"
 
 int64_t min_of(int64_t a, int64_t b) {
   return a < b ? a : b;
@@ -58,6 +62,13 @@ int32_t hsum_i32(__m128i v) {
   v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
   v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
   return _mm_cvtsi128_si32(v);
+}
+
+int32_t hmax_i32(__m256i v) {
+  __m128i s = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_max_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_max_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
 }
 
 int32_t hsum_i32(__m256i v) {
@@ -500,22 +511,26 @@ void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m
   auto* sum8 = const_cast<int32_t*>(view.sum8);
   const int64_t blocks = view.blocks;
   const int64_t pair_blocks = view.pair_blocks;
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   // packs_epi32/packs_epi16 interleave the 128-bit halves; this puts the 4-byte groups back.
   const __m256i unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t m = m_begin; m < m_end; ++m) {
     for (int64_t b = 0; b < blocks; ++b) {
       const float* src = x + m * K + b * kBlock;
       __m256 v[4];
-      for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(src + 8 * j);
-      const __m256 max01 =
-          _mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask));
-      const __m256 max23 =
-          _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask));
-      const float max_abs = hmax(_mm256_max_ps(max01, max23));
-      const __m256 inverse = _mm256_set1_ps(max_abs > 0.0f ? 127.0f / max_abs : 0.0f);
-      __m256i q[4];
-      for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inverse));
+      __m256i max_bits = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        v[j] = _mm256_loadu_ps(src + 8 * j);
+        // The largest |x| bit pattern: the same order as the values, with NaN above infinity.
+        max_bits =
+            _mm256_max_epi32(max_bits, _mm256_and_si256(_mm256_castps_si256(v[j]), abs_mask));
+      }
+      const XBlockScale block_scale = x_block_scale(std::bit_cast<float>(hmax_i32(max_bits)));
+      __m256i q[4] = {};
+      if (block_scale.finite) {
+        const __m256 inverse = _mm256_set1_ps(block_scale.inverse);
+        for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inverse));
+      }
       const __m256i total =
           _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
       const __m256i bytes = _mm256_permutevar8x32_epi32(
@@ -529,7 +544,7 @@ void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m
       } else {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + b * kBlock), bytes);
       }
-      scale[m * blocks + b] = max_abs / 127.0f;
+      scale[m * blocks + b] = block_scale.scale;
       sum8[m * blocks + b] = 8 * hsum_i32(total);
     }
   }

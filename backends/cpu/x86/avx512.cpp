@@ -16,8 +16,10 @@
 #pragma GCC diagnostic pop
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "backends/cpu/rope_table.h"
@@ -29,6 +31,8 @@ namespace {
 
 using x86::Scratch;
 using x86::scratch;
+
+#include "backends/cpu/x_block_scale.inc"
 
 int64_t min_of(int64_t a, int64_t b) {
   return a < b ? a : b;
@@ -454,17 +458,24 @@ void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m
   auto* sum8 = const_cast<int32_t*>(view.sum8);
   const int64_t blocks = view.blocks;
   const int64_t group_blocks = view.group_blocks;
-  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   for (int64_t m = m_begin; m < m_end; ++m) {
     for (int64_t b = 0; b < blocks; ++b) {
       const float* src = x + m * K + b * kBlock;
       const __m512 v0 = _mm512_loadu_ps(src);
       const __m512 v1 = _mm512_loadu_ps(src + 16);
-      const float max_abs =
-          hmax(_mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask)));
-      const __m512 inverse = _mm512_set1_ps(max_abs > 0.0f ? 127.0f / max_abs : 0.0f);
-      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inverse));
-      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inverse));
+      // The largest |x| bit pattern: the same order as the values, with NaN above infinity.
+      const float max_abs = std::bit_cast<float>(_mm512_reduce_max_epi32(
+          _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v0), abs_mask),
+                           _mm512_and_si512(_mm512_castps_si512(v1), abs_mask))));
+      const XBlockScale block_scale = x_block_scale(max_abs);
+      __m512i q0 = _mm512_setzero_si512();
+      __m512i q1 = _mm512_setzero_si512();
+      if (block_scale.finite) {
+        const __m512 inverse = _mm512_set1_ps(block_scale.inverse);
+        q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inverse));
+        q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inverse));
+      }
       // |q| ≤ 127: truncation is exact; q + 128 is q with its top bit flipped.
       const __m128i bias = _mm_set1_epi8(biased ? static_cast<char>(0x80) : 0);
       const __m128i low = _mm_xor_si128(_mm512_cvtepi32_epi8(q0), bias);
@@ -478,7 +489,7 @@ void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m
       }
       _mm_storeu_si128(reinterpret_cast<__m128i*>(at_low), low);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(at_high), high);
-      scale[m * blocks + b] = max_abs / 127.0f;
+      scale[m * blocks + b] = block_scale.scale;
       sum8[m * blocks + b] = 8 * hsum_i32(_mm512_add_epi32(q0, q1));
     }
   }
