@@ -172,7 +172,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   const CopiedLogits copied = copy_and_check(logits, logits_);
   if (copied.invalid) {
     for (int64_t i = 0; i < vocab_size_; ++i) {
-      if (!(logits[i] < kInf)) EDGELM_FAIL("[sampler] logit of token ", i, " is ", logits[i]);
+      if (!(logits[i] < kInf)) {
+        EDGELM_FAIL("[sampler] logit of token ", i, " is ", logits[i],
+                    ": the model computed a non-finite value (corrupt weights, or activations "
+                    "that overflowed)");
+      }
     }
   }
   apply_repetition_penalty(logits_, history);

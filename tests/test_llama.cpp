@@ -1,18 +1,24 @@
 // The model path end to end on the CPU reference backend: logits against Hugging Face
 // transformers fixtures, the KV cache against full recomputation, prefill against step-by-step
-// decode, safetensors against GGUF, and quantized weights against F32.
+// decode, safetensors against GGUF, quantized weights against F32, and a NaN or an infinity in a
+// weight file reaching the logits.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "backends/cpu/cpu_backend.h"
+#include "core/error.h"
 #include "core/npy.h"
+#include "models/gguf.h"
 #include "models/loader.h"
 #include "models/make_model.h"
+#include "models/sampler.h"
 
 namespace edgelm {
 namespace {
@@ -326,6 +332,48 @@ TEST(RepackedWeights, GiveTheSameTokensAsTheStoredLayout) {
         ASSERT_EQ(argmax(a), next) << "step " << step;
         a = to_vector(packed.forward(std::span<const int32_t>(&next, 1), packed_cache));
         b = to_vector(plain.forward(std::span<const int32_t>(&next, 1), plain_cache));
+      }
+    }
+  }
+}
+
+// A NaN or an infinity in a weight file reaches the logits, whether the weights are used as
+// stored, repacked, or converted at load (--weight-type), on the reference and the fastest
+// kernels: the sampler then stops with an error instead of generating from numbers that only look
+// valid. (Quantizing the block that held one once went through an out-of-range float-to-int
+// conversion: the value vanished and the logits stayed finite.)
+TEST(CorruptWeights, NonFiniteValuesReachTheLogits) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_corrupt_" + std::to_string(::getpid()));
+  const std::string path = make_model({.preset = "tiny",
+                                       .format = "gguf",
+                                       .quant = DType::F32,
+                                       .seed = 5,
+                                       .out_dir = dir.string()});
+  const size_t offset =
+      GgufFile::open(path).find_tensor("blk.0.ffn_down.weight")->file_offset + 37 * sizeof(float);
+  cpu::CpuBackend fastest(cpu::CpuOptions{.n_threads = 2});
+  for (const float bad : {std::nanf(""), INFINITY}) {
+    {
+      std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekp(static_cast<std::streamoff>(offset));
+      file.write(reinterpret_cast<const char*>(&bad), sizeof bad);
+      ASSERT_TRUE(file.good()) << path;
+    }
+    for (cpu::CpuBackend* cpu : {&backend(), &fastest}) {
+      for (const auto weight_type : {std::optional<DType>(), std::optional(DType::F16),
+                                     std::optional(DType::Q8_0), std::optional(DType::Q4_0)}) {
+        SCOPED_TRACE(str_cat(bad, " on cpu:", cpu->kernels().isa, " as ",
+                             weight_type ? dtype_name(*weight_type) : "stored"));
+        LoadedModel loaded = load_llama(path, *cpu, {.weight_type = weight_type});
+        LlamaModel model(*cpu, loaded.config, loaded.weights);
+        KvCache cache = model.make_cache(16, DType::F32);
+        const std::vector<int32_t> tokens = {1, 7, 42};
+        const auto logits = to_vector(model.forward(tokens, cache));
+        EXPECT_TRUE(
+            std::none_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+        Sampler sampler(SamplerConfig{.greedy = true}, loaded.config.vocab_size);
+        EXPECT_THROW(sampler.sample(logits, tokens), Error);
       }
     }
   }
