@@ -1,8 +1,10 @@
 #include "models/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -18,7 +20,7 @@ json read_json(const std::string& path) {
   if (!in) EDGELM_FAIL("[config] ", path, ": cannot open");
   try {
     return json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax, and numbers past double such as 1e999
     EDGELM_FAIL("[config] ", path, ": malformed JSON: ", e.what());
   }
 }
@@ -49,6 +51,14 @@ std::optional<double> find_number(const json& object, const char* key, const std
   return it->get<double>();
 }
 
+// A token id read as a wider integer; -1 means none (bos) and is rejected later where none is not
+// allowed (eos).
+int32_t token_id(int64_t value, const char* key, const std::string& path) {
+  if (value < -1 || value > std::numeric_limits<int32_t>::max())
+    EDGELM_FAIL("[config] ", path, ": ", key, " ", value, " is not a token id");
+  return static_cast<int32_t>(value);
+}
+
 // eos_token_id may be an integer or a list of integers.
 std::optional<std::vector<int32_t>> find_ids(const json& object, const char* key,
                                              const std::string& path) {
@@ -56,13 +66,13 @@ std::optional<std::vector<int32_t>> find_ids(const json& object, const char* key
   if (it == object.end() || it->is_null()) return std::nullopt;
   std::vector<int32_t> ids;
   if (it->is_number_integer()) {
-    ids.push_back(it->get<int32_t>());
+    ids.push_back(token_id(it->get<int64_t>(), key, path));
   } else if (it->is_array()) {
     for (const json& id : *it) {
       if (!id.is_number_integer()) {
         EDGELM_FAIL("[config] ", path, ": field '", key, "' must hold integers, got ", id.dump());
       }
-      ids.push_back(id.get<int32_t>());
+      ids.push_back(token_id(id.get<int64_t>(), key, path));
     }
   } else {
     EDGELM_FAIL("[config] ", path, ": field '", key, "' must be an integer or a list, got ",
@@ -94,8 +104,13 @@ RopeScaling parse_rope_scaling(const json& scaling, const std::string& path) {
   result.factor = number("factor");
   result.low_freq_factor = number("low_freq_factor");
   result.high_freq_factor = number("high_freq_factor");
-  result.original_max_position_embeddings =
-      static_cast<int64_t>(number("original_max_position_embeddings"));
+  // A count, though some configs write it as a float (8192.0).
+  const double context = number("original_max_position_embeddings");
+  if (!(context >= 1.0 && context <= 0x1p53 && std::floor(context) == context)) {
+    EDGELM_FAIL("[config] ", path, ": rope_scaling original_max_position_embeddings ", context,
+                " must be a positive whole number");
+  }
+  result.original_max_position_embeddings = static_cast<int64_t>(context);
   return result;
 }
 
@@ -126,15 +141,37 @@ void validate_config(const LlamaConfig& c, const std::string& source) {
   }
   if (c.head_dim % 2 != 0)
     EDGELM_FAIL("[config] ", source, ": head_dim ", c.head_dim, " must be even");
-  if (!(c.rms_norm_eps > 0.0f)) EDGELM_FAIL("[config] ", source, ": rms_norm_eps must be positive");
-  if (!(c.rope.theta > 0.0f)) EDGELM_FAIL("[config] ", source, ": rope_theta must be positive");
+  positive(c.max_position_embeddings, "max_position_embeddings");
+  auto positive_finite = [&](float value, const char* name) {
+    if (!(value > 0.0f && std::isfinite(value)))
+      EDGELM_FAIL("[config] ", source, ": ", name, " ", value, " must be positive and finite");
+  };
+  positive_finite(c.rms_norm_eps, "rms_norm_eps");
+  positive_finite(c.rope.theta, "rope_theta");
+  if (c.rope.scaling.type == RopeScaling::Type::Llama3) {
+    const RopeScaling& s = c.rope.scaling;
+    positive_finite(s.factor, "rope_scaling factor");
+    positive_finite(s.low_freq_factor, "rope_scaling low_freq_factor");
+    positive_finite(s.high_freq_factor, "rope_scaling high_freq_factor");
+    if (!(s.low_freq_factor < s.high_freq_factor)) {
+      EDGELM_FAIL("[config] ", source, ": rope_scaling low_freq_factor ", s.low_freq_factor,
+                  " must be below high_freq_factor ", s.high_freq_factor);
+    }
+  }
+  for (size_t i = 0; i < c.rope.freq_factors.size(); ++i) {
+    const float factor = c.rope.freq_factors[i];
+    if (!(factor > 0.0f && std::isfinite(factor))) {
+      EDGELM_FAIL("[config] ", source, ": rope frequency factor ", i, " is ", factor,
+                  "; it must be positive and finite");
+    }
+  }
   for (int32_t id : c.eos_token_ids) {
     if (id < 0 || id >= c.vocab_size) {
       EDGELM_FAIL("[config] ", source, ": eos_token_id ", id, " outside the vocabulary of ",
                   c.vocab_size);
     }
   }
-  if (c.bos_token_id >= c.vocab_size) {
+  if (c.bos_token_id < -1 || c.bos_token_id >= c.vocab_size) {
     EDGELM_FAIL("[config] ", source, ": bos_token_id ", c.bos_token_id, " outside the vocabulary");
   }
 }
@@ -176,7 +213,8 @@ LlamaConfig load_hf_config(const std::string& dir) {
   }
   c.tie_word_embeddings = root.value("tie_word_embeddings", false);
   c.max_position_embeddings = find_int(root, "max_position_embeddings", path).value_or(2048);
-  c.bos_token_id = static_cast<int32_t>(find_int(root, "bos_token_id", path).value_or(-1));
+  c.bos_token_id =
+      token_id(find_int(root, "bos_token_id", path).value_or(-1), "bos_token_id", path);
   c.eos_token_ids = find_ids(root, "eos_token_id", path).value_or(std::vector<int32_t>{});
 
   const std::string generation_path =
@@ -187,7 +225,7 @@ LlamaConfig load_hf_config(const std::string& dir) {
       EDGELM_FAIL("[config] ", generation_path, ": top level must be an object");
     if (auto eos = find_ids(generation, "eos_token_id", generation_path)) c.eos_token_ids = *eos;
     if (auto bos = find_int(generation, "bos_token_id", generation_path))
-      c.bos_token_id = static_cast<int32_t>(*bos);
+      c.bos_token_id = token_id(*bos, "bos_token_id", generation_path);
     if (generation.value("do_sample", false)) {
       if (auto t = find_number(generation, "temperature", generation_path))
         c.default_temperature = static_cast<float>(*t);
@@ -215,6 +253,17 @@ LlamaConfig load_gguf_config(const GgufFile& file) {
   c.n_kv_heads = file.find_int("llama.attention.head_count_kv").value_or(c.n_heads);
   c.head_dim = file.find_int("llama.attention.key_length")
                    .value_or(c.n_heads > 0 ? c.hidden_size / c.n_heads : 0);
+  // Llama rotates whole heads, and its values have the keys' head size.
+  if (auto v = file.find_int("llama.attention.value_length"); v && *v != c.head_dim) {
+    EDGELM_FAIL("[gguf] ", file.path(), ": llama.attention.value_length ", *v,
+                " differs from the key head size ", c.head_dim, " (not supported)");
+  }
+  if (auto rotated = file.find_int("llama.rope.dimension_count");
+      rotated && *rotated != c.head_dim) {
+    EDGELM_FAIL("[gguf] ", file.path(), ": llama.rope.dimension_count ", *rotated,
+                " differs from the head size ", c.head_dim,
+                " (partial rotary embeddings are not supported)");
+  }
   c.rms_norm_eps = static_cast<float>(file.get_float("llama.attention.layer_norm_rms_epsilon"));
   c.rope.theta = static_cast<float>(file.find_float("llama.rope.freq_base").value_or(10000.0));
   c.rope.head_dim = c.head_dim;
@@ -224,13 +273,18 @@ LlamaConfig load_gguf_config(const GgufFile& file) {
   }
   if (auto vocab = file.find_int("llama.vocab_size")) c.vocab_size = *vocab;
   c.tie_word_embeddings = file.find_tensor("output.weight") == nullptr;
-  if (auto bos = file.find_int("tokenizer.ggml.bos_token_id"))
-    c.bos_token_id = static_cast<int32_t>(*bos);
-  if (auto eos = file.find_int("tokenizer.ggml.eos_token_id"))
-    c.eos_token_ids.push_back(static_cast<int32_t>(*eos));
-  if (auto eot = file.find_int("tokenizer.ggml.eot_token_id")) {
-    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), *eot) == c.eos_token_ids.end()) {
-      c.eos_token_ids.push_back(static_cast<int32_t>(*eot));
+  // Token ids are u32 in GGUF; 4294967295 stands for none (as llama.cpp reads it).
+  auto gguf_token_id = [&](const char* key) {
+    const std::optional<int64_t> value = file.find_int(key);
+    if (!value || *value == int64_t{0xffffffff}) return int32_t{-1};
+    return token_id(*value, key, file.path());
+  };
+  c.bos_token_id = gguf_token_id("tokenizer.ggml.bos_token_id");
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"}) {
+    const int32_t id = gguf_token_id(key);
+    if (id != -1 &&
+        std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
+      c.eos_token_ids.push_back(id);
     }
   }
   if (const GgufTensor* factors = file.find_tensor("rope_freqs.weight")) {
