@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "core/rope.h"
@@ -98,38 +99,6 @@ void embed_cases(std::vector<OpCase>& cases) {
   }
 }
 
-struct MatmulShape {
-  int64_t M, N, K;
-};
-
-void add_matmul_case(std::vector<OpCase>& cases, DType dtype, MatmulShape s) {
-  const double tolerance = dtype_is_quantized(dtype) ? kQuantizedActivations : kFloatMath;
-  cases.push_back({OpKind::Matmul,
-                   {dtype},
-                   dims({{"M", s.M}, {"N", s.N}, {"K", s.K}}),
-                   tolerance,
-                   [=](Context& ctx) {
-                     Tensor x = ctx.random(DType::F32, {s.M, s.K});
-                     Tensor w = ctx.random(dtype, {s.N, s.K}, 0.5f);
-                     Tensor y = ctx.output(DType::F32, {s.M, s.N});
-                     ctx.backend().matmul(x, w, y);
-                     ctx.compare(y);
-                   },
-                   [=](const Context& ctx) {
-                     const auto x = ctx.input(0);
-                     const auto w = ctx.input(1);
-                     std::vector<double> y(static_cast<size_t>(s.M * s.N));
-                     for (int64_t m = 0; m < s.M; ++m) {
-                       for (int64_t n = 0; n < s.N; ++n) {
-                         double sum = 0.0;
-                         for (int64_t k = 0; k < s.K; ++k) sum += x[m * s.K + k] * w[n * s.K + k];
-                         y[m * s.N + n] = sum;
-                       }
-                     }
-                     return Expected{y};
-                   }});
-}
-
 // Rows for the cases with non-finite inputs: row m of [M, K] normal values gets pattern
 // (first + m) % 5: a NaN, +inf or -inf at a random position; one whole 32-block of values around
 // 1e-38, too small for the 8-bit rounding of x to scale (it rounds them to zeros); or nothing.
@@ -166,38 +135,45 @@ std::vector<double> spoiled_rows(std::mt19937_64& rng, int64_t M, int64_t K, Spo
   return x;
 }
 
-// x holding NaN, infinities and blocks too small to scale: every product with a non-finite value
-// must be non-finite (the harness requires finiteness to agree), never an arbitrary finite number,
-// which is what rounding such x to 8 bits once gave; the tiny blocks contribute ~1e-38, so their
-// rows match the reference within the usual tolerance.
-void add_spoiled_matmul_case(std::vector<OpCase>& cases, DType dtype, MatmulShape s, Spoil first,
-                             const char* what) {
+struct MatmulShape {
+  int64_t M, N, K;
+};
+
+// x · Wᵀ against the double-precision product. With `spoil`, x holds NaN, infinities and blocks
+// too small to scale (spoiled_rows, starting at that pattern; the name gets `what`): every product
+// with a non-finite value must be non-finite (the harness requires finiteness to agree), never an
+// arbitrary finite number, which is what rounding such x to 8 bits once gave; the tiny blocks
+// contribute ~1e-38, so their rows match the reference within the usual tolerance.
+void add_matmul_case(std::vector<OpCase>& cases, DType dtype, MatmulShape s,
+                     std::optional<Spoil> spoil = std::nullopt, const char* what = "") {
   const double tolerance = dtype_is_quantized(dtype) ? kQuantizedActivations : kFloatMath;
-  cases.push_back(
-      {OpKind::Matmul,
-       {dtype},
-       dims({{"M", s.M}, {"N", s.N}, {"K", s.K}}) + "_" + what,
-       tolerance,
-       [=](Context& ctx) {
-         Tensor x = ctx.values(DType::F32, {s.M, s.K}, spoiled_rows(ctx.rng(), s.M, s.K, first));
-         Tensor w = ctx.random(dtype, {s.N, s.K}, 0.5f);
-         Tensor y = ctx.output(DType::F32, {s.M, s.N});
-         ctx.backend().matmul(x, w, y);
-         ctx.compare(y);
-       },
-       [=](const Context& ctx) {
-         const auto x = ctx.input(0);
-         const auto w = ctx.input(1);
-         std::vector<double> y(static_cast<size_t>(s.M * s.N));
-         for (int64_t m = 0; m < s.M; ++m) {
-           for (int64_t n = 0; n < s.N; ++n) {
-             double sum = 0.0;
-             for (int64_t k = 0; k < s.K; ++k) sum += x[m * s.K + k] * w[n * s.K + k];
-             y[m * s.N + n] = sum;
-           }
-         }
-         return Expected{y};
-       }});
+  const std::string shape = dims({{"M", s.M}, {"N", s.N}, {"K", s.K}});
+  cases.push_back({OpKind::Matmul,
+                   {dtype},
+                   spoil ? shape + "_" + what : shape,
+                   tolerance,
+                   [=](Context& ctx) {
+                     Tensor x = spoil ? ctx.values(DType::F32, {s.M, s.K},
+                                                   spoiled_rows(ctx.rng(), s.M, s.K, *spoil))
+                                      : ctx.random(DType::F32, {s.M, s.K});
+                     Tensor w = ctx.random(dtype, {s.N, s.K}, 0.5f);
+                     Tensor y = ctx.output(DType::F32, {s.M, s.N});
+                     ctx.backend().matmul(x, w, y);
+                     ctx.compare(y);
+                   },
+                   [=](const Context& ctx) {
+                     const auto x = ctx.input(0);
+                     const auto w = ctx.input(1);
+                     std::vector<double> y(static_cast<size_t>(s.M * s.N));
+                     for (int64_t m = 0; m < s.M; ++m) {
+                       for (int64_t n = 0; n < s.N; ++n) {
+                         double sum = 0.0;
+                         for (int64_t k = 0; k < s.K; ++k) sum += x[m * s.K + k] * w[n * s.K + k];
+                         y[m * s.N + n] = sum;
+                       }
+                     }
+                     return Expected{y};
+                   }});
 }
 
 void matmul_cases(std::vector<OpCase>& cases) {
@@ -247,10 +223,10 @@ void matmul_cases(std::vector<OpCase>& cases) {
   std::vector<DType> layouts = kWeightTypes;
   layouts.insert(layouts.end(), {DType::Q4_0x8, DType::Q8_0x8, DType::F16x4});
   for (DType dtype : layouts) {
-    add_spoiled_matmul_case(cases, dtype, {1, 16, 96}, Spoil::kNaN, "nan");
-    add_spoiled_matmul_case(cases, dtype, {1, 16, 96}, Spoil::kTinyBlock, "tiny");
-    add_spoiled_matmul_case(cases, dtype, {5, 24, 160}, Spoil::kNaN, "spoiled");
-    add_spoiled_matmul_case(cases, dtype, {17, 16, 96}, Spoil::kPositiveInf, "spoiled");
+    add_matmul_case(cases, dtype, {1, 16, 96}, Spoil::kNaN, "nan");
+    add_matmul_case(cases, dtype, {1, 16, 96}, Spoil::kTinyBlock, "tiny");
+    add_matmul_case(cases, dtype, {5, 24, 160}, Spoil::kNaN, "spoiled");
+    add_matmul_case(cases, dtype, {17, 16, 96}, Spoil::kPositiveInf, "spoiled");
   }
 }
 
