@@ -1,6 +1,7 @@
 #include "eviction/policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -262,6 +263,8 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
           str_cat("--protected-prefix ", c.protected_prefix, " must be >= 0"));
   require(c.sink_tokens >= 0, str_cat("--sink-tokens ", c.sink_tokens, " must be >= 0"));
   require(c.kv_budget >= 0, str_cat("--kv-budget ", c.kv_budget, " must be >= 0"));
+  require(c.memory_threshold_mb >= 0 && std::isfinite(c.memory_threshold_mb),
+          str_cat("--memory-threshold-mb ", c.memory_threshold_mb, " must be finite and >= 0"));
   require(c.pressure_keep_ratio > 0 && c.pressure_keep_ratio < 1,
           str_cat("pressure keep ratio ", c.pressure_keep_ratio, " must be in (0, 1)"));
   if (c.policy == "none") return std::make_unique<NonePolicy>();

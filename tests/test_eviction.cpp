@@ -28,7 +28,8 @@ cpu::CpuBackend& backend() {
 
 LlamaModel& tiny_model() {
   static LlamaModel model = [] {
-    const fs::path dir = fs::path(::testing::TempDir()) / ("edgelm_eviction_tiny_" + std::to_string(::getpid()));
+    const fs::path dir =
+        fs::path(::testing::TempDir()) / ("edgelm_eviction_tiny_" + std::to_string(::getpid()));
     const std::string path = make_model({.preset = "tiny",
                                          .format = "hf",
                                          .quant = DType::F32,
@@ -372,6 +373,13 @@ TEST(EvictionConfigErrors, NameTheFlag) {
   c.policy = "snapkv";
   c.snapkv_kernel = 4;
   EXPECT_NE(message(c).find("--snapkv-kernel"), std::string::npos);
+  // A NaN or negative threshold never compares below the available memory: it would silently
+  // turn memory-pressure eviction off.
+  for (const double threshold : {std::nan(""), -1.0, double{INFINITY}}) {
+    EvictionConfig bad;
+    bad.memory_threshold_mb = threshold;
+    EXPECT_NE(message(bad).find("--memory-threshold-mb"), std::string::npos) << threshold;
+  }
   EXPECT_THROW(SimulatedMonitor::parse("0:100,x"), Error);
 }
 
