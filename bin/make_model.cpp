@@ -22,7 +22,13 @@ int main(int argc, char** argv) {
     app.add_option("--seed", options.seed, "Seed of the random weights");
     app.add_option("--out", options.out_dir, "Output folder");
     app.add_flag("--list", list, "List the presets");
-    CLI11_PARSE(app, argc, argv);
+    try {  // a bad flag is one line on stderr, as every other error
+      app.parse(argc, argv);
+    } catch (const CLI::Success& e) {  // --help
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      EDGELM_FAIL(e.what());
+    }
     if (list) {
       for (const auto& preset : edgelm::model_presets()) {
         std::printf("%-16s %s\n", preset.name.c_str(), preset.description.c_str());

@@ -49,6 +49,7 @@ expect_error "--chat without text" "--chat" --model-path "$gguf" --prompt-ids 1 
 expect_error "no prompt" "--prompt" --model-path "$gguf"
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
+expect_error "flag out of range" "--max-seq-len: Value 0 not in range" --model-path "$gguf" --prompt-ids 1 --max-seq-len 0
 expect_error "NaN memory threshold" "--memory-threshold-mb nan" --model-path "$gguf" --prompt-ids 1 --memory-threshold-mb nan
 expect_error "bad simulated memory curve" "step:MiB" --model-path "$gguf" --prompt-ids 1 --simulate-memory 0:10,x
 expect_error "--cl-device on the cpu" "--cl-platform/--cl-device" --model-path "$gguf" --prompt-ids 1 --cl-device 0
