@@ -3,6 +3,7 @@
 // mean decode step time, the number of evictions and the mean time per eviction (markdown table,
 // or one JSON object with -o json).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -35,16 +36,40 @@ int run(int argc, char** argv) {
                  "Model (default: make_model's tiny-long preset in a temp folder)");
   app.add_option("--policies", policies_text, "Comma-separated policies");
   app.add_option("--backend", backend_name, "Backend");
-  app.add_option("-t,--threads", threads, "CPU threads");
-  app.add_option("-p,--prompt", prompt_tokens, "Prompt tokens");
-  app.add_option("-n,--n-gen", generate_tokens, "Decoded tokens");
-  app.add_option("--max-seq-len", capacity, "Cache capacity");
+  app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("-p,--prompt", prompt_tokens, "Prompt tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("-n,--n-gen", generate_tokens, "Decoded tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--max-seq-len", capacity, "Cache capacity")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--eviction-window", base.window, "Recent window");
   app.add_option("--kv-budget", base.kv_budget, "Budget (sliding/sink use window + prefix/sinks)");
   app.add_option("--sink-tokens", base.sink_tokens, "Sink tokens");
   app.add_option("--snapkv-window", base.snapkv_window, "SnapKV observation window");
   app.add_option("-o,--output", output, "md|json")->check(CLI::IsMember({"md", "json"}));
-  CLI11_PARSE(app, argc, argv);
+  try {  // a bad flag is one line on stderr, as every other error
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    EDGELM_FAIL(e.what());
+  }
+  std::vector<std::string> policies;
+  {
+    std::stringstream list(policies_text);
+    const auto& known = edgelm::policy_names();
+    for (std::string policy; std::getline(list, policy, ',');) {
+      if (std::find(known.begin(), known.end(), policy) == known.end()) {
+        std::string names;
+        for (const std::string& name : known) names += (names.empty() ? "" : "|") + name;
+        EDGELM_FAIL("--policies: '", policy, "' is not one of ", names);
+      }
+      policies.push_back(policy);
+    }
+    if (policies.empty()) EDGELM_FAIL("--policies: no policy named");
+  }
 
   if (model_path.empty()) {
     const auto dir = std::filesystem::temp_directory_path() / "edgelm_eviction_bench";
@@ -71,22 +96,26 @@ int run(int argc, char** argv) {
         "| policy | decode ms/step | evictions | ms/eviction | eviction / step | slots at end |\n");
     std::printf("| --- | --- | --- | --- | --- | --- |\n");
   }
-  std::stringstream list(policies_text);
-  std::string policy;
-  while (std::getline(list, policy, ',')) {
+  for (const std::string& policy : policies) {
     edgelm::EvictionConfig config = base;
     config.policy = policy;
     if (policy == "sliding" || policy == "sink") config.kv_budget = 0;
     edgelm::KvCache cache = model.make_cache(capacity, edgelm::DType::F16);
     edgelm::CacheManager manager(config, edgelm::make_policy(config));
     edgelm::Generator generator(model, cache, &manager);
-    std::span<const float> logits = generator.prefill(prompt);
-    const double prefill_eviction_s = manager.eviction_seconds();
-    const int64_t prefill_evictions = manager.evictions();
-    for (int64_t i = 0; i < generate_tokens; ++i) {
-      const auto token =
-          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      logits = generator.decode(token);
+    double prefill_eviction_s = 0.0;
+    int64_t prefill_evictions = 0;
+    try {  // e.g. a cache too small for the prompt under this policy: say which policy it was
+      std::span<const float> logits = generator.prefill(prompt);
+      prefill_eviction_s = manager.eviction_seconds();
+      prefill_evictions = manager.evictions();
+      for (int64_t i = 0; i < generate_tokens; ++i) {
+        const auto token =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        logits = generator.decode(token);
+      }
+    } catch (const std::exception& e) {
+      EDGELM_FAIL("policy ", policy, ": ", e.what());
     }
     const int64_t evictions = manager.evictions() - prefill_evictions;
     const double eviction_s = manager.eviction_seconds() - prefill_eviction_s;
