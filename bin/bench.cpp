@@ -447,13 +447,7 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("-o,--output", output, "md|json (default md)")
       ->check(CLI::IsMember({"md", "json"}));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    EDGELM_FAIL(e.what());
-  }
+  if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   // Everything that can be checked without loading a model, first.
   for (const std::string& path : models) {

@@ -1,6 +1,7 @@
 // Small helpers shared by the command-line tools.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdint>
 #include <sstream>
@@ -11,6 +12,21 @@
 #include "core/error.h"
 
 namespace edgelm::cli {
+
+// Parses the flags: true to go on, false after --help printed the usage (exit 0). A bad flag
+// throws edgelm::Error with CLI11's reason, so it ends as one line on stderr with exit 1, like
+// every other error of the tools.
+inline bool parse_flags(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return true;
+  } catch (const CLI::Success& e) {  // --help
+    app.exit(e);
+    return false;
+  } catch (const CLI::ParseError& e) {
+    EDGELM_FAIL(e.what());
+  }
+}
 
 // "1,2,3" -> {1, 2, 3}; throws edgelm::Error naming `flag` for anything else.
 inline std::vector<int32_t> parse_id_list(const std::string& text, const char* flag) {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "backends/registry.h"
+#include "bin/cli_util.h"
 #include "core/error.h"
 #include "eviction/cache_manager.h"
 #include "models/generator.h"
@@ -49,13 +50,7 @@ int run(int argc, char** argv) {
   app.add_option("--sink-tokens", base.sink_tokens, "Sink tokens");
   app.add_option("--snapkv-window", base.snapkv_window, "SnapKV observation window");
   app.add_option("-o,--output", output, "md|json")->check(CLI::IsMember({"md", "json"}));
-  try {  // a bad flag is one line on stderr, as every other error
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    EDGELM_FAIL(e.what());
-  }
+  if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
   std::vector<std::string> policies;
   {
     std::stringstream list(policies_text);

@@ -214,13 +214,7 @@ int run(int argc, char** argv) {
   app.add_option("--snapkv-pool", eviction.snapkv_pool, "snapkv: max|avg pooling");
   app.add_option("--simulate-memory", simulate_memory,
                  "Replace /proc/meminfo with a scripted curve step:MiB,... (e.g. 0:4000,200:100)");
-  try {  // a bad flag is one line on stderr, as every other error
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    EDGELM_FAIL(e.what());
-  }
+  if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   if (list_devices) {
     for (const std::string& line : edgelm::opencl_device_lines()) std::printf("%s\n", line.c_str());

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "bin/cli_util.h"
 #include "core/error.h"
 #include "models/make_model.h"
 
@@ -22,13 +23,7 @@ int main(int argc, char** argv) {
     app.add_option("--seed", options.seed, "Seed of the random weights");
     app.add_option("--out", options.out_dir, "Output folder");
     app.add_flag("--list", list, "List the presets");
-    try {  // a bad flag is one line on stderr, as every other error
-      app.parse(argc, argv);
-    } catch (const CLI::Success& e) {  // --help
-      return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-      EDGELM_FAIL(e.what());
-    }
+    if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
     if (list) {
       for (const auto& preset : edgelm::model_presets()) {
         std::printf("%-16s %s\n", preset.name.c_str(), preset.description.c_str());

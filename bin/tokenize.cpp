@@ -118,13 +118,7 @@ int run(int argc, char** argv) {
                "Benchmark encoding of --file (.jsonl: one JSON string per record; else lines)");
   app.add_option("--bench-seconds", bench_seconds, "Least time the benchmark runs")
       ->check(CLI::Range(0.0, 3600.0));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    EDGELM_FAIL(e.what());
-  }
+  if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   if (tokenizer_path.empty() && model_path.empty()) {
     EDGELM_FAIL("give --tokenizer FILE or --model-path DIR_OR_GGUF");
