@@ -35,7 +35,8 @@ int run(int argc, char** argv) {
   base.kv_budget = 192;
   app.add_option("-m,--model-path", model_path,
                  "Model (default: make_model's tiny-long preset in a temp folder)");
-  app.add_option("--policies", policies_text, "Comma-separated policies");
+  app.add_option("--policies", policies_text,
+                 "Comma-separated policies, of " + edgelm::policy_list());
   app.add_option("--backend", backend_name, "Backend");
   app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
@@ -56,11 +57,8 @@ int run(int argc, char** argv) {
     std::stringstream list(policies_text);
     const auto& known = edgelm::policy_names();
     for (std::string policy; std::getline(list, policy, ',');) {
-      if (std::find(known.begin(), known.end(), policy) == known.end()) {
-        std::string names;
-        for (const std::string& name : known) names += (names.empty() ? "" : "|") + name;
-        EDGELM_FAIL("--policies: '", policy, "' is not one of ", names);
-      }
+      if (std::find(known.begin(), known.end(), policy) == known.end())
+        EDGELM_FAIL("--policies: '", policy, "' is not one of ", edgelm::policy_list());
       policies.push_back(policy);
     }
     if (policies.empty()) EDGELM_FAIL("--policies: no policy named");

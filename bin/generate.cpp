@@ -196,8 +196,7 @@ int run(int argc, char** argv) {
   app.add_option("--dump-logits", dump_logits,
                  "Write float32 .npy [steps, vocab]: logits of the last prompt position and of "
                  "every decode step");
-  app.add_option("--eviction-policy", eviction.policy,
-                 "KV eviction: none|sliding|sink|snapkv|h2o|tova");
+  app.add_option("--eviction-policy", eviction.policy, "KV eviction: " + edgelm::policy_list());
   app.add_option("--eviction-window", eviction.window,
                  "Recent tokens kept (sliding, sink, h2o; snapkv in decode)");
   app.add_option("--protected-prefix", eviction.protected_prefix,

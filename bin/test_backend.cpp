@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "backends/registry.h"
+#include "bin/cli_util.h"
 #include "core/error.h"
 #include "tests/parity/parity.h"
 
@@ -37,7 +38,7 @@ int run(int argc, char** argv) {
   app.add_flag("--json", json, "Print one JSON object with every result instead of the table");
   app.add_flag("--show-skipped", show_skipped, "Also list skipped combinations in the table");
   app.add_flag("--list", list, "List the backends and cases, run nothing");
-  CLI11_PARSE(app, argc, argv);
+  if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   if (list) {
     std::cout << "backends:";

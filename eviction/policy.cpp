@@ -257,6 +257,12 @@ const std::vector<std::string>& policy_names() {
   return names;
 }
 
+std::string policy_list() {
+  std::string list;
+  for (const std::string& name : policy_names()) list += (list.empty() ? "" : "|") + name;
+  return list;
+}
+
 std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
   require(c.window >= 1, str_cat("--eviction-window ", c.window, " must be at least 1"));
   require(c.protected_prefix >= 0,
@@ -294,9 +300,7 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
             str_cat("--snapkv-pool '", c.snapkv_pool, "' must be max or avg"));
     return std::make_unique<SnapKvPolicy>(c);
   }
-  std::string names;
-  for (const std::string& n : policy_names()) names += (names.empty() ? "" : "|") + n;
-  EDGELM_FAIL("[eviction] --eviction-policy '", c.policy, "' is not one of ", names);
+  EDGELM_FAIL("[eviction] --eviction-policy '", c.policy, "' is not one of ", policy_list());
 }
 
 }  // namespace edgelm

@@ -77,5 +77,7 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& config);
 
 // The policy names, for help texts.
 const std::vector<std::string>& policy_names();
+// The same joined with '|' ("none|sliding|..."), for help texts and errors.
+std::string policy_list();
 
 }  // namespace edgelm
