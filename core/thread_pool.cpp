@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
 #include "core/error.h"
@@ -69,15 +70,24 @@ ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus)
   std::vector<int> failed(static_cast<size_t>(n_threads), -1);
   std::atomic<int> started{0};
   for (int i = 1; i < n_threads; ++i) {
-    workers_.emplace_back([this, i, &failed, &started] {
-      if (!cpus_.empty()) {
-        const int cpu = cpus_[static_cast<size_t>(i) % cpus_.size()];
-        if (!pin_current_thread(cpu)) failed[static_cast<size_t>(i)] = cpu;
-      }
-      started.fetch_add(1, std::memory_order_release);
-      started.notify_one();
-      worker_loop(i);
-    });
+    try {
+      workers_.emplace_back([this, i, &failed, &started] {
+        if (!cpus_.empty()) {
+          const int cpu = cpus_[static_cast<size_t>(i) % cpus_.size()];
+          if (!pin_current_thread(cpu)) failed[static_cast<size_t>(i)] = cpu;
+        }
+        started.fetch_add(1, std::memory_order_release);
+        started.notify_one();
+        worker_loop(i);
+      });
+    } catch (const std::exception& e) {
+      // The system refused a thread (std::system_error: its thread or memory limit) or the
+      // memory for its state (std::bad_alloc). The workers already running
+      // must be joined before their std::thread objects go, or the process terminates.
+      shut_down();
+      EDGELM_FAIL("[thread_pool] cannot start thread ", i, " of ", n_threads, ": ", e.what(),
+                  " (ask for fewer threads)");
+    }
   }
   // Wait until every worker has pinned itself, so a refused CPU is reported here.
   for (int now = started.load(std::memory_order_acquire); now != n_threads - 1;

@@ -3,14 +3,22 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -437,6 +445,51 @@ TEST(ThreadPoolTest, PinsThreadsToTheListedCpus) {
   }
   ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
   EXPECT_TRUE(CPU_EQUAL(&before, &after)) << "a failed pool left the caller pinned";
+}
+
+// The system can refuse a thread (a thread limit, or no address space for its stack). The pool then
+// joins the workers it already started and throws an error that says so; before, the half-built
+// pool's std::thread objects ended the process with std::terminate. A child process gets an
+// address-space limit with room for a few thread stacks only, then asks for 1024 threads.
+TEST(ThreadPoolTest, ARefusedThreadIsAnErrorNotATermination) {
+  enum Outcome { kError = 3, kNoError = 4, kWrongMessage = 5, kNoLimit = 6, kSetupFailed = 7 };
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    long pages_in_use = 0;
+    std::ifstream("/proc/self/statm") >> pages_in_use;
+    rlimit limit{};
+    if (pages_in_use <= 0 || getrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(kSetupFailed);
+    limit.rlim_cur =
+        static_cast<rlim_t>(pages_in_use) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) +
+        (64u << 20);
+    if (setrlimit(RLIMIT_AS, &limit) != 0) std::_Exit(kSetupFailed);
+    // qemu-user accepts the call but does not apply it to the emulated program.
+    void* probe = mmap(nullptr, size_t{256} << 20, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe != MAP_FAILED) std::_Exit(kNoLimit);
+    try {
+      ThreadPool pool(1024);
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      std::fprintf(stderr, "%s\n", message.c_str());
+      std::_Exit(message.find("[thread_pool] cannot start thread") != std::string::npos &&
+                         message.find("of 1024") != std::string::npos
+                     ? kError
+                     : kWrongMessage);
+    }
+    std::_Exit(kNoError);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kNoLimit) {
+    GTEST_SKIP() << "this system does not apply RLIMIT_AS (e.g. under qemu-user)";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "the child ended by signal " << WTERMSIG(status)
+                                 << " (std::terminate aborts)";
+  EXPECT_EQ(WEXITSTATUS(status), kError)
+      << "3: the pool threw the error; 4: 1024 threads fitted under the limit; 5: another "
+         "message; 7: the limit could not be set";
 }
 
 }  // namespace
