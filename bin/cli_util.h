@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <climits>
 #include <cstdint>
 #include <sstream>
@@ -27,6 +28,20 @@ inline bool parse_flags(CLI::App& app, int argc, char** argv) {
     EDGELM_FAIL(e.what());
   }
 }
+
+// A check for unsigned 64-bit flags (seeds). CLI11 2.3 reads "-1" into such a flag as 2^64-1 and
+// clamps a number past 2^64-1 to it without a word; this rejects both before the conversion.
+inline const CLI::Validator kUint64(
+    [](std::string& text) -> std::string {
+      uint64_t value = 0;
+      const char* end = text.data() + text.size();
+      const auto [stop, error] = std::from_chars(text.data(), end, value);
+      if (text.empty() || error != std::errc() || stop != end) {
+        return "'" + text + "' is not a whole number in [0, 18446744073709551615]";
+      }
+      return {};
+    },
+    "UINT64");
 
 // "1,2,3" -> {1, 2, 3}; throws edgelm::Error naming `flag` for anything else.
 inline std::vector<int32_t> parse_id_list(const std::string& text, const char* flag) {

@@ -189,7 +189,7 @@ int run(int argc, char** argv) {
   app.add_option("--repeat-penalty", sampling.repetition_penalty, "Repetition penalty (1: off)");
   app.add_option("--repeat-last-n", sampling.repetition_window,
                  "Tokens the repetition penalty looks back at");
-  app.add_option("--seed", sampling.seed, "Sampling seed");
+  app.add_option("--seed", sampling.seed, "Sampling seed")->check(edgelm::cli::kUint64);
   app.add_flag("--greedy", greedy, "Always take the most likely token");
   app.add_flag("--json", json, "Print a JSON summary as the last line of stdout");
   app.add_flag("-q,--quiet", quiet, "Do not stream the output");

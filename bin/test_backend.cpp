@@ -33,8 +33,9 @@ int run(int argc, char** argv) {
   app.add_option("--oracle", oracle_name,
                  "What to compare with: 'reference' (double-precision math) or a backend name");
   app.add_option("-f,--filter", filter, "Only cases whose name contains this, e.g. matmul/q4_0");
-  app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)");
-  app.add_option("--seed", seed, "Seed of the random inputs");
+  app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--seed", seed, "Seed of the random inputs")->check(edgelm::cli::kUint64);
   app.add_flag("--json", json, "Print one JSON object with every result instead of the table");
   app.add_flag("--show-skipped", show_skipped, "Also list skipped combinations in the table");
   app.add_flag("--list", list, "List the backends and cases, run nothing");

@@ -50,6 +50,10 @@ expect_error "no prompt" "--prompt" --model-path "$gguf"
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
 expect_error "flag out of range" "--max-seq-len: Value 0 not in range" --model-path "$gguf" --prompt-ids 1 --max-seq-len 0
+expect_error "negative seed" "--seed: '-1' is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed -1
+expect_error "seed past 2^64-1" "is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed 18446744073709551616
+expect_error_from "$make_model" make_model "make_model: negative seed" "--seed: '-2' is not a whole number" \
+  --preset tiny --format gguf --seed -2 --out "$work/bad_seed"
 expect_error "NaN memory threshold" "--memory-threshold-mb nan" --model-path "$gguf" --prompt-ids 1 --memory-threshold-mb nan
 expect_error "bad simulated memory curve" "step:MiB" --model-path "$gguf" --prompt-ids 1 --simulate-memory 0:10,x
 expect_error "--cl-device on the cpu" "--cl-platform/--cl-device" --model-path "$gguf" --prompt-ids 1 --cl-device 0
