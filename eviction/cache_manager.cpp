@@ -32,8 +32,10 @@ void CacheManager::prepare(KvCache& cache) {
 int64_t CacheManager::max_step_tokens(const KvCache& cache) const {
   if (!policy_->evicts()) return cache.capacity();
   int64_t limit = cache.capacity();
-  if (const auto own = policy_->own_limit()) limit = std::min(limit, *own);
-  if (config_.kv_budget > 0) limit = std::min(limit, config_.kv_budget);
+  if (!compresses_prompt()) {
+    if (const auto own = policy_->own_limit()) limit = std::min(limit, *own);
+    if (config_.kv_budget > 0) limit = std::min(limit, config_.kv_budget);
+  }
   return std::max<int64_t>(1, limit / 2);
 }
 
@@ -71,8 +73,12 @@ std::optional<EvictionEvent> CacheManager::maybe_evict(KvCache& cache, Phase pha
       reason = why;
     }
   };
-  if (const auto limit = policy_->own_limit()) bound(*limit, "policy");
-  if (config_.kv_budget > 0) bound(config_.kv_budget, "budget");
+  // A policy that compresses the prompt when prefill ends needs it whole until then: in prefill
+  // only the capacity and memory pressure bound it.
+  if (phase == Phase::Decode || !compresses_prompt()) {
+    if (const auto limit = policy_->own_limit()) bound(*limit, "policy");
+    if (config_.kv_budget > 0) bound(config_.kv_budget, "budget");
+  }
   bound(cache.capacity(), "full");
   if (monitor_ != nullptr) {
     if (monitor_->available_mb() < config_.memory_threshold_mb) {

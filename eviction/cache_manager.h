@@ -43,14 +43,16 @@ class CacheManager {
   // After a step run with forward_options(): passes the exported mass of every layer to the policy.
   void observe(KvCache& cache, Phase phase, const ForwardOptions& options);
   // Run before each forward step of `need_free` tokens: evicts when a trigger fires, so that after
-  // the step the cache holds at most the policy's limit and the budget, and fits its capacity.
+  // the step the cache holds at most the policy's limit and the budget (for SnapKV from decode on:
+  // end_prefill compresses the prompt), and fits its capacity.
   // Samples the memory monitor once per call.
   std::optional<EvictionEvent> maybe_evict(KvCache& cache, Phase phase, int64_t need_free = 1);
   // At the end of prefill: applies the policy's prefill limit (SnapKV), if any.
   std::optional<EvictionEvent> end_prefill(KvCache& cache);
 
-  // The most tokens one step may bring so that eviction can always make room for them: half the
-  // tightest limit (policy, budget, capacity).
+  // The most tokens one prefill step may bring so that eviction can always make room for them:
+  // half the tightest limit that holds in prefill (policy, budget, capacity; only the capacity for
+  // a policy that compresses the prompt when prefill ends).
   int64_t max_step_tokens(const KvCache& cache) const;
 
   int64_t evictions() const { return evictions_; }
@@ -60,6 +62,9 @@ class CacheManager {
 
  private:
   void prepare(KvCache& cache);
+  // SnapKV: the policy keeps a share of the prompt chosen once prefill has seen all of it, so its
+  // own limit and the budget hold from decode on.
+  bool compresses_prompt() const { return policy_->prefill_limit().has_value(); }
   EvictionEvent evict_to(KvCache& cache, Phase phase, int64_t target, int64_t incoming,
                          const char* reason);
 

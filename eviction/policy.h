@@ -49,6 +49,8 @@ class EvictionPolicy {
   // it evicts only under a budget, memory pressure or a full cache.
   virtual std::optional<int64_t> own_limit() const { return std::nullopt; }
   // Slots to keep when prefill ends (SnapKV compresses the prompt once); nullopt: nothing then.
+  // A policy with such a limit sees the whole prompt first: during prefill neither its own limit
+  // nor the budget evicts, only a full cache or memory pressure (CacheManager).
   virtual std::optional<int64_t> prefill_limit() const { return std::nullopt; }
 
   // Called once with the cache geometry, before anything else.

@@ -291,6 +291,28 @@ TEST(SnapKv, KeepsPlantedTokensByGroupAverage) {
   EXPECT_EQ(planted.kept(1), (std::set<int32_t>{8, 10, 11}));
 }
 
+// SnapKV chooses from the whole prompt: a prompt longer than the budget is prefilled whole (in
+// chunks), then compressed once from the observation window's attention. Before, the budget also
+// evicted between the prefill chunks, before the window had been seen (scores all zero), so the
+// prompt was cut by recency instead.
+TEST(SnapKv, SeesTheWholePromptBeforeCompressingIt) {
+  EvictionConfig config = config_for("snapkv");  // budget 24, window 6; the prompt has 30 tokens
+  LlamaModel& model = tiny_model();
+  KvCache cache = model.make_cache(128, DType::F32);
+  CacheManager manager(config, make_policy(config));
+  Generator generator(model, cache, &manager);
+  generator.prefill(prompt(30));
+  ASSERT_EQ(manager.events().size(), 1u);
+  EXPECT_EQ(manager.events()[0].reason, "prefill");
+  EXPECT_EQ(manager.events()[0].slots_before, 30);
+  EXPECT_EQ(manager.events()[0].slots_after, 23);
+  // From decode on the budget holds.
+  generator.decode(1);
+  generator.decode(2);
+  EXPECT_LE(cache.size(0), 24);
+  EXPECT_EQ(manager.events().back().reason, "policy");
+}
+
 // H2O accumulates attention over decode steps: slots 2 and 5 are attended by every query, so
 // with a budget of recent window + 2 they survive while everything else old is dropped.
 TEST(H2o, KeepsPlantedHeavyHitters) {
