@@ -16,6 +16,7 @@
 #include "backends/registry.h"
 #include "bin/cli_util.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/npy.h"
 #include "eviction/cache_manager.h"
 #include "models/chat.h"
@@ -197,8 +198,7 @@ int run(int argc, char** argv) {
                  "Write float32 .npy [steps, vocab]: logits of the last prompt position and of "
                  "every decode step");
   app.add_option("--eviction-policy", eviction.policy, "KV eviction: " + edgelm::policy_list());
-  app.add_option("--eviction-window", eviction.window,
-                 "Recent tokens kept (sliding, sink, h2o; snapkv in decode)");
+  app.add_option("--eviction-window", eviction.window, "Recent tokens kept (sliding, sink, h2o)");
   app.add_option("--protected-prefix", eviction.protected_prefix,
                  "sliding: first tokens always kept");
   app.add_option("--sink-tokens", eviction.sink_tokens, "sink/snapkv: attention-sink tokens kept");
@@ -249,6 +249,14 @@ int run(int argc, char** argv) {
         {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0});
   }
   std::unique_ptr<edgelm::EvictionPolicy> policy = edgelm::make_policy(eviction);
+  // A setting the policy ignores is most likely a mistake (e.g. --kv-budget without a policy, which
+  // runs with the whole cache); say so, but run, so that one flag set can serve every policy.
+  for (const std::string& flag : edgelm::eviction_flags()) {
+    if (app.count(flag) > 0 && !edgelm::policy_reads(eviction.policy, flag)) {
+      edgelm::log_warn("[eviction] ", flag, " has no effect with --eviction-policy ",
+                       eviction.policy);
+    }
+  }
   std::unique_ptr<edgelm::SystemMonitor> monitor;
   if (!simulate_memory.empty()) {
     monitor = edgelm::SimulatedMonitor::parse(simulate_memory);

@@ -263,6 +263,26 @@ std::string policy_list() {
   return list;
 }
 
+const std::vector<std::string>& eviction_flags() {
+  static const std::vector<std::string> flags = {
+      "--eviction-window", "--protected-prefix",    "--sink-tokens",
+      "--kv-budget",       "--memory-threshold-mb", "--simulate-memory",
+      "--snapkv-window",   "--snapkv-kernel",       "--snapkv-pool"};
+  return flags;
+}
+
+bool policy_reads(const std::string& policy, const std::string& flag) {
+  if (policy == "none") return false;
+  if (flag == "--kv-budget" || flag == "--memory-threshold-mb" || flag == "--simulate-memory") {
+    return true;  // the CacheManager's triggers, whatever the policy scores
+  }
+  if (flag == "--eviction-window")
+    return policy == "sliding" || policy == "sink" || policy == "h2o";
+  if (flag == "--protected-prefix") return policy == "sliding";
+  if (flag == "--sink-tokens") return policy == "sink" || policy == "snapkv";
+  return policy == "snapkv" && flag.starts_with("--snapkv-");
+}
+
 std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
   require(c.window >= 1, str_cat("--eviction-window ", c.window, " must be at least 1"));
   require(c.protected_prefix >= 0,

@@ -16,7 +16,7 @@ enum class Phase { Prefill, Decode };
 
 struct EvictionConfig {
   std::string policy = "none";       // none|sliding|sink|snapkv|h2o|tova
-  int64_t window = 512;              // recent tokens kept (sliding, sink, h2o; snapkv's decode)
+  int64_t window = 512;              // recent tokens kept (sliding, sink, h2o)
   int64_t protected_prefix = 0;      // sliding: first tokens always kept
   int64_t sink_tokens = 4;           // sink (and snapkv's decode): first tokens always kept
   int64_t kv_budget = 0;             // most slots per layer; 0 = no budget
@@ -81,5 +81,14 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& config);
 const std::vector<std::string>& policy_names();
 // The same joined with '|' ("none|sliding|..."), for help texts and errors.
 std::string policy_list();
+
+// The command-line flags of the eviction settings (the fields of EvictionConfig but the policy,
+// plus --simulate-memory), and whether `policy` reads `flag`: every policy that evicts reads
+// --kv-budget, --memory-threshold-mb and --simulate-memory, and each its own settings (sliding
+// --eviction-window and --protected-prefix; sink --eviction-window and --sink-tokens; h2o
+// --eviction-window; snapkv --sink-tokens and the --snapkv-* flags); `none` reads none. generate
+// warns about a flag given that the chosen policy ignores.
+const std::vector<std::string>& eviction_flags();
+bool policy_reads(const std::string& policy, const std::string& flag);
 
 }  // namespace edgelm

@@ -375,6 +375,48 @@ TEST(MemoryPressure, EvictsAtThresholdAndNotBefore) {
   EXPECT_LE(cache.size(0), first.slots_after + 1);
 }
 
+// generate warns about an eviction flag the chosen policy does not read (policy_reads()). Each
+// setting is changed alone, for every policy: where the policy does not read it, the kept
+// positions and the tokens must not move; where it does, they must (the budget of 18 is above
+// the own limits of sliding and sink, 15 and 16, so it cannot bind there).
+TEST(EvictionFlags, OnlyTheSettingsAPolicyReadsChangeWhatItKeeps) {
+  struct Change {
+    const char* flag;
+    std::function<void(EvictionConfig&)> apply;
+  };
+  const std::vector<Change> changes = {
+      {"--eviction-window", [](EvictionConfig& c) { c.window = 9; }},
+      {"--protected-prefix", [](EvictionConfig& c) { c.protected_prefix = 6; }},
+      {"--sink-tokens", [](EvictionConfig& c) { c.sink_tokens = 1; }},
+      {"--kv-budget", [](EvictionConfig& c) { c.kv_budget = 18; }},
+      {"--snapkv-window", [](EvictionConfig& c) { c.snapkv_window = 3; }},
+      {"--snapkv-kernel", [](EvictionConfig& c) { c.snapkv_kernel = 5; }},
+      {"--snapkv-pool", [](EvictionConfig& c) { c.snapkv_pool = "avg"; }},
+  };
+  // The two memory flags need a monitor and are checked in MemoryPressure; the rest are here.
+  ASSERT_EQ(changes.size() + 2, eviction_flags().size());
+  for (const std::string& policy : policy_names()) {
+    const GenerationRun base = generate(policy, 128, 40, config_for(policy));
+    for (const Change& change : changes) {
+      EvictionConfig changed = config_for(policy);
+      change.apply(changed);
+      const GenerationRun run = generate(policy, 128, 40, changed);
+      const bool reads = policy_reads(policy, change.flag);
+      const bool cannot_bind =
+          std::string(change.flag) == "--kv-budget" && (policy == "sliding" || policy == "sink");
+      if (!reads) {
+        EXPECT_EQ(run.kept, base.kept) << policy << " ignores " << change.flag;
+        EXPECT_EQ(run.tokens, base.tokens) << policy << " ignores " << change.flag;
+      } else if (!cannot_bind) {
+        EXPECT_NE(run.kept, base.kept) << policy << " reads " << change.flag;
+      }
+    }
+  }
+  EXPECT_TRUE(policy_reads("tova", "--memory-threshold-mb"));
+  EXPECT_TRUE(policy_reads("sliding", "--simulate-memory"));
+  EXPECT_FALSE(policy_reads("none", "--memory-threshold-mb"));
+}
+
 TEST(EvictionConfigErrors, NameTheFlag) {
   auto message = [](EvictionConfig c) {
     try {

@@ -83,6 +83,19 @@ else
   fi
 fi
 
+# An eviction flag the chosen policy does not read runs, with a warning naming it (the whole cache
+# is used: an experiment that forgot --eviction-policy must not look budgeted).
+if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 2 --kv-budget 8 > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q '^\[warn\] \[eviction\] --kv-budget has no effect with --eviction-policy none$' "$work/err.txt" &&
+  "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 2 --eviction-policy tova --kv-budget 8 \
+    --sink-tokens 2 > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q 'sink-tokens has no effect with --eviction-policy tova$' "$work/err.txt" &&
+  ! grep -q 'kv-budget has no effect' "$work/err.txt"; then
+  ok "eviction flag the policy ignores: warning"
+else
+  fail "eviction flag the policy ignores: warning"
+fi
+
 # A good run: streams tokens and ends stdout with the JSON summary.
 if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 4 --greedy --json > "$work/out.txt" 2> "$work/err.txt" &&
   tail -n 1 "$work/out.txt" | grep -q '"generated_tokens":4'; then
