@@ -37,7 +37,10 @@ class CacheManager {
   SystemMonitor* monitor() { return monitor_.get(); }
 
   // Declares the prompt: its tokens end at logical position `prompt_end`.
-  void begin_prefill(int64_t prompt_end) { prompt_end_ = prompt_end; }
+  void begin_prefill(int64_t prompt_end) {
+    prompt_end_ = prompt_end;
+    policy_->begin_prefill();
+  }
   // What the coming step must export (attention mass for the policy, if it needs any).
   ForwardOptions forward_options(Phase phase, int64_t first_position, int64_t n_tokens) const;
   // After a step run with forward_options(): passes the exported mass of every layer to the policy.

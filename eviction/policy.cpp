@@ -199,6 +199,9 @@ class SnapKvPolicy final : public EvictionPolicy {
     observed_.prepare(n_layers, n_kv_heads, capacity);
     pooled_.resize(static_cast<size_t>(capacity));
   }
+  // Each prompt is compressed by its own observation window: the attention an earlier turn's
+  // window paid to the slots still cached must not add to this one's.
+  void begin_prefill() override { observed_.clear(); }
   std::optional<int64_t> mass_from(Phase phase, int64_t first, int64_t n,
                                    int64_t prompt_end) const override {
     const int64_t window_start = prompt_end - window_;

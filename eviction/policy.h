@@ -55,6 +55,9 @@ class EvictionPolicy {
 
   // Called once with the cache geometry, before anything else.
   virtual void prepare(int64_t /*n_layers*/, int64_t /*n_kv_heads*/, int64_t /*capacity*/) {}
+  // A new prompt's prefill begins (the first, or a later chat turn): state that belongs to one
+  // prompt resets here.
+  virtual void begin_prefill() {}
   // Whether the coming step (tokens at logical positions [first, first + n)) must export attention
   // mass, and from which query position on. prompt_end: first position after the prompt.
   virtual std::optional<int64_t> mass_from(Phase /*phase*/, int64_t /*first*/, int64_t /*n*/,

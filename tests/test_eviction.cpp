@@ -291,6 +291,41 @@ TEST(SnapKv, KeepsPlantedTokensByGroupAverage) {
   EXPECT_EQ(planted.kept(1), (std::set<int32_t>{8, 10, 11}));
 }
 
+// A second prompt (a chat turn) is compressed by its own window alone. Turn 1's window put all its
+// attention on position 4, which survives turn 1's compression; turn 2's window splits 60/40
+// between positions 13 and 4. By turn 2's attention 13 ranks first; with turn 1's attention still
+// added, 4 would (1.0 + 0.4 against 0.6 per query and head).
+TEST(SnapKv, EachPromptIsScoredByItsOwnWindow) {
+  EvictionConfig config;
+  config.policy = "snapkv";
+  config.kv_budget = 4;  // keeps the 2-query window and one more slot
+  config.snapkv_window = 2;
+  config.snapkv_kernel = 1;
+  config.sink_tokens = 1;
+  CacheManager manager(config, make_policy(config));
+  Planted planted;
+  planted.append(12);
+  manager.begin_prefill(12);
+  ForwardOptions options = manager.forward_options(Phase::Prefill, 0, 12);
+  planted.attend(2, {{{4, 20.0f}}, {{4, 20.0f}}, {{4, 20.0f}}, {{4, 20.0f}}});
+  manager.observe(planted.cache, Phase::Prefill, options);
+  ASSERT_TRUE(manager.end_prefill(planted.cache).has_value());
+  ASSERT_EQ(planted.kept(0), (std::set<int32_t>{4, 10, 11}));
+
+  planted.append(6);  // positions 12..17
+  manager.begin_prefill(18);
+  options = manager.forward_options(Phase::Prefill, 12, 6);
+  ASSERT_TRUE(options.export_mass);
+  ASSERT_EQ(options.mass_from_position, 16);
+  const float split = std::log(1.5f);  // logit gap for a 60/40 split
+  const std::vector<std::pair<int, float>> head = {{13, 20.0f}, {4, 20.0f - split}};
+  planted.attend(2, {head, head, head, head});
+  manager.observe(planted.cache, Phase::Prefill, options);
+  ASSERT_TRUE(manager.end_prefill(planted.cache).has_value());
+  EXPECT_EQ(planted.kept(0), (std::set<int32_t>{13, 16, 17}));
+  EXPECT_EQ(planted.kept(1), (std::set<int32_t>{13, 16, 17}));
+}
+
 // SnapKV chooses from the whole prompt: a prompt longer than the budget is prefilled whole (in
 // chunks), then compressed once from the observation window's attention. Before, the budget also
 // evicted between the prefill chunks, before the window had been seen (scores all zero), so the
