@@ -1,7 +1,8 @@
 // The OpenCL backend beyond the op parity matrix (test_op_parity runs that on it): shared
 // zero-copy memory and the CPU reading what kernels wrote, transfer accounting, the program cache,
 // profiling, device-selection errors, the tiled GEMM path, and the whole model against the CPU
-// backend (same greedy tokens, close logits) for every weight and KV type.
+// backend (same greedy tokens, close logits) for every weight and KV type, also under every
+// eviction policy.
 //
 // Without an OpenCL device every test is skipped, unless EDGELM_REQUIRE_OPENCL is set (the test
 // scripts set it when the build has OpenCL, so a broken ICD fails CI instead of skipping).
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/opencl/opencl_backend.h"
@@ -20,6 +22,8 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kv_cache.h"
+#include "eviction/cache_manager.h"
+#include "models/generator.h"
 #include "models/loader.h"
 #include "models/make_model.h"
 
@@ -306,6 +310,68 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(dtype_name(param_info.param.weight_type)) + "_weights_" +
              dtype_name(param_info.param.kv_type) + "_kv";
     });
+
+// Eviction on OpenCL: the attention mass that SnapKV, H2O and TOVA score by comes from the OpenCL
+// attention kernels and the compaction from its kv_compact, so under every policy the greedy
+// tokens, the evictions and the positions kept in every layer and kv head after each step must be
+// those of the CPU backend (float weights and cache, so the two differ in float rounding only).
+TEST(OpenClEviction, EveryPolicyKeepsWhatTheCpuKeeps) {
+  REQUIRE_OPENCL_DEVICE();
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_cl_eviction_" + std::to_string(::getpid()));
+  const std::string path = make_model(
+      {.preset = "tiny", .format = "hf", .quant = DType::F32, .seed = 3, .out_dir = dir.string()});
+  struct Run {
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<std::set<int32_t>>> kept;  // [step][layer * kv heads + head]
+    int64_t evictions = 0;
+  };
+  auto run = [&](Backend& backend, const std::string& policy) {
+    LoadedModel loaded = load_llama(path, backend);
+    LlamaModel model(backend, std::move(loaded.config), std::move(loaded.weights), 16);
+    KvCache cache = model.make_cache(128, DType::F32);
+    EvictionConfig config;
+    config.policy = policy;
+    config.window = 12;
+    config.kv_budget = policy == "sliding" || policy == "sink" ? 0 : 24;
+    config.snapkv_window = 6;
+    config.snapkv_kernel = 3;
+    CacheManager manager(config, make_policy(config));
+    Generator generator(model, cache, &manager);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 300);
+    Run result;
+    std::span<const float> logits = generator.prefill(prompt);
+    for (int step = 0; step < 30; ++step) {
+      const auto best =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      result.tokens.push_back(best);
+      logits = generator.decode(best);
+      backend.synchronize();
+      std::vector<std::set<int32_t>> kept;
+      for (int64_t l = 0; l < cache.n_layers(); ++l) {
+        for (int64_t g = 0; g < cache.n_kv_heads(); ++g) {
+          std::set<int32_t> positions;
+          for (int64_t s = 0; s < cache.size(l); ++s) positions.insert(cache.position(l, s, g));
+          kept.push_back(positions);
+        }
+      }
+      result.kept.push_back(kept);
+    }
+    result.evictions = manager.evictions();
+    return result;
+  };
+  for (const std::string& policy : policy_names()) {
+    const Run cpu = run(cpu_backend(), policy);
+    const Run cl = run(opencl_backend(), policy);
+    EXPECT_EQ(cl.tokens, cpu.tokens) << policy;
+    EXPECT_EQ(cl.evictions, cpu.evictions) << policy;
+    EXPECT_EQ(cl.kept, cpu.kept) << policy;
+    if (policy != "none") {
+      EXPECT_GT(cpu.evictions, 0) << policy;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace edgelm
