@@ -303,11 +303,14 @@ std::string format_params(int64_t params) {
   return text;
 }
 
-// "cpu (avx512)" for the cpu alias, the name itself when it already names the kernels.
+// "cpu (avx512)" for the cpu alias ("cpu (avx512, prefetch)" where decode uses the prefetching
+// kernels), the name itself when it already names the kernels.
 std::string backend_label(const std::string& name, edgelm::Backend& backend) {
   auto* cpu = dynamic_cast<edgelm::cpu::CpuBackend*>(&backend);
-  if (cpu == nullptr || name != "cpu") return name;
-  return name + " (" + cpu->kernels().isa + ")";
+  if (cpu == nullptr) return name;
+  const std::string prefetch = cpu->decode_prefetch() ? "prefetch" : "";
+  if (name != "cpu") return prefetch.empty() ? name : name + " (" + prefetch + ")";
+  return name + " (" + cpu->kernels().isa + (prefetch.empty() ? "" : ", " + prefetch) + ")";
 }
 
 std::string iso_time_now() {

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -575,23 +577,26 @@ TEST(MatmulSharedX, EqualsOneMatmulPerWeightOnEveryTable) {
   EXPECT_GT(checked, 0);
 }
 
-// KernelTable::decode_pairs: rows [a, a + rows) beside rows [b, b + rows) (or the first range
-// alone) give, bit for bit, the table's own decode matmul's rows, and write no other row of y;
-// for whole halves, pieces of them, and K past one segment.
+// KernelTable::decode_pairs and decode_pairs_prefetch: rows [a, a + rows) beside rows [b, b + rows)
+// (or the first range alone) give, bit for bit, the table's own decode matmul's rows, and write no
+// other row of y; for whole halves, pieces of them, and K past one segment.
 TEST(DecodePairs, EqualTheTablesMatmulRowForRow) {
   std::mt19937 rng(14);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   cpu::CpuBackend host({.n_threads = 1, .isa = "portable"});
   int checked = 0;
   for (const cpu::KernelTable* table : cpu::available_kernel_tables()) {
-    for (int d = 0; d < kDTypeCount; ++d) {
-      const cpu::DecodePairsFn pairs = table->decode_pairs[static_cast<size_t>(d)];
+    for (int d = 0; d < 2 * kDTypeCount; ++d) {
+      const bool prefetch = d >= kDTypeCount;
+      const auto& kernels = prefetch ? table->decode_pairs_prefetch : table->decode_pairs;
+      const cpu::DecodePairsFn pairs = kernels[static_cast<size_t>(d % kDTypeCount)];
       if (pairs == nullptr) continue;
-      const auto dtype = static_cast<DType>(d);
-      const cpu::QuantizedMatmul quantized = table->quantized_matmul[static_cast<size_t>(d)];
+      const auto dtype = static_cast<DType>(d % kDTypeCount);
+      const cpu::QuantizedMatmul quantized = table->quantized_matmul[static_cast<size_t>(dtype)];
       for (const int64_t K : {2048, 4160}) {
         constexpr int64_t N = 64;
-        SCOPED_TRACE(std::string(table->isa) + " " + dtype_name(dtype) + " K=" + std::to_string(K));
+        SCOPED_TRACE(std::string(table->isa) + " " + dtype_name(dtype) +
+                     (prefetch ? " (prefetch)" : "") + " K=" + std::to_string(K));
         const Tensor w = random_weight_tensor(host.memory(), dtype, N, K, rng);
         std::vector<float> x(static_cast<size_t>(K));
         for (float& v : x) v = normal(rng);
@@ -603,7 +608,8 @@ TEST(DecodePairs, EqualTheTablesMatmulRowForRow) {
           quantized.matmul(xq.data(), w.raw(), expected.data(), 1, N, K, 0, N);
           x_row = xq.data();
         } else {
-          table->matmul[static_cast<size_t>(d)](x.data(), w.raw(), expected.data(), 1, N, K, 0, N);
+          table->matmul[static_cast<size_t>(dtype)](x.data(), w.raw(), expected.data(), 1, N, K, 0,
+                                                    N);
         }
         struct Call {
           int64_t a, b, rows;
@@ -642,6 +648,47 @@ TEST(DecodePairs, EqualTheTablesMatmulRowForRow) {
     EXPECT_GT(checked, 0);
   }
 #endif
+}
+
+// EDGELM_CPU_PREFETCH chooses the decode kernels (on|off; unset: on for Intel CPUs) where the table
+// has prefetching ones, and the backend's device() says when they are in use; another value is an
+// error naming the variable.
+TEST(DecodePairs, PrefetchIsChosenByTheEnvironmentOrTheVendor) {
+  const char* saved = std::getenv("EDGELM_CPU_PREFETCH");
+  const std::string saved_value = saved != nullptr ? saved : "";
+  auto has_prefetch_kernels = [](const cpu::KernelTable& table) {
+    for (const cpu::DecodePairsFn kernel : table.decode_pairs_prefetch)
+      if (kernel != nullptr) return true;
+    return false;
+  };
+  for (const cpu::KernelTable* table : cpu::available_kernel_tables()) {
+    for (const std::string value : {"on", "off"}) {
+      ::setenv("EDGELM_CPU_PREFETCH", value.c_str(), 1);
+      const cpu::CpuBackend backend({.n_threads = 1, .isa = table->isa});
+      const bool expected = value == "on" && has_prefetch_kernels(*table);
+      EXPECT_EQ(backend.decode_prefetch(), expected) << table->isa << " " << value;
+      EXPECT_EQ(backend.device().find("with decode prefetch") != std::string::npos, expected)
+          << backend.device();
+    }
+  }
+  ::setenv("EDGELM_CPU_PREFETCH", "yes", 1);
+  try {
+    const cpu::CpuBackend backend({.n_threads = 1});
+    ADD_FAILURE() << "EDGELM_CPU_PREFETCH=yes was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("EDGELM_CPU_PREFETCH='yes': expected on or off"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("EDGELM_CPU_PREFETCH");
+  const cpu::CpuBackend backend({.n_threads = 1});
+#if defined(__x86_64__)
+  const bool intel = __builtin_cpu_is("intel");
+#else
+  const bool intel = false;
+#endif
+  EXPECT_EQ(backend.decode_prefetch(), intel && has_prefetch_kernels(backend.kernels()));
+  if (saved != nullptr) ::setenv("EDGELM_CPU_PREFETCH", saved_value.c_str(), 1);
 }
 
 TEST(MatmulSharedX, MixedWeightTypesAndBadArgumentsOnTheCpu) {

@@ -160,7 +160,16 @@ CpuBackend::CpuBackend(CpuOptions options)
       pool_(options.n_threads > 0 ? options.n_threads : default_thread_count(), options.cpus),
       kernels_(&select_kernels(options.isa)),
       repack_weights_(options.repack_weights),
-      profile_(options.profile) {}
+      profile_(options.profile),
+      decode_pairs_(kernels_->decode_pairs) {
+  if (decode_prefetch_wanted()) {
+    for (size_t d = 0; d < decode_pairs_.size(); ++d) {
+      if (kernels_->decode_pairs_prefetch[d] == nullptr) continue;
+      decode_pairs_[d] = kernels_->decode_pairs_prefetch[d];
+      decode_prefetch_ = true;
+    }
+  }
+}
 
 void CpuBackend::record_op(Clock::time_point start, const char* op, std::string kernel,
                            uint64_t bytes) {
@@ -196,7 +205,9 @@ std::string CpuBackend::device() const {
   std::string pinned;
   for (int cpu : pool_.cpus())
     pinned += (pinned.empty() ? ", pinned to CPUs " : ",") + std::to_string(cpu);
-  return str_cat(arch, " (", kernels_->isa, " kernels, ", pool_.size(), " threads", pinned, ")");
+  return str_cat(arch, " (", kernels_->isa, " kernels",
+                 decode_prefetch_ ? " with decode prefetch" : "", ", ", pool_.size(), " threads",
+                 pinned, ")");
 }
 
 bool CpuBackend::supports(OpKind op, std::initializer_list<DType> dtypes) const {
@@ -407,7 +418,7 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
     }
   };
   const int64_t grain = (grain_for(M * K) + group - 1) / group * group;
-  const DecodePairsFn decode_pairs = M == 1 ? entry(kernels_->decode_pairs, dtype) : nullptr;
+  const DecodePairsFn decode_pairs = M == 1 ? entry(decode_pairs_, dtype) : nullptr;
   if (decode_pairs != nullptr) {
     // Units of work over the parts laid end to end: in a part of G row groups whose halves lie
     // far enough apart, unit j < G/2 is the pair of groups j and G/2 + j and an odd last group is
@@ -445,7 +456,8 @@ void CpuBackend::matmul_shared_x(const Tensor& x, std::initializer_list<Tensor> 
         }
         const int64_t alone = std::max(lo, u.half);
         if (alone < hi)
-          decode_pairs(x_row, p.w, p.y, p.N, p.K, (u.half + alone) * group, -1, (hi - alone) * group);
+          decode_pairs(x_row, p.w, p.y, p.N, p.K, (u.half + alone) * group, -1,
+                       (hi - alone) * group);
       }
     };
     pool_.parallel_for_guided(

@@ -3,6 +3,7 @@
 // a host mapping, so tensors allocated by another backend's shared memory work too.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -67,6 +68,8 @@ class CpuBackend final : public Backend {
 
   ThreadPool& pool() { return pool_; }
   const KernelTable& kernels() const { return *kernels_; }
+  // Whether decode uses the table's software-prefetching kernels (decode_prefetch_wanted()).
+  bool decode_prefetch() const { return decode_prefetch_; }
 
  private:
   std::shared_ptr<Memory> memory_;
@@ -75,6 +78,10 @@ class CpuBackend final : public Backend {
   const KernelTable* kernels_;
   bool repack_weights_;
   bool profile_;
+  // The decode kernels in use: the table's decode_pairs, or its decode_pairs_prefetch where it
+  // has one and decode_prefetch_wanted() (then decode_prefetch_ is set).
+  std::array<DecodePairsFn, kDTypeCount> decode_pairs_{};
+  bool decode_prefetch_ = false;
 
   // With profile on: the clock at an op's start, and its time added to (op, kernel)'s row once the
   // op has finished (an op that throws records nothing).

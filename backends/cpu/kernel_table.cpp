@@ -115,6 +115,7 @@ KernelTable make_avx512_table() {
   table.decode_pairs[at(DType::Q4_0x8)] = q4_0x8_decode_pairs__avx512;
   table.decode_pairs[at(DType::Q8_0x8)] = q8_0x8_decode_pairs__avx512;
   table.decode_pairs[at(DType::F16x4)] = f16x4_decode_pairs__avx512;
+  table.decode_pairs_prefetch[at(DType::Q4_0x8)] = q4_0x8_decode_pairs_prefetch__avx512;
   table.decode_pair_min_bytes = kMinPairDistanceBytes;
   table.quantized_matmul[at(DType::Q4_0)] = {quantize_x_q4_0__avx512, q4_0_matmul_xq__avx512};
   table.quantized_matmul[at(DType::Q8_0)] = {quantize_x_q8_0__avx512, q8_0_matmul_xq__avx512};
@@ -281,6 +282,20 @@ const KernelTable& select_kernels(const std::string& isa) {
   EDGELM_FAIL(
       "[cpu] instruction set '", wanted,
       "' (EDGELM_CPU_ISA or --isa) is not available in this build on this CPU; available: ", names);
+}
+
+bool decode_prefetch_wanted() {
+  if (const char* env = std::getenv("EDGELM_CPU_PREFETCH")) {
+    const std::string value = env;
+    if (value == "on") return true;
+    if (value == "off") return false;
+    EDGELM_FAIL("[cpu] EDGELM_CPU_PREFETCH='", value, "': expected on or off");
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
 }
 
 #if defined(EDGELM_HAVE_X86_KERNELS)

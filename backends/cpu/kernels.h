@@ -86,6 +86,12 @@ struct KernelTable {
   // apart (docs/performance.md), and a thread that finishes early can take a few pairs from the
   // end of another's share.
   std::array<DecodePairsFn, kDTypeCount> decode_pairs{};
+  // By weight dtype, where set: the same kernels with software prefetch of each stream a few KiB
+  // ahead (bit-identical results). Whether that helps depends on the core rather than on the
+  // instruction set (AVX-512 Q4_0x8: 17-20 % faster decode on an Intel Xeon, up to a quarter
+  // slower streams on AMD Zen 4 and 5; docs/performance.md), so the CPU backend chooses:
+  // decode_prefetch_wanted().
+  std::array<DecodePairsFn, kDTypeCount> decode_pairs_prefetch{};
   int64_t decode_pair_min_bytes = 0;
 
   static constexpr std::array<DType, kDTypeCount> stored_layouts() {
@@ -105,5 +111,10 @@ std::vector<const KernelTable*> available_kernel_tables();
 // EDGELM_CPU_ISA (portable|avx2|avx512|neon), else the best available. Throws edgelm::Error when
 // the named ISA is unknown, not built, or not supported by this CPU.
 const KernelTable& select_kernels(const std::string& isa = "");
+
+// Whether decode should use the decode_pairs_prefetch kernels: the environment variable
+// EDGELM_CPU_PREFETCH (on|off) if set, else true on Intel CPUs, whose cores measured faster with
+// them, and false elsewhere. Throws edgelm::Error for another value of the variable.
+bool decode_prefetch_wanted();
 
 }  // namespace edgelm::cpu

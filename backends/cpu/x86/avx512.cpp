@@ -781,10 +781,18 @@ int32_t x4(const int8_t* x) {
 // the slow bandwidth phase and 13 % in the fast one, Q8_0 1.5-3 % (docs/performance.md). The two
 // streams must be far apart (x86.h: kMinPairDistanceBytes): streams a few groups apart, as in
 // ranges of 32 per thread, or a row group apart as in x8_pair_tile, measured slower than one stream
-// (13-14 against 18 GB/s on one thread). No software prefetch: the hardware prefetchers keep up by
-// themselves, and prefetching 2 KiB ahead cost one thread 10-15 % of its decode speed on the Zen 4
-// VM (1B Q4_0 37.5 against 41-42.5 tok/s, Q8_0 20.3-21.2 against 23.4-23.7).
+// (13-14 against 18 GB/s on one thread).
 //
+// Software prefetch depends on the core, not on the instruction set, so there are two forms
+// (kPrefetch; KernelTable::decode_pairs_prefetch). On AMD's cores the hardware prefetchers keep up
+// by themselves: prefetching 2 KiB ahead cost one thread 10-15 % of its decode speed on the Zen 4
+// VM (1B Q4_0 37.5 against 41-42.5 tok/s, Q8_0 20.3-21.2 against 23.4-23.7), and 1-4 KiB ahead
+// slowed a Zen 5 core's Q4_0 stream to 27-34 from 35-38 GB/s. On an Intel Xeon VM (2026-11-26) one core streamed Q4_0x8
+// at 13-14 GB/s without it, against 15-16 GB/s for a load loop, and 16-18 GB/s with each record
+// prefetched 3 KiB ahead; the 1B Q4_0 model decoded 17-20 % faster (docs/performance.md). Q8_0x8
+// records are 1.9 times as long for the same work and streamed at the load loop's rate without it.
+constexpr int kDecodePrefetchBytes = 3072;
+
 // Here and in x8_pair_tile, a group's records are those for blocks [segment.first, segment.end)
 // of one K segment (core/quant.h), and a segment after the first adds to the sums already in y:
 // the same additions in the same order as over the whole row, so the result does not depend on
@@ -819,22 +827,36 @@ template <class Format>
                          _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[at])), acc);
 }
 
+// The lines of the record kDecodePrefetchBytes after `record`, into L1.
+template <class Record>
+[[gnu::always_inline]] inline void prefetch_record_ahead(const Record* record) {
+  const char* ahead = reinterpret_cast<const char*>(record) + kDecodePrefetchBytes;
+  for (size_t line = 0; line < sizeof(Record); line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+}
+
 // y_a[0 .. 8) and, when `b_group` is set, y_b[0 .. 8): row m of x against one group (two groups)
-// of eight weight rows, over one K segment.
-template <class Format>
+// of eight weight rows, over one K segment; kPrefetch: each record's successor 3 KiB on is
+// requested as it is read.
+template <class Format, bool kPrefetch>
 void x8_row_tiles(const QuantizedX& xq, const typename Format::Record* a_group,
                   const typename Format::Record* b_group, X8Segment segment, float* y_a, float* y_b,
                   int64_t m) {
   const int8_t* x_row = xq.qs + m * xq.blocks * kBlock;
   __m256 acc_a = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y_a);
   if (b_group == nullptr) {
-    for (int64_t b = segment.first; b < segment.end; ++b, ++a_group)
+    for (int64_t b = segment.first; b < segment.end; ++b, ++a_group) {
+      if constexpr (kPrefetch) prefetch_record_ahead(a_group);
       acc_a = x8_row_step<Format>(xq, *a_group, x_row, m, b, acc_a);
+    }
     _mm256_storeu_ps(y_a, acc_a);
     return;
   }
   __m256 acc_b = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y_b);
   for (int64_t b = segment.first; b < segment.end; ++b, ++a_group, ++b_group) {
+    if constexpr (kPrefetch) {
+      prefetch_record_ahead(a_group);
+      prefetch_record_ahead(b_group);
+    }
     acc_a = x8_row_step<Format>(xq, *a_group, x_row, m, b, acc_a);
     acc_b = x8_row_step<Format>(xq, *b_group, x_row, m, b, acc_b);
   }
@@ -844,28 +866,29 @@ void x8_row_tiles(const QuantizedX& xq, const typename Format::Record* a_group,
 
 // Row m of x against one K segment of rows [a_begin, a_begin + rows) beside rows [b_begin,
 // b_begin + rows) (b_begin < 0: the first range alone); `records` are the segment's, y is row m's.
-template <class Format>
+template <class Format, bool kPrefetch>
 void x8_segment_pairs(const QuantizedX& xq, const typename Format::Record* records,
                       X8Segment segment, float* y, int64_t m, int64_t a_begin, int64_t b_begin,
                       int64_t rows) {
   const int64_t length = segment.end - segment.first;
   for (int64_t i = 0; i < rows; i += 8) {
     const int64_t a = a_begin + i, b = b_begin + i;
-    x8_row_tiles<Format>(xq, records + (a / 8) * length,
-                         b_begin >= 0 ? records + (b / 8) * length : nullptr, segment, y + a,
-                         b_begin >= 0 ? y + b : nullptr, m);
+    x8_row_tiles<Format, kPrefetch>(xq, records + (a / 8) * length,
+                                    b_begin >= 0 ? records + (b / 8) * length : nullptr, segment,
+                                    y + a, b_begin >= 0 ? y + b : nullptr, m);
   }
 }
 
 // Decode (one row of x, KernelTable::decode_pairs): rows [a_begin, a_begin + rows) beside rows
 // [b_begin, b_begin + rows), one K segment after the other.
-template <class Format>
+template <class Format, bool kPrefetch = false>
 void x8_decode_pairs(const QuantizedX& xq, const void* w, float* y, int64_t N, int64_t a_begin,
                      int64_t b_begin, int64_t rows) {
   const auto* all = static_cast<const typename Format::Record*>(w);
   for (int64_t first = 0; first < xq.blocks; first += Format::kSegmentBlocks) {
     const X8Segment segment{first, min_of(first + Format::kSegmentBlocks, xq.blocks)};
-    x8_segment_pairs<Format>(xq, all + (N / 8) * first, segment, y, 0, a_begin, b_begin, rows);
+    x8_segment_pairs<Format, kPrefetch>(xq, all + (N / 8) * first, segment, y, 0, a_begin, b_begin,
+                                        rows);
   }
 }
 
@@ -940,7 +963,8 @@ void x8_band(const QuantizedX& xq, const typename Format::Record* w, float* y, i
     int64_t n = n_begin;
     if constexpr (MR == 1) {
       // One stream, group after group (pairs: x8_decode_pairs).
-      x8_segment_pairs<Format>(xq, records, segment, y + m0 * N, m0, n_begin, -1, n_end - n_begin);
+      x8_segment_pairs<Format, false>(xq, records, segment, y + m0 * N, m0, n_begin, -1,
+                                      n_end - n_begin);
       continue;
     }
     for (; n + 16 <= n_end; n += 16) {
@@ -1377,6 +1401,12 @@ void q8_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M
 void q4_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
                                  int64_t a_begin, int64_t b_begin, int64_t rows) {
   x8_decode_pairs<Q4_0x8Vnni>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin, rows);
+}
+
+void q4_0x8_decode_pairs_prefetch__avx512(const void* xq, const void* w, float* y, int64_t N,
+                                          int64_t K, int64_t a_begin, int64_t b_begin,
+                                          int64_t rows) {
+  x8_decode_pairs<Q4_0x8Vnni, true>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin, rows);
 }
 
 void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,

@@ -116,6 +116,9 @@ void q8_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M
                               int64_t K, int64_t n_begin, int64_t n_end);
 void q4_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
                                  int64_t a_begin, int64_t b_begin, int64_t rows);
+void q4_0x8_decode_pairs_prefetch__avx512(const void* xq, const void* w, float* y, int64_t N,
+                                          int64_t K, int64_t a_begin, int64_t b_begin,
+                                          int64_t rows);
 void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
                                  int64_t a_begin, int64_t b_begin, int64_t rows);
 void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t N, int64_t K,
