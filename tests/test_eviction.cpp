@@ -265,16 +265,22 @@ struct Planted {
   }
 };
 
+// SnapKV over a planted cache: a budget of 4 keeps 3 slots, the 2-query window and one more.
+EvictionConfig planted_snapkv_config() {
+  EvictionConfig config;
+  config.policy = "snapkv";
+  config.kv_budget = 4;
+  config.snapkv_window = 2;
+  config.snapkv_kernel = 1;
+  config.sink_tokens = 1;
+  return config;
+}
+
 // Head 0 of group 0 splits its attention evenly between slots 1 and 4; head 1 puts 60% on slot 6
 // and 40% on slot 4. The group average ranks 4 (0.45) over 6 (0.30) and 1 (0.25); the maximum
 // over heads would pick 6, head 0 alone 1 or 4, head 1 alone 6. Group 1 plants slot 8 for both.
 TEST(SnapKv, KeepsPlantedTokensByGroupAverage) {
-  EvictionConfig config;
-  config.policy = "snapkv";
-  config.kv_budget = 4;  // keeps budget - 1 = 3: the 2-query window and one prompt slot
-  config.snapkv_window = 2;
-  config.snapkv_kernel = 1;
-  config.sink_tokens = 1;
+  const EvictionConfig config = planted_snapkv_config();
   CacheManager manager(config, make_policy(config));
   Planted planted;
   planted.append(12);
@@ -296,12 +302,7 @@ TEST(SnapKv, KeepsPlantedTokensByGroupAverage) {
 // between positions 13 and 4. By turn 2's attention 13 ranks first; with turn 1's attention still
 // added, 4 would (1.0 + 0.4 against 0.6 per query and head).
 TEST(SnapKv, EachPromptIsScoredByItsOwnWindow) {
-  EvictionConfig config;
-  config.policy = "snapkv";
-  config.kv_budget = 4;  // keeps the 2-query window and one more slot
-  config.snapkv_window = 2;
-  config.snapkv_kernel = 1;
-  config.sink_tokens = 1;
+  const EvictionConfig config = planted_snapkv_config();
   CacheManager manager(config, make_policy(config));
   Planted planted;
   planted.append(12);
