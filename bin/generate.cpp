@@ -128,6 +128,7 @@ int run(int argc, char** argv) {
   int64_t max_seq_len = 2048;
   int64_t chunk = edgelm::kDefaultPrefillChunk;
   edgelm::SamplerConfig sampling;
+  edgelm::TokenizerOptions tokenizer_options;
   bool greedy = false;
   bool json = false;
   bool quiet = false;
@@ -192,6 +193,9 @@ int run(int argc, char** argv) {
                  "Tokens the repetition penalty looks back at");
   app.add_option("--seed", sampling.seed, "Sampling seed")->check(edgelm::cli::kUint64);
   app.add_flag("--greedy", greedy, "Always take the most likely token");
+  app.add_flag(
+      "--allow-unknown-pre-tokenizer", tokenizer_options.allow_unknown_pre_tokenizer,
+      "GGUF: use Llama 3's pre-tokenizer, with a warning, for an unknown tokenizer.ggml.pre");
   app.add_flag("--json", json, "Print a JSON summary as the last line of stdout");
   app.add_flag("-q,--quiet", quiet, "Do not stream the output");
   app.add_option("--dump-logits", dump_logits,
@@ -289,7 +293,7 @@ int run(int argc, char** argv) {
   std::optional<edgelm::Tokenizer> tokenizer;
   if (!prompt.empty() || interactive || !print_ids) {
     try {
-      tokenizer = edgelm::Tokenizer::from_model_path(model_path);
+      tokenizer = edgelm::Tokenizer::from_model_path(model_path, tokenizer_options);
     } catch (const edgelm::Error& e) {
       if (!prompt.empty() || interactive) throw;
       std::fprintf(stderr, "note: no tokenizer (%s); printing token ids\n", e.what());

@@ -99,6 +99,7 @@ int run(int argc, char** argv) {
   bool skip_special = false;
   bool run_bench = false;
   double bench_seconds = 3.0;
+  edgelm::TokenizerOptions tokenizer_options;
   auto* tokenizer_option =
       app.add_option("--tokenizer", tokenizer_path, "tokenizer.json (or a .gguf file)");
   auto* model_option =
@@ -118,6 +119,9 @@ int run(int argc, char** argv) {
                "Benchmark encoding of --file (.jsonl: one JSON string per record; else lines)");
   app.add_option("--bench-seconds", bench_seconds, "Least time the benchmark runs")
       ->check(CLI::Range(0.0, 3600.0));
+  app.add_flag(
+      "--allow-unknown-pre-tokenizer", tokenizer_options.allow_unknown_pre_tokenizer,
+      "GGUF: use Llama 3's pre-tokenizer, with a warning, for an unknown tokenizer.ggml.pre");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   if (tokenizer_path.empty() && model_path.empty()) {
@@ -127,8 +131,8 @@ int run(int argc, char** argv) {
   if (!run_bench && text_option->count() == 0 && file.empty() && decode_text.empty()) {
     EDGELM_FAIL("give --text, --file or --decode");
   }
-  const edgelm::Tokenizer tokenizer =
-      edgelm::Tokenizer::from_model_path(tokenizer_path.empty() ? model_path : tokenizer_path);
+  const edgelm::Tokenizer tokenizer = edgelm::Tokenizer::from_model_path(
+      tokenizer_path.empty() ? model_path : tokenizer_path, tokenizer_options);
 
   if (run_bench) {
     bench(tokenizer, read_records(file), !no_bos, bench_seconds);

@@ -588,6 +588,14 @@ TensorInfo read_tensor_info(Cursor& cursor, uint64_t index, size_t alignment) {
 }  // namespace
 
 GgufFile GgufFile::open(const std::string& path) {
+  return open_impl(path, /*with_tensors=*/true);
+}
+
+GgufFile GgufFile::open_metadata(const std::string& path) {
+  return open_impl(path, /*with_tensors=*/false);
+}
+
+GgufFile GgufFile::open_impl(const std::string& path, bool with_tensors) {
   GgufFile result;
   result.path_ = path;
   try {
@@ -615,6 +623,7 @@ GgufFile GgufFile::open(const std::string& path) {
   // Tensor offsets are checked against the alignment, so it is needed before the tensor infos.
   result.alignment_ = alignment_from(result.find("general.alignment"), cursor);
   const size_t alignment = result.alignment_;
+  if (!with_tensors) return result;
 
   std::vector<uint64_t> offsets;
   offsets.reserve(static_cast<size_t>(header.tensor_count));

@@ -175,6 +175,9 @@ class GgufFile {
   // Maps and validates the whole file structure: header, metadata, tensor infos, tensor extents.
   // Tensor bytes are not read (they stay in the page cache until used).
   static GgufFile open(const std::string& path);
+  // Maps the file and validates only the header and the metadata: tensors() is empty. For readers
+  // of metadata alone (the tokenizer), which should not fail on a tensor type they never use.
+  static GgufFile open_metadata(const std::string& path);
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
@@ -216,6 +219,7 @@ class GgufFile {
 
  private:
   GgufFile() = default;
+  static GgufFile open_impl(const std::string& path, bool with_tensors);
   const GgufValue& require(const std::string& key) const;
 
   std::string path_;

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/mapped_file.h"
 #include "models/gguf.h"
+#include "models/unicode_nfc.h"
 
 namespace edgelm {
 namespace {
@@ -26,12 +27,125 @@ constexpr int32_t kNone = -1;
 constexpr char kReplacement[] = "\xEF\xBF\xBD";         // U+FFFD
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
 
-// The pre-tokenizer regexes that GGUF files name instead of spelling out.
+// The regexes of the pre-tokenizers that GGUF files name instead of spelling out, as the models'
+// tokenizer.json files write them (docs/tokenizer.md names the source of each).
+constexpr const char* kGpt2Pattern =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 constexpr const char* kLlama3Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kGpt2Pattern =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+// Llama 3's with single digits.
+constexpr const char* kQwen2Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Mistral's Tekken: words split where an upper-case run meets a lower-case one.
+constexpr const char* kTekkenPattern =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// DeepSeek LLM (and V2): a list of cased-letter ranges, ASCII and full-width punctuation, trailing
+// spaces, CJK and Hangul runs. Written with \x{...} so that no editor can normalize them.
+constexpr const char* kDeepSeekLetters =
+    "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-"
+    "\\x{293}\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}"
+    "\\x{388}-\\x{38A}\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}"
+    "\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}"
+    "\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-"
+    "\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}"
+    "\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-"
+    "\\x{1FC4}\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}"
+    "-"
+    "\\x{1FF4}\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}"
+    "\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}\\x{213C}-\\x{213F}"
+    "\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}\\x{2CEB}-"
+    "\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-"
+    "\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}"
+    "-"
+    "\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}"
+    "\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+";
+constexpr const char* kDeepSeekPunctuation =
+    "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+";
+constexpr const char* kDeepSeekCjk = "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+";
+// What llama.cpp applies to a vocabulary without a pre-tokenizer name: runs of punctuation (with
+// the ASCII symbols that are not \p{P}), GPT-2's regex, digit runs, then groups of three digits.
+constexpr const char* kDefaultPunctuation = "[\\p{P}\\$\\+<=>\\^~\\|]+";
+
+// One step of a pre-tokenizer, named as in tokenizer.json. Each step splits every piece the step
+// before it made (Isolated: matches and the stretches between them are pieces).
+struct PreStepSpec {
+  enum class Type {
+    Split,        // pattern: the regex
+    ByteLevel,    // flag: use_regex (GPT-2's regex); later steps see the byte-level spelling
+    Digits,       // flag: individual_digits (each \p{N} alone; otherwise runs of them)
+    Punctuation,  // flag: Contiguous (runs; otherwise each character alone)
+  };
+  Type type;
+  const char* pattern = nullptr;
+  bool flag = false;
+};
+
+// A `tokenizer.ggml.pre` value: the normalizer, pre-tokenizer and BPE setting of the Hugging Face
+// tokenizer the name stands for.
+struct NamedPreTokenizer {
+  std::vector<std::string_view> names;
+  std::vector<PreStepSpec> steps;
+  bool ignore_merges = false;
+  bool nfc = false;  // the tokenizer.json's normalizer is NFC
+};
+
+const std::vector<NamedPreTokenizer>& named_pre_tokenizers() {
+  using T = PreStepSpec::Type;
+  const PreStepSpec byte_level{T::ByteLevel, nullptr, false};
+  const PreStepSpec byte_level_regex{T::ByteLevel, nullptr, true};
+  const PreStepSpec digits{T::Digits, nullptr, true};
+  static const std::vector<NamedPreTokenizer> table = {
+      {{"default"},
+       {{T::Split, kDefaultPunctuation},
+        {T::Split, kGpt2Pattern},
+        {T::Split, "\\p{N}+"},
+        {T::Split, "[0-9][0-9][0-9]"},
+        byte_level}},
+      {{"llama-bpe", "llama3", "llama-v3"},
+       {{T::Split, kLlama3Pattern}, byte_level},
+       /*ignore_merges=*/true},
+      {{"smaug-bpe"}, {{T::Split, kLlama3Pattern}, byte_level}},
+      {{"gpt-2"}, {byte_level_regex}},
+      {{"mpt", "olmo"}, {byte_level_regex}, false, /*nfc=*/true},
+      {{"starcoder", "smollm", "refact", "exaone"}, {digits, byte_level_regex}},
+      {{"command-r"}, {digits, byte_level_regex}, false, /*nfc=*/true},
+      {{"qwen2", "deepseek-r1-qwen"}, {{T::Split, kQwen2Pattern}, byte_level}, false, /*nfc=*/true},
+      {{"deepseek-llm"},
+       {{T::Split, "[\\r\\n]"},
+        {T::Split, kDeepSeekLetters},
+        {T::Split, kDeepSeekPunctuation},
+        {T::Split, "\\s+$"},
+        {T::Split, kDeepSeekCjk},
+        digits,
+        byte_level}},
+      {{"deepseek-coder"},
+       {{T::Split, "[\\r\\n]"},
+        {T::Split, "\\s?\\p{L}+"},
+        {T::Split, "\\s?\\p{P}+"},
+        {T::Split, kDeepSeekCjk},
+        digits,
+        byte_level}},
+      // Falcon's Digits and Split come after ByteLevel, so they see the byte-level spelling.
+      {{"falcon"},
+       {{T::Punctuation, nullptr, true},
+        byte_level_regex,
+        {T::Digits, nullptr, false},
+        {T::Split, "[0-9][0-9][0-9]"}}},
+      {{"tekken"}, {{T::Split, kTekkenPattern}, byte_level}, /*ignore_merges=*/true},
+  };
+  return table;
+}
+
+const NamedPreTokenizer* find_named_pre_tokenizer(std::string_view name) {
+  for (const NamedPreTokenizer& entry : named_pre_tokenizers()) {
+    if (std::find(entry.names.begin(), entry.names.end(), name) != entry.names.end()) return &entry;
+  }
+  return nullptr;
+}
 
 // ---- UTF-8 ----
 
@@ -724,10 +838,15 @@ struct Tokenizer::Impl {
   TokenMatcher raw_matcher;
   TokenMatcher normalized_matcher;
 
+  // Normalizer: NFC on the text between added tokens, before the pre-tokenizer.
+  bool nfc = false;
   // Pre-tokenizer (byte-level BPE): each step splits every piece of the step before it.
   struct PreStep {
     std::optional<Regex> regex;
     bool add_prefix_space = false;  // ByteLevel: a space before each piece not starting with one
+    // A step after ByteLevel: its regex sees GPT-2's one character per byte ("Â½" for the bytes
+    // of "½"), so it can cut inside a character, as it does in `tokenizers`.
+    bool on_byte_level_text = false;
   };
   std::vector<PreStep> pre_steps;
 
@@ -892,12 +1011,26 @@ void Tokenizer::Impl::pre_tokenize(std::string_view text, size_t step, Emit&& em
     prefixed = str_cat(" ", text);
     text = prefixed;
   }
-  if (pre.regex) {
+  if (!pre.regex) {
+    pre_tokenize(text, step + 1, emit);
+  } else if (!pre.on_byte_level_text) {
     pre.regex->split(text, [&](size_t begin, size_t end) {
       pre_tokenize(text.substr(begin, end - begin), step + 1, emit);
     });
   } else {
-    pre_tokenize(text, step + 1, emit);
+    // Spell the bytes as GPT-2's characters, split that, and cut the bytes at the same places:
+    // every character stands for one byte.
+    const ByteLevelTable& table = byte_level_table();
+    std::string spelled;
+    std::vector<uint32_t> byte_of(text.size() * 2 + 1);  // spelled offset → byte offset
+    for (size_t i = 0; i < text.size(); ++i) {
+      byte_of[spelled.size()] = static_cast<uint32_t>(i);
+      append_utf8(spelled, table.byte_to_code[static_cast<unsigned char>(text[i])]);
+    }
+    byte_of[spelled.size()] = static_cast<uint32_t>(text.size());
+    pre.regex->split(spelled, [&](size_t begin, size_t end) {
+      pre_tokenize(text.substr(byte_of[begin], byte_of[end] - byte_of[begin]), step + 1, emit);
+    });
   }
 }
 
@@ -1135,6 +1268,13 @@ void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
   split_added(
       text, raw_matcher, parse_special,
       [&](std::string_view gap) {
+        // The normalizer runs on the text between the tokens matched as written; "normalized"
+        // added tokens are then found in its output, as in `tokenizers`.
+        std::string normalized;
+        if (nfc) {
+          normalized = nfc_normalize(gap);
+          gap = normalized;
+        }
         split_added(
             gap, normalized_matcher, parse_special,
             [&](std::string_view fragment) { pre_tokenize(fragment, 0, on_word); }, on_token);
@@ -1229,6 +1369,34 @@ std::string regex_literal(std::string_view text) {
   return out;
 }
 
+// Appends the step `spec` describes. `after_byte_level` is set by a ByteLevel step and makes every
+// later step run on the byte-level spelling. `where` names the step in a regex error.
+void append_pre_step(const PreStepSpec& spec, bool& after_byte_level, const std::string& where,
+                     std::vector<Tokenizer::Impl::PreStep>& steps) {
+  using Type = PreStepSpec::Type;
+  Tokenizer::Impl::PreStep step;
+  step.on_byte_level_text = after_byte_level;
+  switch (spec.type) {
+    case Type::Split:
+      step.regex.emplace(spec.pattern, where);
+      break;
+    case Type::ByteLevel:
+      if (spec.flag) step.regex.emplace(kGpt2Pattern, "[tokenizer] GPT-2 regex");
+      after_byte_level = true;
+      break;
+    case Type::Digits:
+      // `tokenizers` splits on Rust's char::is_numeric: general categories Nd, Nl and No, \p{N}.
+      step.regex.emplace(spec.flag ? "\\p{N}" : "\\p{N}+", "[tokenizer] Digits");
+      break;
+    case Type::Punctuation:
+      // ASCII punctuation (with $+<=>^`|~, which are \p{S}) and Unicode's \p{P}.
+      step.regex.emplace(spec.flag ? "[\\p{P}!-/:-@\\[-`{-~]+" : "[\\p{P}!-/:-@\\[-`{-~]",
+                         "[tokenizer] Punctuation");
+      break;
+  }
+  steps.push_back(std::move(step));
+}
+
 void parse_pre_tokenizer(const JsonSource& source, const json& value,
                          std::vector<Tokenizer::Impl::PreStep>& steps) {
   if (value.is_null()) {
@@ -1245,13 +1413,14 @@ void parse_pre_tokenizer(const JsonSource& source, const json& value,
   } else {
     list.emplace_back("pre_tokenizer.", &value);
   }
+  using Type = PreStepSpec::Type;
   bool byte_level = false;
   for (const auto& [where, item] : list) {
     const std::string item_type = type_of(source, *item, where);
-    if (byte_level) source.fail(where, "type: ", item_type, " after ByteLevel is not supported");
+    PreStepSpec spec{Type::Split};
+    std::string regex;
     if (item_type == "Split") {
       const json& pattern = source.require(*item, "pattern", where);
-      std::string regex;
       if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {
         regex = pattern["Regex"].get<std::string>();
       } else if (pattern.is_object() && pattern.contains("String") &&
@@ -1267,21 +1436,32 @@ void parse_pre_tokenizer(const JsonSource& source, const json& value,
       if (source.bool_field(*item, "invert", where, false)) {
         source.fail(where, "invert: true is not supported");
       }
-      Tokenizer::Impl::PreStep step;
-      step.regex.emplace(regex, str_cat("[tokenizer] ", source.path(), ": ", where, "pattern"));
-      steps.push_back(std::move(step));
+      spec.pattern = regex.c_str();
     } else if (item_type == "ByteLevel") {
-      byte_level = true;
-      Tokenizer::Impl::PreStep step;
+      if (byte_level) source.fail(where, "a second ByteLevel step is not supported");
       // ByteLevel's defaults in `tokenizers`: add_prefix_space and use_regex both true.
-      step.add_prefix_space = source.bool_field(*item, "add_prefix_space", where, true);
-      if (source.bool_field(*item, "use_regex", where, true)) {
-        step.regex.emplace(kGpt2Pattern, "[tokenizer] GPT-2 regex");
+      spec = {Type::ByteLevel, nullptr, source.bool_field(*item, "use_regex", where, true)};
+    } else if (item_type == "Digits") {
+      spec = {Type::Digits, nullptr, source.bool_field(*item, "individual_digits", where, false)};
+    } else if (item_type == "Punctuation") {
+      const auto behavior = item->find("behavior");
+      const std::string name = behavior == item->end() || behavior->is_null()
+                                   ? "Isolated"
+                                   : source.string_field(*item, "behavior", where);
+      if (name != "Isolated" && name != "Contiguous") {
+        source.fail(where, "behavior '", name, "' is not supported (Isolated, Contiguous)");
       }
-      steps.push_back(std::move(step));
+      spec = {Type::Punctuation, nullptr, name == "Contiguous"};
     } else {
       source.fail(where, "type '", item_type,
-                  "' is not supported (supported: Split with a regex, ByteLevel)");
+                  "' is not supported (supported: Split with a regex, ByteLevel, Digits, "
+                  "Punctuation)");
+    }
+    const bool was_byte_level = byte_level;
+    append_pre_step(spec, byte_level,
+                    str_cat("[tokenizer] ", source.path(), ": ", where, "pattern"), steps);
+    if (spec.type == Type::ByteLevel && !was_byte_level) {
+      steps.back().add_prefix_space = source.bool_field(*item, "add_prefix_space", where, true);
     }
   }
   if (!byte_level)
@@ -1488,7 +1668,11 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
     const bool empty_sequence = type == "Sequence" && normalizer.contains("normalizers") &&
                                 normalizer["normalizers"].is_array() &&
                                 normalizer["normalizers"].empty();
-    if (!empty_sequence) source.fail("normalizer type '", type, "' is not supported (only null)");
+    if (type == "NFC") {
+      impl->nfc = true;
+    } else if (!empty_sequence) {
+      source.fail("normalizer type '", type, "' is not supported (only null and NFC)");
+    }
   }
   parse_pre_tokenizer(source, source.require(root, "pre_tokenizer", ""), impl->pre_steps);
   if (root.contains("post_processor")) parse_post_processor(source, root["post_processor"], *impl);
@@ -1517,7 +1701,7 @@ enum GgufTokenType : int64_t {
   kGgufByte = 6,
 };
 
-std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file) {
+std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const TokenizerOptions& options) {
   auto impl = std::make_shared<Tokenizer::Impl>();
   impl->source = file.path();
   auto fail = [&](auto&&... args) -> void {
@@ -1574,19 +1758,32 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file) {
 
   if (model == "gpt2") {
     impl->kind = Tokenizer::Impl::Kind::ByteLevelBpe;
+    // A file without the key is treated as llama.cpp treats it: "default".
     const std::string pre = file.find_string("tokenizer.ggml.pre").value_or("default");
-    Tokenizer::Impl::PreStep step;
-    if (pre == "gpt-2" || pre == "gpt2") {
-      step.regex.emplace(kGpt2Pattern, "[tokenizer] GPT-2 regex");
-    } else {
-      if (pre != "llama-bpe" && pre != "llama3" && pre != "smaug-bpe" && pre != "default") {
-        log_warn("[tokenizer] ", file.path(), ": unknown tokenizer.ggml.pre '", pre,
-                 "'; using the Llama 3 pre-tokenizer regex");
+    const NamedPreTokenizer* named = find_named_pre_tokenizer(pre);
+    if (named == nullptr) {
+      std::string known;
+      for (const NamedPreTokenizer& entry : named_pre_tokenizers()) {
+        for (std::string_view name : entry.names) known += str_cat(known.empty() ? "" : ", ", name);
       }
-      step.regex.emplace(kLlama3Pattern, "[tokenizer] Llama 3 regex");
-      impl->ignore_merges = true;  // as Llama 3's tokenizer.json says
+      if (!options.allow_unknown_pre_tokenizer) {
+        fail("tokenizer.ggml.pre '", pre, "' is not a known pre-tokenizer (known: ", known,
+             "); allow_unknown_pre_tokenizer (--allow-unknown-pre-tokenizer) would use llama-bpe's "
+             "instead, with a warning");
+      }
+      log_warn("[tokenizer] ", file.path(), ": tokenizer.ggml.pre '", pre,
+               "' is not a known pre-tokenizer; using llama-bpe's, so ids may differ from the "
+               "model's own tokenizer (known: ",
+               known, ")");
+      named = find_named_pre_tokenizer("llama-bpe");
     }
-    impl->pre_steps.push_back(std::move(step));
+    bool after_byte_level = false;
+    for (const PreStepSpec& spec : named->steps) {
+      append_pre_step(spec, after_byte_level, str_cat("[tokenizer] pre-tokenizer '", pre, "'"),
+                      impl->pre_steps);
+    }
+    impl->ignore_merges = named->ignore_merges;
+    impl->nfc = named->nfc;
     for (int32_t id = 0; id < n; ++id) {
       if (auto bytes = byte_level_to_bytes(impl->token_texts[static_cast<size_t>(id)])) {
         if (impl->word_ids.find(*bytes) == kNone) impl->word_ids.set(*bytes, id);
@@ -1674,13 +1871,13 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path) {
   }
 }
 
-Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
-  std::shared_ptr<Impl> impl = parse_gguf(file);
+Tokenizer Tokenizer::from_gguf(const GgufFile& file, const TokenizerOptions& options) {
+  std::shared_ptr<Impl> impl = parse_gguf(file, options);
   impl->cache_key = next_tokenizer_key.fetch_add(1);
   return Tokenizer(std::move(impl));
 }
 
-Tokenizer Tokenizer::from_model_path(const std::string& path) {
+Tokenizer Tokenizer::from_model_path(const std::string& path, const TokenizerOptions& options) {
   namespace fs = std::filesystem;
   std::error_code error;
   if (fs::is_directory(path, error)) {
@@ -1693,7 +1890,8 @@ Tokenizer Tokenizer::from_model_path(const std::string& path) {
   if (!fs::exists(path, error)) EDGELM_FAIL("[tokenizer] ", path, ": no such file or folder");
   const std::shared_ptr<MappedFile> file = MappedFile::open(path);
   if (file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0) {
-    return from_gguf(GgufFile::open(path));
+    // The vocabulary is metadata: the file's tensors (whatever their types) are not looked at.
+    return from_gguf(GgufFile::open_metadata(path), options);
   }
   return from_hf_json(path);
 }

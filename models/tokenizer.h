@@ -17,23 +17,35 @@ namespace edgelm {
 
 class GgufFile;
 
+// Choices made when a tokenizer is loaded.
+struct TokenizerOptions {
+  // A GGUF vocabulary whose tokenizer.ggml.pre names a pre-tokenizer this library does not know is
+  // an error by default, since guessing would silently change every id. When true, the Llama 3
+  // pre-tokenizer ("llama-bpe") is used instead and a warning names the value.
+  bool allow_unknown_pre_tokenizer = false;
+};
+
 // An immutable tokenizer. Copies are cheap and share the vocabulary. encode() and decode() are
 // const and may run concurrently from any number of threads: the word cache that encode() keeps
 // is thread-local (one per thread and tokenizer, bounded), so threads never wait on each other.
 class Tokenizer {
  public:
-  // Loads a Hugging Face tokenizer.json of the BPE kind: added tokens, the normalizer (null only),
-  // a pre-tokenizer made of Split (regex, Isolated) and/or ByteLevel, the BPE model (vocab,
+  // Loads a Hugging Face tokenizer.json of the BPE kind: added tokens, the normalizer (null or
+  // NFC), a pre-tokenizer made of Split (regex, Isolated), Digits, Punctuation (Isolated or
+  // Contiguous) and one ByteLevel, in any order (steps after ByteLevel see its byte-level
+  // spelling, as in `tokenizers`), the BPE model (vocab,
   // merges as "a b" or ["a", "b"], ignore_merges, unk_token, byte_fallback), a TemplateProcessing
   // post-processor (optionally inside a Sequence) and the ByteLevel decoder. Throws edgelm::Error
   // "[tokenizer] <path>: <field>: <what>" for anything malformed or unsupported.
   static Tokenizer from_hf_json(const std::string& path);
   // Loads the vocabulary of a GGUF file: tokenizer.ggml.model "gpt2" (byte-level BPE with merges;
-  // the pre-tokenizer regex chosen by tokenizer.ggml.pre) or "llama" (SentencePiece BPE with
-  // scores, byte fallback and the "▁" space). Throws edgelm::Error naming the key.
-  static Tokenizer from_gguf(const GgufFile& file);
-  // A model folder (reads <dir>/tokenizer.json) or a .gguf file.
-  static Tokenizer from_model_path(const std::string& path);
+  // the normalizer, pre-tokenizer and ignore_merges of the Hugging Face tokenizer that
+  // tokenizer.ggml.pre names, "default" when the key is missing; docs/tokenizer.md lists the
+  // names) or "llama" (SentencePiece BPE with scores, byte fallback and the "▁" space). Throws
+  // edgelm::Error naming the key, and for an unknown tokenizer.ggml.pre unless `options` allow it.
+  static Tokenizer from_gguf(const GgufFile& file, const TokenizerOptions& options = {});
+  // A model folder (reads <dir>/tokenizer.json) or a .gguf file (`options` as for from_gguf).
+  static Tokenizer from_model_path(const std::string& path, const TokenizerOptions& options = {});
 
   // Text to ids. Added tokens written in the text ("<|eot_id|>") become their ids; with
   // parse_special false, special ones are tokenized as plain text instead (for untrusted input).

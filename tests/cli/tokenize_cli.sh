@@ -29,6 +29,18 @@ expect_error "unsupported model type" "WordPiece" --tokenizer "$work/wordpiece.j
 echo '{"model": ' > "$work/broken.json"
 expect_error "malformed JSON" "broken.json" --tokenizer "$work/broken.json" --text x
 expect_error "id outside the vocabulary" "99999" --model-path "$work/hf" --decode 1,99999
+# A GGUF whose tokenizer.ggml.pre names no known pre-tokenizer (a name of the same length, so the
+# file stays valid): one line on stderr and exit code 1, unless the flag allows a fallback.
+LC_ALL=C sed 's/llama-bpe/future-ab/' "$gguf" > "$work/unknown_pre.gguf"
+"$tokenize" --model-path "$work/unknown_pre.gguf" --text x > /dev/null 2> "$work/err.txt"
+rc=$?
+check "unknown tokenizer.ggml.pre: exit $rc, $(wc -l < "$work/err.txt") line: $(head -c 160 "$work/err.txt")" \
+  $([ $rc -eq 1 ] && [ "$(wc -l < "$work/err.txt")" -eq 1 ] &&
+    grep -q "^tokenize: .*unknown_pre.gguf: tokenizer.ggml.pre 'future-ab' is not a known" "$work/err.txt"; echo $?)
+allowed=$("$tokenize" --model-path "$work/unknown_pre.gguf" --text "Hello, world!" --ids-only \
+  --allow-unknown-pre-tokenizer 2> "$work/err.txt")
+check "--allow-unknown-pre-tokenizer: a warning and Llama 3's ids" \
+  $([ "$allowed" = "$gguf_ids" ] && grep -q "'future-ab' is not a known" "$work/err.txt"; echo $?)
 printf 'caf\xc3' > "$work/invalid.txt"
 "$tokenize" --model-path "$work/hf" --file "$work/invalid.txt" --ids-only > /dev/null 2> "$work/err.txt"
 check "invalid UTF-8 input is tokenized" $?
