@@ -1,8 +1,9 @@
 // generate: loads a Llama model (Hugging Face folder or GGUF file) and generates with a KV cache,
 // streaming text (or token ids) as it comes, then prints load time, prefill and decode speed,
 // KV-cache bytes and peak memory; --json adds one JSON object as the last line of stdout.
-// --chat wraps the prompt in the Llama 3 chat template; --interactive is a multi-turn chat that
-// keeps the KV cache between turns (only new tokens are prefilled).
+// --chat wraps the prompt in the model's chat template (or --chat-template NAME) and stops at its
+// end-of-turn tokens; --interactive is a multi-turn chat that keeps the KV cache between turns
+// (only new tokens are prefilled).
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -118,6 +119,8 @@ int run(int argc, char** argv) {
   std::string prompt_ids_text;
   std::string system_prompt;
   bool chat = false;
+  std::string chat_template_name;
+  bool list_chat_templates = false;
   bool interactive = false;
   bool print_ids = false;
   int n_generate = 128;
@@ -144,7 +147,12 @@ int run(int argc, char** argv) {
   app.add_option("-p,--prompt", prompt, "Prompt text");
   app.add_option("--prompt-ids", prompt_ids_text,
                  "Prompt as token ids, e.g. 1,2,3 (bypasses the tokenizer)");
-  app.add_flag("--chat", chat, "Wrap the prompt in the Llama 3 chat template");
+  app.add_flag("--chat", chat, "Wrap the prompt in the model's chat template");
+  app.add_option("--chat-template", chat_template_name,
+                 "Chat template for --chat / --interactive instead of the model's (see "
+                 "--list-chat-templates)");
+  app.add_flag("--list-chat-templates", list_chat_templates,
+               "List the chat template names, then exit");
   app.add_option("--system", system_prompt, "System message for --chat / --interactive");
   app.add_flag("-i,--interactive", interactive, "Multi-turn chat on stdin (/reset, /quit)");
   app.add_flag("--print-ids", print_ids, "Stream token ids instead of text");
@@ -223,6 +231,10 @@ int run(int argc, char** argv) {
     for (const std::string& line : edgelm::opencl_device_lines()) std::printf("%s\n", line.c_str());
     return 0;
   }
+  if (list_chat_templates) {
+    for (const std::string& name : edgelm::chat_template_names()) std::printf("%s\n", name.c_str());
+    return 0;
+  }
   // Everything that can be checked without the model, first.
   if (model_path.empty()) EDGELM_FAIL("--model-path is required (a HF folder or a .gguf file)");
   if (!profile_out.empty()) profile = true;
@@ -241,6 +253,18 @@ int run(int argc, char** argv) {
     EDGELM_FAIL("give a prompt with --prompt TEXT or --prompt-ids 1,2,3 (or use --interactive)");
   }
   if (chat && !prompt_ids_text.empty()) EDGELM_FAIL("--chat needs a text --prompt");
+  if ((!chat_template_name.empty() || !system_prompt.empty()) && !chat && !interactive)
+    EDGELM_FAIL("--chat-template and --system need --chat or --interactive");
+  // The chat template, before the weights load: a model without one, an unknown name or a system
+  // message the template refuses ends here, at once.
+  std::optional<edgelm::ChatTemplate> chat_template;
+  if (chat || interactive) {
+    chat_template = edgelm::ChatTemplate::from_model_path(model_path, chat_template_name);
+    if (!system_prompt.empty()) {
+      const std::vector<edgelm::ChatMessage> probe = {{"system", system_prompt}, {"user", "-"}};
+      chat_template->render(probe, true);
+    }
+  }
   std::vector<int32_t> prompt_ids;
   if (!prompt_ids_text.empty())
     prompt_ids = edgelm::cli::parse_id_list(prompt_ids_text, "--prompt-ids");
@@ -317,8 +341,16 @@ int run(int argc, char** argv) {
   sampling.greedy = greedy;
   edgelm::Sampler sampler(sampling, config.vocab_size);
   std::vector<int32_t> stop_ids = config.eos_token_ids;
-  if (tokenizer && (chat || interactive))
-    stop_ids = edgelm::chat_stop_ids(*tokenizer, config.eos_token_ids);
+  if (chat_template) {
+    std::fprintf(stderr, "chat template: %s\n", std::string(chat_template->name()).c_str());
+    stop_ids = edgelm::chat_stop_ids(*tokenizer, *chat_template, config.eos_token_ids);
+    for (const std::string& text : chat_template->end_of_turn_texts()) {
+      if (!tokenizer->token_id(text)) {
+        edgelm::log_warn("[chat] the template ends turns with '", text,
+                         "', which is not a token of this model; it stops on its EOS ids only");
+      }
+    }
+  }
 
   const bool can_evict = policy->evicts();
   edgelm::CacheManager manager(eviction, std::move(policy), std::move(monitor));
@@ -343,10 +375,15 @@ int run(int argc, char** argv) {
   };
 
   if (interactive) {
-    std::vector<edgelm::ChatMessage> pending;
-    if (!system_prompt.empty()) pending.push_back({"system", system_prompt});
+    edgelm::ChatSession session(*chat_template, system_prompt);
     std::vector<int32_t> history;
-    bool first_turn = true;
+    auto reset_cache = [&] {
+      cache.clear();
+      manager = edgelm::CacheManager(
+          eviction, edgelm::make_policy(eviction),
+          simulate_memory.empty() ? nullptr : edgelm::SimulatedMonitor::parse(simulate_memory));
+      history.clear();
+    };
     std::fprintf(
         stderr,
         "interactive chat: type a message; /reset clears the conversation, /quit or Ctrl-D ends\n");
@@ -355,32 +392,30 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "> ");
       if (!std::getline(std::cin, line) || line == "/quit" || line == "/exit") break;
       if (line == "/reset") {
-        cache.clear();
-        manager = edgelm::CacheManager(
-            eviction, edgelm::make_policy(eviction),
-            simulate_memory.empty() ? nullptr : edgelm::SimulatedMonitor::parse(simulate_memory));
-        history.clear();
-        pending.clear();
-        if (!system_prompt.empty()) pending.push_back({"system", system_prompt});
-        first_turn = true;
+        reset_cache();
+        session.clear();
         std::fprintf(stderr, "(conversation cleared)\n");
         continue;
       }
       if (line.empty()) continue;
-      pending.push_back({"user", line});
-      const std::string text = first_turn ? edgelm::render_llama3_chat(pending)
-                                          : edgelm::render_llama3_continuation(pending);
-      const std::vector<int32_t> ids = tokenizer->encode(text, /*add_bos=*/false);
-      pending.clear();
-      first_turn = false;
+      // Only what the cache lacks; the whole conversation again where the template renders the
+      // earlier turns differently now (ChatSession says so).
+      const edgelm::ChatSession::Feed feed = session.add_user(line);
+      if (feed.from_scratch) {
+        reset_cache();
+        std::fprintf(stderr, "(%s renders the conversation anew: prefilling all of it)\n",
+                     std::string(chat_template->name()).c_str());
+      }
+      const std::vector<int32_t> ids = tokenizer->encode(feed.text, /*add_bos=*/false);
       check_prompt(ids);
       history.insert(history.end(), ids.begin(), ids.end());
       const std::span<const float> logits = generator.prefill(ids);
       const Reply reply =
           generate_reply(generator, sampler, cache, can_evict, logits, n_generate, stop_ids,
                          history, stream ? &*stream : nullptr, quiet, record);
-      // The reply's tokens but not its stop token are in the cache; the next continuation starts
-      // with <|eot_id|>, closing the turn either way.
+      // The reply's tokens but not its stop token are in the cache; the next feed starts with the
+      // template's end of turn, closing the turn either way.
+      session.add_reply(tokenizer->decode(reply.tokens));
       std::fprintf(stderr, "[%zu tokens, %s; cache %lld slots at position %lld]\n",
                    reply.tokens.size(), reply.stop_reason.c_str(),
                    static_cast<long long>(cache.size(0)),
@@ -399,7 +434,7 @@ int run(int argc, char** argv) {
       std::vector<edgelm::ChatMessage> messages;
       if (!system_prompt.empty()) messages.push_back({"system", system_prompt});
       messages.push_back({"user", prompt});
-      prompt_ids = tokenizer->encode(edgelm::render_llama3_chat(messages), /*add_bos=*/false);
+      prompt_ids = tokenizer->encode(chat_template->render(messages, true), /*add_bos=*/false);
     } else {
       prompt_ids = tokenizer->encode(prompt);
     }

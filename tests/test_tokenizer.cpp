@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/chat.h"
 #include "models/gguf.h"
 #include "models/make_model.h"
 #include "models/tokenizer.h"
@@ -900,59 +899,6 @@ TEST(StreamDecoder, SentencePieceDropsTheFragmentSpace) {
   streamed += stream.finish();
   EXPECT_EQ(streamed, "hello hellohello");  // skip_special defaults to true for streams
   EXPECT_EQ(streamed, tok.decode(tok.encode("hello hello</s>hello"), true));
-}
-
-// ---- chat ----
-
-TEST(Chat, RendersLlama3Template) {
-  const std::vector<ChatMessage> messages = {{"system", "You are a helpful assistant."},
-                                             {"user", "What is 2+2?"}};
-  EXPECT_EQ(render_llama3_chat(messages),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful "
-            "assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is "
-            "2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  EXPECT_EQ(render_llama3_chat(messages, /*add_generation_prompt=*/false),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful "
-            "assistant.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is "
-            "2+2?<|eot_id|>");
-  // Content is trimmed, as the template's `| trim` does; inner whitespace stays.
-  const std::vector<ChatMessage> padded = {{"user", " \n\tHi  there \xE3\x80\x80\n"}};
-  EXPECT_EQ(render_llama3_chat(padded, false),
-            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi  there<|eot_id|>");
-  EXPECT_EQ(render_llama3_chat(std::vector<ChatMessage>{}, true),
-            "<|begin_of_text|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  const std::vector<ChatMessage> bad = {{"", "x"}};
-  EXPECT_THROW(render_llama3_chat(bad), Error);
-}
-
-TEST(Chat, ContinuationAppendsOnlyTheNewTurn) {
-  std::vector<ChatMessage> history = {{"system", "Be brief."}, {"user", "Hi!"}};
-  const std::string reply = "Hello! How can I help?";
-  const std::vector<ChatMessage> next = {{"user", "Tell me a joke."}};
-  const std::string cached = render_llama3_chat(history) + reply;
-  const std::string continuation = render_llama3_continuation(next);
-  EXPECT_EQ(continuation,
-            "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nTell me a "
-            "joke.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  history.push_back({"assistant", reply});
-  history.push_back(next[0]);
-  EXPECT_EQ(cached + continuation, render_llama3_chat(history));
-  // A cache that already took the stop token.
-  EXPECT_EQ(render_llama3_continuation(next, true, /*close_assistant_turn=*/false),
-            continuation.substr(std::string("<|eot_id|>").size()));
-  // The rendered text encodes with the special tokens as single ids.
-  const std::vector<int32_t> ids = llama3_style().encode(render_llama3_chat(history), false);
-  EXPECT_EQ(ids.front(), 4000);
-  EXPECT_EQ(std::count(ids.begin(), ids.end(), 4009), 4);  // <|eot_id|>
-  EXPECT_EQ(std::count(ids.begin(), ids.end(), 4006), 5);  // <|start_header_id|>
-}
-
-TEST(Chat, StopIds) {
-  const std::vector<int32_t> eos = {4001, 4009};
-  EXPECT_EQ(chat_stop_ids(llama3_style(), eos), (std::vector<int32_t>{4001, 4009, 4008}));
-  const Tokenizer gpt2 = Tokenizer::from_hf_json(kFixtures + "/gpt2-style.json");
-  const std::vector<int32_t> gpt2_eos = {600};
-  EXPECT_EQ(chat_stop_ids(gpt2, gpt2_eos), (std::vector<int32_t>{600}));
 }
 
 }  // namespace

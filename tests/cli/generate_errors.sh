@@ -46,6 +46,24 @@ expect_error "bad --kv-type" "--kv-type" --model-path "$gguf" --prompt-ids 1 --k
 expect_error "bad --weight-type" "--weight-type" --model-path "$gguf" --prompt-ids 1 --weight-type q7
 expect_error "unknown backend" "unknown backend" --model-path "$gguf" --prompt-ids 1 --backend vulkan
 expect_error "--chat without text" "--chat" --model-path "$gguf" --prompt-ids 1 --chat
+# Chat templates: a model without one, an unknown name, a template no format recognises, a
+# system message the template refuses, --chat-template without --chat.
+chat_fixtures="$(cd "$(dirname "$0")/../fixtures/chat" && pwd)"
+expect_error "--chat on a model without a template" \
+  "the model carries no chat template (no tokenizer.chat_template); name a format with --chat-template NAME" \
+  --model-path "$gguf" --prompt Hi --chat
+expect_error "unknown --chat-template" "unknown chat template 'alpaca' (known: llama3," \
+  --model-path "$gguf" --prompt Hi --chat --chat-template alpaca
+d=$(broken odd_template); printf '{{ messages }}' > "$d/chat_template.jinja"
+expect_error "unrecognised chat template" \
+  "[chat] $d/chat_template.jinja: not a chat template edgelm recognises ('{{ messages }}', 14 bytes); name a format with --chat-template NAME" \
+  --model-path "$d" --prompt Hi --chat
+d=$(broken gemma_template); cp "$chat_fixtures/gemma2.jinja" "$d/chat_template.jinja"
+expect_error "system message the template refuses" \
+  "[chat] gemma: the template refuses this conversation: System role not supported" \
+  --model-path "$d" --prompt Hi --chat --system "Be brief."
+expect_error "--chat-template without --chat" "--chat-template and --system need --chat or --interactive" \
+  --model-path "$gguf" --prompt Hi --chat-template llama3
 expect_error "no prompt" "--prompt" --model-path "$gguf"
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
@@ -137,18 +155,47 @@ if "$generate" --model-path "$work/hf" --prompt "Hello there" -n 3 --greedy --js
 else
   fail "text prompt"
 fi
-if "$generate" --model-path "$gguf" --prompt "Hi" --chat --system "Be brief." -n 3 --json -q > "$work/out.txt" 2> "$work/err.txt" &&
-  tail -n 1 "$work/out.txt" | grep -q '"prompt_tokens"'; then
+if "$generate" --list-chat-templates > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -qx chatml "$work/out.txt" && grep -qx llama3.2 "$work/out.txt" && grep -qx gemma3 "$work/out.txt"; then
+  ok "--list-chat-templates"
+else
+  fail "--list-chat-templates"
+fi
+# The made models carry Llama 3's special tokens but no template: --chat-template names one.
+if "$generate" --model-path "$gguf" --prompt "Hi" --chat --chat-template llama3 --system "Be brief." -n 3 --json -q \
+    > "$work/out.txt" 2> "$work/err.txt" &&
+  tail -n 1 "$work/out.txt" | grep -q '"prompt_tokens"' && grep -q '^chat template: llama3$' "$work/err.txt"; then
   ok "chat prompt"
 else
   fail "chat prompt"
 fi
+# A ChatML template on a vocabulary without <|im_end|>: it runs, and says it stops on EOS only.
+d=$(broken chatml_template); cp "$chat_fixtures/smollm2.jinja" "$d/chat_template.jinja"
+if "$generate" --model-path "$d" --prompt "Hi" --chat -n 2 -q > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q '^chat template: chatml$' "$work/err.txt" &&
+  grep -q "ends turns with '<|im_end|>', which is not a token of this model" "$work/err.txt"; then
+  ok "chat template from chat_template.jinja"
+else
+  fail "chat template from chat_template.jinja"
+fi
+# Turns after the first prefill only what the cache lacks: the cache grows by the new turn.
 if printf 'Hello\nAnd then?\n/reset\nHi again\n/quit\n' |
-  "$generate" --model-path "$work/hf" --interactive -n 3 --greedy > "$work/out.txt" 2> "$work/err.txt" &&
-  grep -q "conversation cleared" "$work/err.txt" && [ "$(grep -c 'tokens, ' "$work/err.txt")" -eq 3 ]; then
+  "$generate" --model-path "$work/hf" --interactive --chat-template llama3 -n 3 --greedy \
+    > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q "conversation cleared" "$work/err.txt" && [ "$(grep -c 'tokens, ' "$work/err.txt")" -eq 3 ] &&
+  ! grep -q "prefilling all of it" "$work/err.txt"; then
   ok "interactive session"
 else
   fail "interactive session"
+fi
+# Mistral v3 moves the system message to the newest user message: the second turn starts over.
+if printf 'Hello\nAnd then?\n/quit\n' |
+  "$generate" --model-path "$work/hf" --interactive --chat-template mistral-v3 --system "Be brief." -n 3 --greedy \
+    > "$work/out.txt" 2> "$work/err.txt" &&
+  [ "$(grep -c 'mistral-v3 renders the conversation anew' "$work/err.txt")" -eq 1 ]; then
+  ok "interactive session that starts over"
+else
+  fail "interactive session that starts over"
 fi
 
 finish_cli_test generate_errors
