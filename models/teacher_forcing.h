@@ -49,7 +49,7 @@ struct NllStats {
 double token_nll(std::span<const float> logits, int32_t target, int64_t position);
 
 // One chunk of a teacher-forced stream, as handed to the caller. Spans are valid until the
-// stream's model runs its next forward step.
+// stream's next step() or its model's next forward step.
 struct TeacherForcedChunk {
   int64_t begin = 0;                // index in the stream of the chunk's first token
   std::span<const int32_t> tokens;  // the chunk's tokens: the stream's [begin, begin + n)
@@ -59,7 +59,7 @@ struct TeacherForcedChunk {
   // i.e. the model's prediction for the stream's token begin + logits_from + r + 1.
   std::span<const float> logits;
   // The next tokens of the rows that have one (every row but the stream's last token's), and their
-  // NLL under the row, in row order; the scored rows among them are counted in the stream's sums.
+  // NLL under the row, in row order; each of these NLLs is counted in the stream's sums.
   std::span<const int32_t> targets;
   std::span<const double> nll;
 
@@ -79,8 +79,9 @@ struct TeacherForcingOptions {
 };
 
 // Streams `tokens` through the generator's model and cache, one chunk of up to `batch` tokens per
-// step() (a prefill step: with a CacheManager, eviction runs before each chunk as in prefill).
-// The cache continues from its current position; the stream does not clear it.
+// step() (a prefill step: with a CacheManager, eviction runs before each chunk as in prefill; the
+// whole sequence is declared as one prompt, Generator::begin_prefill). The cache continues from
+// its current position; the stream does not clear it.
 class TeacherForcedStream {
  public:
   // Throws edgelm::Error for an empty sequence, a batch outside [0, max_step()] or score_from
