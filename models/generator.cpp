@@ -10,37 +10,54 @@ namespace edgelm {
 Generator::Generator(LlamaModel& model, KvCache& cache, CacheManager* manager)
     : model_(model), cache_(cache), manager_(manager) {}
 
-std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase phase) {
+std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase phase,
+                                       std::optional<int64_t> logits_from) {
   const auto n = static_cast<int64_t>(tokens.size());
+  ForwardOptions options;
   if (manager_ != nullptr) {
     // Evict before the step so that after it the cache holds at most the policy's limit/budget
     // (and fits its capacity); then run with what the policy needs exported.
     manager_->maybe_evict(cache_, phase, n);
-    const ForwardOptions options = manager_->forward_options(phase, cache_.next_position(), n);
-    const auto start = std::chrono::steady_clock::now();
-    const std::span<const float> logits = model_.forward(tokens, cache_, options);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    (phase == Phase::Prefill ? prefill_seconds_ : decode_seconds_) += seconds;
-    manager_->observe(cache_, phase, options);
-    return logits;
+    options = manager_->forward_options(phase, cache_.next_position(), n);
+  }
+  if (logits_from) {
+    options.all_logits = true;
+    options.logits_from = *logits_from;
   }
   const auto start = std::chrono::steady_clock::now();
-  const std::span<const float> logits = model_.forward(tokens, cache_);
+  const std::span<const float> logits = model_.forward(tokens, cache_, options);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   (phase == Phase::Prefill ? prefill_seconds_ : decode_seconds_) += seconds;
+  if (manager_ != nullptr) manager_->observe(cache_, phase, options);
+  return logits;
+}
+
+int64_t Generator::max_step() const {
+  int64_t max_step = model_.max_chunk();
+  if (manager_ != nullptr) max_step = std::min(max_step, manager_->max_step_tokens(cache_));
+  return max_step;
+}
+
+void Generator::begin_prefill(int64_t n_tokens) {
+  if (manager_ != nullptr) manager_->begin_prefill(cache_.next_position() + n_tokens);
+}
+
+std::span<const float> Generator::prefill_step(std::span<const int32_t> tokens,
+                                               int64_t logits_from) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  EDGELM_CHECK(n > 0 && n <= max_step(), "[generator] a prefill step takes 1 to ", max_step(),
+               " tokens, got ", n);
+  const std::span<const float> logits = step(tokens, Phase::Prefill, logits_from);
+  prefill_tokens_ += n;
   return logits;
 }
 
 std::span<const float> Generator::prefill(std::span<const int32_t> tokens) {
   EDGELM_CHECK(!tokens.empty(), "[generator] empty prompt");
-  if (manager_ != nullptr)
-    manager_->begin_prefill(cache_.next_position() + static_cast<int64_t>(tokens.size()));
+  begin_prefill(static_cast<int64_t>(tokens.size()));
   std::span<const float> logits;
-  int64_t max_step = model_.max_chunk();
-  if (manager_ != nullptr) max_step = std::min(max_step, manager_->max_step_tokens(cache_));
-  const auto chunk = static_cast<size_t>(max_step);
+  const auto chunk = static_cast<size_t>(max_step());
   for (size_t begin = 0; begin < tokens.size(); begin += chunk) {
     const size_t count = std::min(chunk, tokens.size() - begin);
     logits = step(tokens.subspan(begin, count), Phase::Prefill);

@@ -1,10 +1,13 @@
 // Generator: feeds a model through its KV cache step by step — chunked prefill, then one token per
 // decode step — and lets a CacheManager evict between steps (before each one, so that the step
 // never takes the cache past its limit), so generation can run far past the cache's capacity.
-// Timing of prefill, decode and eviction is kept for reports.
+// The teacher-forced path (models/teacher_forcing.h) feeds its chunks through prefill_step(), so
+// eviction runs between them the same way. Timing of prefill, decode and eviction is kept for
+// reports.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "core/kv_cache.h"
@@ -25,13 +28,30 @@ class Generator {
   // Feeds one token and returns the logits after it (evicting first when a trigger fires).
   std::span<const float> decode(int32_t token);
 
+  // For callers that feed a prompt chunk by chunk themselves (a teacher-forced stream): declares
+  // that the next n_tokens are one prompt, so the policy knows where it ends (SnapKV's window).
+  void begin_prefill(int64_t n_tokens);
+  // Feeds one chunk of at most max_step() tokens as a prefill step (evicting first when a trigger
+  // fires) and returns the logits of its positions from index logits_from on: [n - logits_from,
+  // vocab] row-major, empty when logits_from == n (ForwardOptions::all_logits). Valid until the
+  // model's next forward step.
+  std::span<const float> prefill_step(std::span<const int32_t> tokens, int64_t logits_from);
+  // The most tokens one step may feed: the model's max_chunk and, with a manager, the most that
+  // eviction can always make room for (CacheManager::max_step_tokens).
+  int64_t max_step() const;
+
+  LlamaModel& model() const { return model_; }
+  KvCache& cache() const { return cache_; }
+
   double prefill_seconds() const { return prefill_seconds_; }
   double decode_seconds() const { return decode_seconds_; }  // eviction time excluded
   int64_t prefill_tokens() const { return prefill_tokens_; }
   int64_t decode_steps() const { return decode_steps_; }
 
  private:
-  std::span<const float> step(std::span<const int32_t> tokens, Phase phase);
+  // Runs one forward step; logits_from set: the logits of every position from there on.
+  std::span<const float> step(std::span<const int32_t> tokens, Phase phase,
+                              std::optional<int64_t> logits_from = std::nullopt);
 
   LlamaModel& model_;
   KvCache& cache_;

@@ -1,7 +1,8 @@
 // The Llama model: token embedding, n_layers of (RMSNorm, GQA attention with RoPE, residual,
 // RMSNorm, SwiGLU MLP, residual), final RMSNorm and the output projection. Prefill runs a chunk of
 // tokens with matmuls over the chunk; decode is the same path with one token. Every intermediate
-// lives in a workspace allocated once, and only the last position's logits are computed.
+// lives in a workspace allocated once. Only the last position's logits are computed, unless a step
+// asks for those of every position (the teacher-forced path, models/teacher_forcing.h).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +43,15 @@ struct ForwardOptions {
   // position is >= mass_from_position. Eviction policies read it; nothing is recomputed.
   bool export_mass = false;
   int64_t mass_from_position = 0;
+  // Logits of every position of the step from its index `logits_from` on, instead of the last
+  // position's alone: forward() then returns [n - logits_from, vocab] row-major, row r being the
+  // logits after token logits_from + r of the step, and an empty span when logits_from == n (the
+  // step only fills the cache). Earlier positions get none, as llama.cpp's perplexity asks for
+  // none in the first half of a window; the last layer then runs only for the rows that feed
+  // logits. The step must fit in one chunk (max_chunk). The [max_chunk, vocab] floats for these
+  // rows are allocated on the first such step, so generation's memory does not grow.
+  bool all_logits = false;
+  int64_t logits_from = 0;
 };
 
 // Tokens per prefill step unless the caller picks another count (bench and generate --chunk). On
@@ -67,9 +77,10 @@ class LlamaModel {
 
   // Feeds `tokens` at logical positions cache.next_position() onwards, appending their keys and
   // values to the cache, and returns the logits after the last token ([vocab], valid until the
-  // next call). With options.export_mass, the tokens must fit in one chunk (the mass of a step is
-  // that of one attention call per layer). Throws edgelm::Error for an empty input, an
-  // out-of-vocabulary id or a full cache.
+  // next call); with options.all_logits, those of every position from options.logits_from on
+  // (see ForwardOptions). With options.export_mass or options.all_logits, the tokens must fit in
+  // one chunk (the mass of a step is that of one attention call per layer). Throws edgelm::Error
+  // for an empty input, an out-of-vocabulary id, a full cache or logits_from outside [0, n].
   std::span<const float> forward(std::span<const int32_t> tokens, KvCache& cache,
                                  const ForwardOptions& options = {});
 
@@ -77,8 +88,10 @@ class LlamaModel {
   size_t weight_bytes_per_token() const;
 
  private:
-  void forward_chunk(std::span<const int32_t> tokens, KvCache& cache, bool compute_logits,
-                     const ForwardOptions& options);
+  // Runs one chunk; computes the logits of its rows [first_logit_row, n) into the first rows of
+  // `logits` ([>= n - first_logit_row, vocab]); none when first_logit_row == n.
+  void forward_chunk(std::span<const int32_t> tokens, KvCache& cache, int64_t first_logit_row,
+                     const Tensor& logits, const ForwardOptions& options);
 
   Backend& backend_;
   LlamaConfig config_;
@@ -100,6 +113,9 @@ class LlamaModel {
     Tensor up;         // [chunk, intermediate]
     Tensor logits;     // [1, vocab]
   } ws_;
+  // [max_chunk, vocab]: the logits of every position (ForwardOptions::all_logits), allocated by the
+  // first step that asks for them.
+  Tensor all_logits_;
 };
 
 }  // namespace edgelm

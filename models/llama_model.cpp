@@ -102,18 +102,36 @@ std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCa
   EDGELM_CHECK(static_cast<int64_t>(tokens.size()) <= cache.free_slots(), "[llama] ", tokens.size(),
                " tokens do not fit in the KV cache (", cache.free_slots(), " of ", cache.capacity(),
                " slots free; raise --max-seq-len or enable eviction)");
-  EDGELM_CHECK(!options.export_mass || static_cast<int64_t>(tokens.size()) <= max_chunk_,
-               "[llama] attention mass export needs the step to fit in one chunk (", tokens.size(),
+  const auto n = static_cast<int64_t>(tokens.size());
+  EDGELM_CHECK(!options.export_mass || n <= max_chunk_,
+               "[llama] attention mass export needs the step to fit in one chunk (", n,
                " tokens, chunk ", max_chunk_, ")");
-  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(max_chunk_)) {
-    const size_t count = std::min(tokens.size() - begin, static_cast<size_t>(max_chunk_));
-    forward_chunk(tokens.subspan(begin, count), cache, begin + count == tokens.size(), options);
+  if (options.all_logits) {
+    EDGELM_CHECK(n <= max_chunk_, "[llama] the logits of every position need the step to fit in ",
+                 "one chunk (", n, " tokens, chunk ", max_chunk_, ")");
+    EDGELM_CHECK(options.logits_from >= 0 && options.logits_from <= n, "[llama] logits_from ",
+                 options.logits_from, " is outside [0, ", n, "] for a step of ", n, " tokens");
+    if (!all_logits_.defined()) {
+      all_logits_ = Tensor::empty(backend_.memory(), DType::F32, {max_chunk_, config_.vocab_size});
+    }
+    const int64_t rows = n - options.logits_from;
+    forward_chunk(tokens, cache, options.logits_from, all_logits_, options);
+    backend_.synchronize();
+    return {all_logits_.data<float>(), static_cast<size_t>(rows * config_.vocab_size)};
+  }
+  for (int64_t begin = 0; begin < n; begin += max_chunk_) {
+    const int64_t count = std::min(n - begin, max_chunk_);
+    // Only the last chunk's last row produces logits.
+    const int64_t first_logit_row = begin + count == n ? count - 1 : count;
+    forward_chunk(tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(count)), cache,
+                  first_logit_row, ws_.logits, options);
   }
   backend_.synchronize();
   return {ws_.logits.data<float>(), static_cast<size_t>(config_.vocab_size)};
 }
 
-void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache, bool compute_logits,
+void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
+                               int64_t first_logit_row, const Tensor& logits,
                                const ForwardOptions& options) {
   const LlamaConfig& c = config_;
   Backend& b = backend_;
@@ -140,9 +158,10 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache, 
 
   // Past its K/V projections (which the cache keeps for every token), a layer runs for the rows
   // [first, n) of the chunk: all of them, except in the last layer, whose output only feeds the
-  // logits of the chunk's last token. There it runs for that token alone, or not at all when the
-  // chunk produces no logits: about 1/n_layers of a prefill's work (6 % for Llama-3.2-1B).
-  // Attention-mass export wants every query's attention in every layer, so it keeps all rows.
+  // logits. There it runs for the rows that produce logits (the last token's alone in prefill and
+  // decode), or not at all when the chunk produces none: about 1/n_layers of a prefill's work (6 %
+  // for Llama-3.2-1B). Attention-mass export wants every query's attention in every layer, so it
+  // keeps all rows.
   struct Rows {
     Tensor positions, x, normed, q, q_rows, attn, attn_rows, projected, gate, up;
   };
@@ -161,8 +180,9 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache, 
     r.up = ws_.up.slice(first, count);
     return r;
   };
+  const bool compute_logits = first_logit_row < n;
   const Rows all = rows_from(0);
-  const Rows last_row = rows_from(n - 1);
+  const Rows logit_rows = rows_from(compute_logits ? first_logit_row : n - 1);
   const bool prune_last_layer = !options.export_mass;
 
   AttentionArgs attention;
@@ -174,10 +194,10 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache, 
     b.rms_norm(x, w.attn_norm, c.rms_norm_eps, normed);
     const bool last_layer = l + 1 == c.n_layers;
     const bool pruned = last_layer && prune_last_layer;
-    const Rows& r = pruned ? last_row : all;
+    const Rows& r = pruned ? logit_rows : all;
     // Q reads the same rows as K and V unless the pruned last layer wants it for fewer of them
     // (or not at all); a decode step's single row is both.
-    const bool q_with_kv = !pruned || (n == 1 && compute_logits);
+    const bool q_with_kv = !pruned || first_logit_row == 0;
     if (q_with_kv) {
       // One pass over x for the three projections (CpuBackend: one quantization of x, one split
       // of all their rows over the threads).
@@ -215,10 +235,11 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache, 
   }
   cache.advance(n);
   if (!compute_logits) return;
-  const Tensor last = x.slice(n - 1, 1);
-  const Tensor last_normed = normed.slice(0, 1);
-  b.rms_norm(last, weights_.output_norm, c.rms_norm_eps, last_normed);
-  b.matmul(last_normed, weights_.output, ws_.logits);
+  const int64_t count = n - first_logit_row;
+  const Tensor rows = x.slice(first_logit_row, count);
+  const Tensor rows_normed = normed.slice(0, count);
+  b.rms_norm(rows, weights_.output_norm, c.rms_norm_eps, rows_normed);
+  b.matmul(rows_normed, weights_.output, logits.slice(0, count));
 }
 
 }  // namespace edgelm

@@ -120,6 +120,31 @@ TEST_P(HfReference, LogitsMatchTransformers) {
   }
 }
 
+// One prefill step that returns every position's logits (ForwardOptions::all_logits) gives
+// transformers' logits at each position, within the same 1e-4; and asking for the rows from some
+// index on gives those rows of the full run.
+TEST_P(HfReference, AllLogitsMatchTransformers) {
+  const fs::path dir = kFixtures / "hf" / GetParam();
+  LlamaModel model = load_model(dir.string(), std::nullopt, 130);
+  const int64_t vocab = model.config().vocab_size;
+  for (const Prompt& prompt : read_prompts(dir)) {
+    const auto n = static_cast<int64_t>(prompt.ids.size());
+    KvCache cache = model.make_cache(n, DType::F32);
+    const std::vector<float> all =
+        to_vector(model.forward(prompt.ids, cache, {.all_logits = true, .logits_from = 0}));
+    ASSERT_EQ(all.size(), prompt.logits.data.size());
+    EXPECT_LT(max_abs_diff(all, prompt.logits.data), 1e-4) << n << " positions";
+
+    const int64_t from = n / 2;
+    KvCache half_cache = model.make_cache(n, DType::F32);
+    const auto half =
+        to_vector(model.forward(prompt.ids, half_cache, {.all_logits = true, .logits_from = from}));
+    ASSERT_EQ(static_cast<int64_t>(half.size()), (n - from) * vocab);
+    const std::span<const float> tail(all.data() + from * vocab, half.size());
+    EXPECT_LT(max_relative_diff(half, tail), 1e-6) << "rows from " << from;
+  }
+}
+
 // transformers' greedy continuation of the long prompt, reproduced through the cache.
 TEST_P(HfReference, GreedyContinuationMatchesTransformers) {
   const fs::path dir = kFixtures / "hf" / GetParam();
@@ -200,6 +225,75 @@ TEST_P(MadeModel, PrefillEqualsStepByStepDecode) {
   EXPECT_LT(max_relative_diff(prefill, decode), 1e-5);
   EXPECT_EQ(prefill_cache.next_position(), 23);
   EXPECT_EQ(prefill_cache.size(0), 23);
+}
+
+// Every position's logits from one step equal what feeding the tokens one at a time gives, and
+// the last row equals the last-position path's logits; with attention-mass export (every layer
+// keeps every row) too. Rows from an index on are those rows; logits_from == n computes none but
+// fills the cache.
+TEST_P(MadeModel, AllLogitsEqualStepByStepDecode) {
+  LlamaModel model = load_model(make("hf", DType::F32), std::nullopt, 23);
+  const int64_t vocab = model.config().vocab_size;
+  const std::vector<int32_t> prompt = test_prompt(vocab, 23);
+  const auto n = static_cast<int64_t>(prompt.size());
+  KvCache decode_cache = model.make_cache(32, DType::F32);
+  std::vector<std::vector<float>> decoded;
+  for (int32_t id : prompt)
+    decoded.push_back(to_vector(model.forward(std::span<const int32_t>(&id, 1), decode_cache)));
+  KvCache last_cache = model.make_cache(32, DType::F32);
+  const std::vector<float> last = to_vector(model.forward(prompt, last_cache));
+
+  for (const bool export_mass : {false, true}) {
+    SCOPED_TRACE(export_mass ? "with mass export" : "pruned last layer");
+    for (const int64_t from : {int64_t{0}, int64_t{9}, n - 1}) {
+      KvCache cache = model.make_cache(32, DType::F32);
+      const std::vector<float> all = to_vector(model.forward(
+          prompt, cache, {.export_mass = export_mass, .all_logits = true, .logits_from = from}));
+      ASSERT_EQ(static_cast<int64_t>(all.size()), (n - from) * vocab) << "from " << from;
+      for (int64_t i = from; i < n; ++i) {
+        const std::span<const float> row(all.data() + (i - from) * vocab, vocab);
+        EXPECT_LT(max_relative_diff(row, decoded[i]), 1e-5)
+            << "position " << i << ", from " << from;
+      }
+      const std::span<const float> last_row(all.data() + (n - 1 - from) * vocab, vocab);
+      EXPECT_LT(max_relative_diff(last_row, last), 1e-5) << "from " << from;
+    }
+  }
+
+  KvCache cache = model.make_cache(32, DType::F32);
+  EXPECT_TRUE(model.forward(prompt, cache, {.all_logits = true, .logits_from = n}).empty());
+  EXPECT_EQ(cache.next_position(), n);
+  const int32_t next = 5;
+  const std::vector<float> after =
+      to_vector(model.forward(std::span<const int32_t>(&next, 1), cache));
+  KvCache reference_cache = model.make_cache(32, DType::F32);
+  std::vector<int32_t> longer = prompt;
+  longer.push_back(next);
+  EXPECT_LT(max_relative_diff(after, model.forward(longer, reference_cache)), 1e-5);
+
+  KvCache bad = model.make_cache(64, DType::F32);
+  EXPECT_THROW(model.forward(prompt, bad, {.all_logits = true, .logits_from = n + 1}), Error);
+  EXPECT_THROW(model.forward(prompt, bad, {.all_logits = true, .logits_from = -1}), Error);
+  const std::vector<int32_t> too_long = test_prompt(vocab, 24);  // one more than the chunk
+  EXPECT_THROW(model.forward(too_long, bad, {.all_logits = true}), Error);
+}
+
+// The [max_chunk, vocab] rows of every-position logits are allocated by the first step that asks
+// for them, not before: prefill and decode keep the memory they had.
+TEST_P(MadeModel, AllLogitsWorkspaceOnlyWhenAsked) {
+  cpu::CpuBackend cpu(cpu::CpuOptions{.n_threads = 1, .isa = "portable"});
+  LoadedModel loaded = load_llama(make("hf", DType::F32), cpu);
+  LlamaModel model(cpu, std::move(loaded.config), std::move(loaded.weights), 16);
+  const int64_t vocab = model.config().vocab_size;
+  KvCache cache = model.make_cache(64, DType::F32);
+  const size_t before = cpu.memory().bytes_in_use();
+  const std::vector<int32_t> prompt = test_prompt(vocab, 20);
+  model.forward(prompt, cache);
+  const int32_t token = 3;
+  model.forward(std::span<const int32_t>(&token, 1), cache);
+  EXPECT_EQ(cpu.memory().bytes_in_use(), before);
+  model.forward(std::span<const int32_t>(prompt.data(), 4), cache, {.all_logits = true});
+  EXPECT_GE(cpu.memory().bytes_in_use(), before + static_cast<size_t>(16 * vocab) * sizeof(float));
 }
 
 // The same weights from safetensors and from GGUF (whose Q/K rows are permuted for interleaved
