@@ -2,7 +2,9 @@
 // model x backend x thread count it runs prompt-processing tests (pp<p>: one forward pass over p
 // tokens) and text-generation tests (tg<n>: n single-token decode steps), each after d tokens
 // already in the KV cache (-d; that prefill is not timed). Each test runs once untimed to warm up,
-// then -r times on a fresh KV cache, and reports the mean and standard deviation of tokens/s.
+// then -r times on a fresh KV cache, and reports the mean and standard deviation of tokens/s. In
+// edgelm's tools -p is prompt text, so the prompt lengths of pp tests are --n-prompt
+// (llama-bench's -p).
 //
 // Rows also carry the load time, the peak resident memory (without bench's own bandwidth buffer),
 // and for tg tests the fraction of the memory-bandwidth limit reached: bench measures the
@@ -13,8 +15,8 @@
 // runs' fractions. Measuring beside each run matters on VMs, where the bandwidth a pair of vCPUs
 // gets can switch within seconds by more than the effects being measured.
 //
-//   bench -m model-q4_0.gguf -p 128,512 -n 128 -t 1,2 -r 3
-//   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 -p 0 -n 64 -d 0,1024 -o json
+//   bench -m model-q4_0.gguf --n-prompt 128,512 -n 128 -t 1,2 -r 3
+//   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 --n-prompt 0 -n 64 -d 0,1024 -o json
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -406,21 +408,25 @@ int run(int argc, char** argv) {
   size_t bw_mib = 1024;
   int bw_passes = 5;
   std::string output = "md";
-  app.add_option("-m,--model", models,
+  namespace flag = edgelm::cli::flag;
+  app.add_option(flag::kModel, models,
                  "Hugging Face folder or .gguf file (repeatable, or a comma list)")
       ->required()
       ->delimiter(',');
-  app.add_option("-p,--n-prompt", prompts, "Prompt lengths, a pp test each (0: none; default 512)")
+  app.add_option("--n-prompt", prompts,
+                 "Prompt lengths, a pp test each (0: none; default 512); llama-bench's -p (in "
+                 "edgelm's tools -p is prompt text)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  app.add_option("-n,--n-gen", gens, "Generated lengths, a tg test each (0: none; default 128)")
+  app.add_option(std::string(flag::kPredict) + ",--n-gen", gens,
+                 "Generated lengths, a tg test each (0: none; default 128)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("-d,--n-depth", depths,
                  "Tokens already in the KV cache before each test, prefilled untimed (default 0)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  app.add_option("-t,--threads", threads, "CPU thread counts (default: one per hardware thread)")
+  app.add_option(flag::kThreads, threads, "CPU thread counts (default: one per hardware thread)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
   std::string cpu_list;
@@ -437,8 +443,8 @@ int run(int argc, char** argv) {
                "CPU: multiply Q4_0, Q8_0 and F16 weights as stored instead of repacking them at "
                "load");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
-  app.add_option("--chunk", chunk,
-                 "Prefill chunk: tokens per forward step (default " +
+  app.add_option(flag::kBatchSize, chunk,
+                 "Prompt tokens per prefill step (default " +
                      std::to_string(edgelm::kDefaultPrefillChunk) + ")")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   app.add_option("--bw-mib", bw_mib,
@@ -493,7 +499,7 @@ int run(int argc, char** argv) {
       if (n > 0) tests.push_back({.n_prompt = 0, .n_gen = n, .n_depth = depth});
     }
   }
-  if (tests.empty()) EDGELM_FAIL("-p and -n are all 0: no test to run");
+  if (tests.empty()) EDGELM_FAIL("--n-prompt and -n are all 0: no test to run");
 
   // Bandwidth once per thread count, before any model is mapped, so nothing else competes.
   BandwidthProbe probe(bw_mib << 20, cpus);

@@ -139,15 +139,16 @@ int run(int argc, char** argv) {
   int cl_device = -1;
   bool profile = false;
   std::string profile_out;
-  app.add_option("-m,--model-path", model_path, "Hugging Face model folder or .gguf file");
-  app.add_option("-p,--prompt", prompt, "Prompt text");
+  namespace flag = edgelm::cli::flag;
+  app.add_option(flag::kModel, model_path, "Hugging Face model folder or .gguf file");
+  app.add_option(flag::kPrompt, prompt, "Prompt text");
   app.add_option("--prompt-ids", prompt_ids_text,
                  "Prompt as token ids, e.g. 1,2,3 (bypasses the tokenizer)");
   app.add_flag("--chat", chat, "Wrap the prompt in the Llama 3 chat template");
   app.add_option("--system", system_prompt, "System message for --chat / --interactive");
   app.add_flag("-i,--interactive", interactive, "Multi-turn chat on stdin (/reset, /quit)");
   app.add_flag("--print-ids", print_ids, "Stream token ids instead of text");
-  app.add_option("-n,--n-predict", n_generate, "Tokens to generate (per turn)")
+  app.add_option(flag::kPredict, n_generate, "Tokens to generate (per turn)")
       ->check(CLI::Range(0, 1 << 30));
   app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
   app.add_flag("--list-devices", list_devices, "List the OpenCL platforms and devices, then exit");
@@ -163,7 +164,7 @@ int run(int argc, char** argv) {
   app.add_option("--profile-out", profile_out,
                  "Also write the profile as CSV (phase,op,kernel,calls,total_ms,bytes); implies "
                  "--profile");
-  app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
+  app.add_option(flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
   std::string cpu_list;
   app.add_option("--cpus", cpu_list,
@@ -175,14 +176,14 @@ int run(int argc, char** argv) {
                "CPU: multiply Q4_0, Q8_0 and F16 weights as stored instead of repacking them at "
                "load");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16");
-  app.add_option("--max-seq-len", max_seq_len, "KV cache capacity in tokens")
+  app.add_option(flag::kCtxSize, max_seq_len, "KV cache capacity in tokens (default 2048)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option("--chunk", chunk,
-                 "Prefill chunk size (tokens per forward step, default " +
+  app.add_option(flag::kBatchSize, chunk,
+                 "Prompt tokens per prefill step (default " +
                      std::to_string(edgelm::kDefaultPrefillChunk) + ")")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   auto* temperature =
-      app.add_option("--temperature", sampling.temperature, "Sampling temperature (0: greedy)");
+      app.add_option(flag::kTemp, sampling.temperature, "Sampling temperature (0: greedy)");
   auto* top_k = app.add_option("--top-k", sampling.top_k, "Keep the k most likely tokens (0: off)");
   auto* top_p = app.add_option("--top-p", sampling.top_p, "Nucleus sampling threshold (1: off)");
   app.add_option("--min-p", sampling.min_p,
@@ -190,7 +191,7 @@ int run(int argc, char** argv) {
   app.add_option("--repeat-penalty", sampling.repetition_penalty, "Repetition penalty (1: off)");
   app.add_option("--repeat-last-n", sampling.repetition_window,
                  "Tokens the repetition penalty looks back at");
-  app.add_option("--seed", sampling.seed, "Sampling seed")->check(edgelm::cli::kUint64);
+  app.add_option(flag::kSeed, sampling.seed, "Sampling seed")->check(edgelm::cli::kUint64);
   app.add_flag("--greedy", greedy, "Always take the most likely token");
   app.add_flag("--json", json, "Print a JSON summary as the last line of stdout");
   app.add_flag("-q,--quiet", quiet, "Do not stream the output");
@@ -220,7 +221,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   // Everything that can be checked without the model, first.
-  if (model_path.empty()) EDGELM_FAIL("--model-path is required (a HF folder or a .gguf file)");
+  if (model_path.empty()) EDGELM_FAIL("-m/--model is required (a HF folder or a .gguf file)");
   if (!profile_out.empty()) profile = true;
   std::vector<int> cpus;
   if (!cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(cpu_list, "--cpus");
@@ -234,7 +235,7 @@ int run(int argc, char** argv) {
         "--dump-logits");
   }
   if (!interactive && prompt.empty() && prompt_ids_text.empty()) {
-    EDGELM_FAIL("give a prompt with --prompt TEXT or --prompt-ids 1,2,3 (or use --interactive)");
+    EDGELM_FAIL("give a prompt with -p/--prompt TEXT or --prompt-ids 1,2,3 (or use --interactive)");
   }
   if (chat && !prompt_ids_text.empty()) EDGELM_FAIL("--chat needs a text --prompt");
   std::vector<int32_t> prompt_ids;
@@ -332,7 +333,7 @@ int run(int argc, char** argv) {
         EDGELM_FAIL("prompt: token id ", id, " is outside the vocabulary of ", config.vocab_size);
     }
     if (!can_evict && static_cast<int64_t>(ids.size()) > cache.free_slots()) {
-      EDGELM_FAIL("prompt: ", ids.size(), " tokens do not fit: --max-seq-len ", max_seq_len,
+      EDGELM_FAIL("prompt: ", ids.size(), " tokens do not fit: -c/--ctx-size ", max_seq_len,
                   " leaves ", cache.free_slots(),
                   " free slots (raise it or use --eviction-policy)");
     }
@@ -383,7 +384,7 @@ int run(int argc, char** argv) {
                    static_cast<long long>(cache.next_position()));
       if (reply.stop_reason == "context_full") {
         std::fprintf(stderr,
-                     "the KV cache is full; /reset or restart with a larger --max-seq-len or an "
+                     "the KV cache is full; /reset or restart with a larger -c/--ctx-size or an "
                      "eviction policy\n");
       }
     }
@@ -411,7 +412,7 @@ int run(int argc, char** argv) {
                                      stop_ids, history, stream ? &*stream : nullptr, quiet, record);
   if (reply.stop_reason == "context_full") {
     std::fprintf(stderr,
-                 "stopped: the KV cache is full (%lld slots); raise --max-seq-len or use "
+                 "stopped: the KV cache is full (%lld slots); raise -c/--ctx-size or use "
                  "--eviction-policy\n",
                  static_cast<long long>(cache.capacity()));
   }

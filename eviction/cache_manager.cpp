@@ -25,7 +25,7 @@ void CacheManager::prepare(KvCache& cache) {
                                  config_.kv_budget > 0 ? config_.kv_budget : cache.capacity());
   EDGELM_CHECK(!policy_->evicts() || limit < cache.capacity(), "[eviction] policy '",
                policy_->name(), "' keeps up to ", limit, " slots but the cache holds only ",
-               cache.capacity(), ": raise --max-seq-len above the window/budget");
+               cache.capacity(), ": raise -c/--ctx-size above the window/budget");
   prepared_ = true;
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `bench` on tiny models: the JSON rows (llama-bench's field names, values consistent with their
 # own samples, the bandwidth measured around every decode run) checked by check_bench_json; the
-# markdown table; and bad input ending in one clear line on stderr with a non-zero exit and no
-# crash. Speeds are not checked: tests carry no timing thresholds.
+# markdown table; the flag vocabulary (-p is prompt text in edgelm's tools, so bench -p is
+# refused with a hint to use --n-prompt); and bad input ending in one clear line on stderr with a
+# non-zero exit and no crash. Speeds are not checked: tests carry no timing thresholds.
 # Usage: bench_cli.sh <bench> <make_model> <check_bench_json> <work dir>
 set -u
 bench=$1
@@ -16,7 +17,7 @@ make_tiny_models "$make_model" q4_0
 quick=(--bw-mib 8 --bw-passes 1)
 
 # Two models x two thread counts x two depths x (pp8, tg4) = 16 rows of 2 repetitions.
-if "$bench" -m "$gguf,$work/hf" -p 8 -n 4 -d 0,3 -t 1,2 -r 2 "${quick[@]}" -o json \
+if "$bench" -m "$gguf,$work/hf" --n-prompt 8 -n 4 -d 0,3 -t 1,2 -r 2 "${quick[@]}" -o json \
     > "$work/out.json" 2> "$work/err.txt" &&
   "$check" "$work/out.json" 16 2 > "$work/check.txt"; then
   ok "json rows"
@@ -31,7 +32,7 @@ else
 fi
 
 # Markdown: the header, then one row per test; tg rows carry the bandwidth columns.
-if "$bench" -m "$gguf" -p 8 -n 4 -t 1 -r 1 "${quick[@]}" > "$work/out.md" 2> "$work/err.txt" &&
+if "$bench" -m "$gguf" --n-prompt 8 -n 4 -t 1 -r 1 "${quick[@]}" > "$work/out.md" 2> "$work/err.txt" &&
   grep -q '^| model | size | params | backend | threads | test | t/s | bw GB/s' "$work/out.md" &&
   [ "$(grep -c '^| llama .* | pp8 | ' "$work/out.md")" -eq 1 ] &&
   grep -Eq '^\| llama .* \| tg4 \| [0-9.]+ ± [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|' "$work/out.md"; then
@@ -41,7 +42,7 @@ else
 fi
 
 # Each named CPU kernel table, and weights converted on load.
-if "$bench" -m "$work/hf" -p 4 -n 2 -t 1 -r 1 --backend cpu:portable --weight-type q8_0 \
+if "$bench" -m "$work/hf" --n-prompt 4 -n 2 -t 1 -r 1 --backend cpu:portable --weight-type q8_0 \
     "${quick[@]}" -o json > "$work/out.json" 2> "$work/err.txt" &&
   "$check" "$work/out.json" 2 1 > "$work/check.txt" &&
   grep -q '"weight_type": "q8_0"' "$work/out.json" &&
@@ -54,7 +55,7 @@ fi
 # Notes, not errors: more threads than the machine runs at once, and a test longer than the
 # model's context (the tiny preset's is 4096).
 online=$(getconf _NPROCESSORS_ONLN)
-if "$bench" -m "$gguf" -p 0 -n 2 -d 4095 -t $((online + 1)) -r 1 "${quick[@]}" \
+if "$bench" -m "$gguf" --n-prompt 0 -n 2 -d 4095 -t $((online + 1)) -r 1 "${quick[@]}" \
     > "$work/out.md" 2> "$work/err.txt" &&
   grep -q "^bench: note: -t $((online + 1)) is more threads than the $online " "$work/err.txt" &&
   grep -q '^bench: note: the longest test needs 4097 positions, more than the 4096 ' \
@@ -76,7 +77,14 @@ expect_error "unknown backend" "--backend" -m "$gguf" --backend vulkan
 expect_error "bad --weight-type" "--weight-type" -m "$gguf" --weight-type q5_1
 expect_error "bad --kv-type" "--kv-type" -m "$gguf" --kv-type q8_0
 expect_error "zero threads" "--threads" -m "$gguf" -t 0
-expect_error "no test" "no test to run" -m "$gguf" -p 0 -n 0
+expect_error "no test" "no test to run" -m "$gguf" --n-prompt 0 -n 0
 expect_error "bad --cpus" "--cpus" -m "$gguf" --cpus 1-x
+
+# The vocabulary: -p (prompt text elsewhere) is refused with a hint.
+expect_flag_error "$bench" bench "-p 5 refused" \
+  "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use --n-prompt 5" \
+  -m "$gguf" -p 5
+expect_flag_error "$bench" bench "-ub with a hint" "-b/--batch-size" -m "$gguf" -ub 512
+expect_unknown_short_flags "$bench" bench -m "$gguf" "${quick[@]}"
 
 finish_cli_test bench_cli
