@@ -14,7 +14,7 @@
 #   EDGELM_BENCH_ARGS="--n-prompt 128 -n 32 -r 2" EDGELM_BENCH_THREADS="2" scripts/bench_suite.sh
 #
 # EDGELM_BENCH_ARGS go to both tools, so they use the names both take: --n-prompt for prompt
-# lengths (llama-bench's -p; in edgelm's tools -p is prompt text), -n, -d, -r.
+# lengths (llama-bench's -p; in edgelm's tools -p is prompt text), -n, -pg, -d, -r.
 #
 # Run it on an otherwise idle machine: both tools measure wall-clock throughput.
 set -euo pipefail
