@@ -4,6 +4,7 @@
 // --chat wraps the prompt in the Llama 3 chat template; --interactive is a multi-turn chat that
 // keeps the KV cache between turns (only new tokens are prefilled).
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -72,7 +73,8 @@ struct Reply {
 };
 
 // Samples up to n tokens after `logits`, feeding each back through the generator, until a stop id.
-// Streams text through `stream` (or ids when there is none).
+// Streams text through `stream` (or ids when there is none), and ends the streamed text with a
+// newline that reaches stdout before anything more is written to stderr.
 Reply generate_reply(edgelm::Generator& generator, edgelm::Sampler& sampler,
                      const edgelm::KvCache& cache, bool can_evict, std::span<const float> logits,
                      int n, std::span<const int32_t> stop_ids, std::vector<int32_t>& history,
@@ -107,7 +109,10 @@ Reply generate_reply(edgelm::Generator& generator, edgelm::Sampler& sampler,
     reply.text += rest;
     if (!quiet) std::fputs(rest.c_str(), stdout);
   }
+  // Flushed, so that the stats line (stderr) starts on a line of its own when both streams go to
+  // one pipe or file, where stdout is block-buffered.
   if (!quiet) std::printf("\n");
+  std::fflush(stdout);
   return reply;
 }
 
@@ -388,6 +393,9 @@ int run(int argc, char** argv) {
                      "eviction policy\n");
       }
     }
+    // Without a newline typed at the last "> " (Ctrl-D, or input from a pipe), end that line, so
+    // that what follows starts on a line of its own.
+    if (std::cin.eof() || isatty(STDIN_FILENO) == 0) std::fputc('\n', stderr);
     return 0;
   }
 
