@@ -66,6 +66,15 @@ void print_profile(const char* phase, const std::vector<edgelm::OpTiming>& rows,
   }
 }
 
+// One line for the whole run, in place of the line per eviction (debug level: EDGELM_LOG=debug).
+void log_eviction_summary(edgelm::CacheManager& manager) {
+  if (!manager.policy().evicts() && manager.evictions() == 0) return;
+  char time[32];
+  std::snprintf(time, sizeof time, "%.3f ms", manager.eviction_seconds() * 1e3);
+  edgelm::log_info("[eviction] ", manager.policy().name(), ": ", manager.evictions(),
+                   " evictions, ", manager.evicted_tokens(), " tokens evicted, ", time);
+}
+
 struct Reply {
   std::vector<int32_t> tokens;
   std::string text;
@@ -396,6 +405,7 @@ int run(int argc, char** argv) {
     // Without a newline typed at the last "> " (Ctrl-D, or input from a pipe), end that line, so
     // that what follows starts on a line of its own.
     if (std::cin.eof() || isatty(STDIN_FILENO) == 0) std::fputc('\n', stderr);
+    log_eviction_summary(manager);
     return 0;
   }
 
@@ -445,6 +455,7 @@ int run(int argc, char** argv) {
   const double decode_tok_s =
       decode_s > 0 && decode_steps > 0 ? static_cast<double>(decode_steps) / decode_s : 0.0;
   const size_t peak = peak_rss_bytes();
+  log_eviction_summary(manager);
   std::fprintf(stderr,
                "load %.3f s | prefill %zu tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
                "KV cache %.2f MiB (%s, %lld slots) | evictions %lld (%.3f s) | peak RSS %.1f MiB | "

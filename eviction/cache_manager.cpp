@@ -151,8 +151,9 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, int64_t target
   evicted_tokens_ += event.slots_before - event.slots_after;
   eviction_seconds_ += event.seconds;
   events_.push_back(event);
-  log_info("[eviction] step ", event.step, ": ", policy_->name(), " (", reason, ") ",
-           event.slots_before, " -> ", event.slots_after, " slots in ", event.seconds * 1e3, " ms");
+  log_debug("[eviction] step ", event.step, ": ", policy_->name(), " (", reason, ") ",
+            event.slots_before, " -> ", event.slots_after, " slots in ", event.seconds * 1e3,
+            " ms");
   return event;
 }
 
