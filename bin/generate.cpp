@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 
 #include "backends/registry.h"
 #include "bin/cli_util.h"
@@ -82,16 +84,27 @@ struct Reply {
 };
 
 // Samples up to n tokens after `logits`, feeding each back through the generator, until a stop id.
+// Tokens in `banned_ids` are never sampled (--ignore-eos bans the stop ids instead of stopping).
 // Streams text through `stream` (or ids when there is none), and ends the streamed text with a
 // newline that reaches stdout before anything more is written to stderr.
 Reply generate_reply(edgelm::Generator& generator, edgelm::Sampler& sampler,
                      const edgelm::KvCache& cache, bool can_evict, std::span<const float> logits,
-                     int n, std::span<const int32_t> stop_ids, std::vector<int32_t>& history,
-                     edgelm::TokenStreamDecoder* stream, bool quiet,
+                     int n, std::span<const int32_t> stop_ids, std::span<const int32_t> banned_ids,
+                     std::vector<int32_t>& history, edgelm::TokenStreamDecoder* stream, bool quiet,
                      const std::function<void(std::span<const float>)>& record) {
   Reply reply;
+  std::vector<float> masked;  // (vocab) the logits with banned_ids at -inf; filled once per step
   for (int i = 0; i < n; ++i) {
-    const int32_t token = sampler.sample(logits, history);
+    std::span<const float> choices = logits;
+    if (!banned_ids.empty()) {
+      masked.assign(logits.begin(), logits.end());
+      for (int32_t id : banned_ids) {
+        if (id >= 0 && static_cast<size_t>(id) < masked.size())
+          masked[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+      }
+      choices = masked;
+    }
+    const int32_t token = sampler.sample(choices, history);
     history.push_back(token);
     const bool stop = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
     if (stop) {
@@ -153,9 +166,13 @@ int run(int argc, char** argv) {
   int cl_device = -1;
   bool profile = false;
   std::string profile_out;
+  std::string prompt_file;
+  bool ignore_eos = false;
   namespace flag = edgelm::cli::flag;
   app.add_option(flag::kModel, model_path, "Hugging Face model folder or .gguf file");
   app.add_option(flag::kPrompt, prompt, "Prompt text");
+  app.add_option(flag::kFile, prompt_file,
+                 "Read the prompt text from this file (one trailing newline is dropped)");
   app.add_option("--prompt-ids", prompt_ids_text,
                  "Prompt as token ids, e.g. 1,2,3 (bypasses the tokenizer)");
   app.add_flag("--chat", chat, "Wrap the prompt in the Llama 3 chat template");
@@ -206,6 +223,9 @@ int run(int argc, char** argv) {
   app.add_option("--repeat-last-n", sampling.repetition_window,
                  "Tokens the repetition penalty looks back at");
   app.add_option(flag::kSeed, sampling.seed, "Sampling seed")->check(edgelm::cli::kUint64);
+  app.add_flag(flag::kIgnoreEos, ignore_eos,
+               "Never sample an end-of-sequence or end-of-turn token, so that exactly -n tokens "
+               "are generated (for benchmarks and long runs)");
   app.add_flag("--greedy", greedy, "Always take the most likely token");
   app.add_flag("--json", json, "Print a JSON summary as the last line of stdout");
   app.add_flag("-q,--quiet", quiet, "Do not stream the output");
@@ -241,6 +261,12 @@ int run(int argc, char** argv) {
   if (!cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(cpu_list, "--cpus");
   if ((cl_platform >= 0 || cl_device >= 0) && backend_name != "opencl")
     EDGELM_FAIL("--cl-platform/--cl-device need --backend opencl");
+  if (!prompt_file.empty()) {
+    if (app.count("--prompt") > 0) EDGELM_FAIL("-p/--prompt and -f/--file are exclusive");
+    prompt = edgelm::cli::read_text_file(prompt_file, "-f/--file");
+    if (prompt.ends_with('\n')) prompt.pop_back();  // the newline an editor ends a file with
+    if (prompt.empty()) EDGELM_FAIL("-f/--file: '", prompt_file, "' holds no text");
+  }
   if (!prompt.empty() && !prompt_ids_text.empty())
     EDGELM_FAIL("--prompt and --prompt-ids are exclusive");
   if (interactive && (!prompt_ids_text.empty() || json || !dump_logits.empty())) {
@@ -249,7 +275,9 @@ int run(int argc, char** argv) {
         "--dump-logits");
   }
   if (!interactive && prompt.empty() && prompt_ids_text.empty()) {
-    EDGELM_FAIL("give a prompt with -p/--prompt TEXT or --prompt-ids 1,2,3 (or use --interactive)");
+    EDGELM_FAIL(
+        "give a prompt with -p/--prompt TEXT, -f/--file FILE or --prompt-ids 1,2,3 (or use "
+        "--interactive)");
   }
   if (chat && !prompt_ids_text.empty()) EDGELM_FAIL("--chat needs a text --prompt");
   std::vector<int32_t> prompt_ids;
@@ -330,6 +358,8 @@ int run(int argc, char** argv) {
   std::vector<int32_t> stop_ids = config.eos_token_ids;
   if (tokenizer && (chat || interactive))
     stop_ids = edgelm::chat_stop_ids(*tokenizer, config.eos_token_ids);
+  std::vector<int32_t> banned_ids;  // --ignore-eos: the stop ids are never sampled
+  if (ignore_eos) banned_ids = std::exchange(stop_ids, {});
 
   const bool can_evict = policy->evicts();
   edgelm::CacheManager manager(eviction, std::move(policy), std::move(monitor));
@@ -389,7 +419,7 @@ int run(int argc, char** argv) {
       const std::span<const float> logits = generator.prefill(ids);
       const Reply reply =
           generate_reply(generator, sampler, cache, can_evict, logits, n_generate, stop_ids,
-                         history, stream ? &*stream : nullptr, quiet, record);
+                         banned_ids, history, stream ? &*stream : nullptr, quiet, record);
       // The reply's tokens but not its stop token are in the cache; the next continuation starts
       // with <|eot_id|>, closing the turn either way.
       std::fprintf(stderr, "[%zu tokens, %s; cache %lld slots at position %lld]\n",
@@ -426,8 +456,9 @@ int run(int argc, char** argv) {
   const uint64_t copy_bytes_after_prefill = backend->host_device_copy_bytes();
   const std::vector<edgelm::OpTiming> prefill_profile = backend->op_timings();
   backend->reset_op_timings();
-  const Reply reply = generate_reply(generator, sampler, cache, can_evict, logits, n_generate,
-                                     stop_ids, history, stream ? &*stream : nullptr, quiet, record);
+  const Reply reply =
+      generate_reply(generator, sampler, cache, can_evict, logits, n_generate, stop_ids, banned_ids,
+                     history, stream ? &*stream : nullptr, quiet, record);
   if (reply.stop_reason == "context_full") {
     std::fprintf(stderr,
                  "stopped: the KV cache is full (%lld slots); raise -c/--ctx-size or use "
