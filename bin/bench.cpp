@@ -1,8 +1,11 @@
 // bench: throughput of the whole model path, in the manner of llama.cpp's llama-bench. For every
 // model x backend x thread count it runs prompt-processing tests (pp<p>: one forward pass over p
-// tokens) and text-generation tests (tg<n>: n single-token decode steps), each after d tokens
-// already in the KV cache (-d; that prefill is not timed). Each test runs once untimed to warm up,
-// then -r times on a fresh KV cache, and reports the mean and standard deviation of tokens/s.
+// tokens), text-generation tests (tg<n>: n single-token decode steps) and, as llama-bench's -pg,
+// prompt + generation tests (pp<p>+tg<n>: both, timed together, tokens/s counting p + n tokens),
+// each after d tokens already in the KV cache (-d; that prefill is not timed). Each test runs once
+// untimed to warm up, then -r times on a fresh KV cache, and reports the mean and standard
+// deviation of tokens/s. In edgelm's tools -p is prompt text, so the prompt lengths of pp tests
+// are --n-prompt (llama-bench's -p).
 //
 // Rows also carry the load time, the peak resident memory (without bench's own bandwidth buffer),
 // and for tg tests the fraction of the memory-bandwidth limit reached: bench measures the
@@ -11,15 +14,19 @@
 // two measurements around it divided by the bytes one decode step must read (every weight matrix
 // once, plus the K/V rows attention reads at that depth); the row's fraction is the mean of the
 // runs' fractions. Measuring beside each run matters on VMs, where the bandwidth a pair of vCPUs
-// gets can switch within seconds by more than the effects being measured.
+// gets can switch within seconds by more than the effects being measured. --no-bw-probe skips
+// every measurement (a tiny model then benches in seconds; rows carry no limit or fraction), and
+// --bw-mib shrinks the buffer.
 //
-//   bench -m model-q4_0.gguf -p 128,512 -n 128 -t 1,2 -r 3
-//   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 -p 0 -n 64 -d 0,1024 -o json
+//   bench -m model-q4_0.gguf --n-prompt 128,512 -n 128 -t 1,2 -r 3
+//   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 --n-prompt 0 -n 64 -d 0,1024 -o json
+//   bench -m model.gguf -pg 512,128 --no-bw-probe
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +36,7 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -179,19 +187,42 @@ class BandwidthProbe {
 
 // ---- tests ----
 
+// pp test: n_prompt > 0, n_gen == 0; tg test: n_prompt == 0, n_gen > 0; pg test: both > 0.
 struct TestSpec {
-  int64_t n_prompt = 0;  // pp test when > 0
-  int64_t n_gen = 0;     // tg test when > 0
+  int64_t n_prompt = 0;  // prompt tokens, one forward pass
+  int64_t n_gen = 0;     // decode steps after it
   int64_t n_depth = 0;
 
+  // llama-bench's names: "pp512", "tg128", "pp512+tg128", then " @ d<depth>".
   std::string name() const {
-    std::string text =
-        n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+    std::string text = n_gen == 0      ? "pp" + std::to_string(n_prompt)
+                       : n_prompt == 0 ? "tg" + std::to_string(n_gen)
+                                       : edgelm::str_cat("pp", n_prompt, "+tg", n_gen);
     if (n_depth > 0) text += " @ d" + std::to_string(n_depth);
     return text;
   }
-  int64_t tokens() const { return n_prompt > 0 ? n_prompt : n_gen; }
+  // The tokens the timed run processes, which its tokens/s counts.
+  int64_t tokens() const { return n_prompt + n_gen; }
 };
+
+// "512,128" -> a pg test of 512 prompt tokens and 128 generated ones; throws naming --pg.
+TestSpec parse_pg(const std::string& text) {
+  const size_t comma = text.find(',');
+  int64_t values[2] = {-1, -1};
+  const std::string parts[2] = {text.substr(0, comma),
+                                comma == std::string::npos ? "" : text.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    const char* end = parts[i].data() + parts[i].size();
+    const auto [stop, error] = std::from_chars(parts[i].data(), end, values[i]);
+    if (parts[i].empty() || error != std::errc() || stop != end || values[i] < 0 ||
+        values[i] > (int64_t{1} << 20)) {
+      EDGELM_FAIL("-pg: '", text,
+                  "' is not PP,TG (prompt and generated tokens, each in [0, 1048576], e.g. "
+                  "512,128)");
+    }
+  }
+  return {.n_prompt = values[0], .n_gen = values[1], .n_depth = 0};
+}
 
 // Deterministic pseudo-random token ids (splitmix64) below the special tokens: Llama 3 keeps its
 // 256 reserved/special ids at the end of the vocabulary, make_model's tiny vocabularies their 8.
@@ -211,19 +242,17 @@ std::vector<int32_t> make_token_ids(int64_t count, int64_t vocab_size) {
 }
 
 // Runs `test` once on a fresh KV cache and returns the timed seconds: the forward pass over the
-// prompt (pp) or the n decode steps (tg). The depth prefill before it is not timed.
+// prompt, then the decode steps, one token each. The depth prefill before them is not timed.
 double run_test_once(edgelm::LlamaModel& model, const TestSpec& test, edgelm::DType kv_type,
                      std::span<const int32_t> ids) {
   edgelm::KvCache cache = model.make_cache(test.n_depth + test.tokens(), kv_type);
   if (test.n_depth > 0) model.forward(ids.first(static_cast<size_t>(test.n_depth)), cache);
   const std::span<const int32_t> timed =
       ids.subspan(static_cast<size_t>(test.n_depth), static_cast<size_t>(test.tokens()));
+  const auto n_prompt = static_cast<size_t>(test.n_prompt);
   const auto start = Clock::now();
-  if (test.n_prompt > 0) {
-    model.forward(timed, cache);
-  } else {
-    for (size_t i = 0; i < timed.size(); ++i) model.forward(timed.subspan(i, 1), cache);
-  }
+  if (n_prompt > 0) model.forward(timed.first(n_prompt), cache);
+  for (size_t i = n_prompt; i < timed.size(); ++i) model.forward(timed.subspan(i, 1), cache);
   return seconds_since(start);
 }
 
@@ -349,9 +378,8 @@ class Report {
       std::printf("%s%s", rows_ > 0 ? ",\n" : "",
                   row.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
-      const bool tg = row["n_gen"].get<int64_t>() > 0;
-      std::string bw_gbs, bw_limit, bw_percent;
-      if (tg) {
+      std::string bw_gbs, bw_limit, bw_percent;  // blank where the row has no limit
+      if (!row["bw_limit_ts"].is_null()) {
         bw_gbs = str_format("%.1f", row["bw_gbs"].get<double>());
         bw_limit = str_format("%.2f", row["bw_limit_ts"].get<double>());
         bw_percent = str_format("%.1f", 100.0 * row["bw_fraction"].get<double>());
@@ -406,21 +434,30 @@ int run(int argc, char** argv) {
   size_t bw_mib = 1024;
   int bw_passes = 5;
   std::string output = "md";
-  app.add_option("-m,--model", models,
+  std::vector<std::string> pg_texts;
+  bool no_bw_probe = false;
+  namespace flag = edgelm::cli::flag;
+  app.add_option(flag::kModel, models,
                  "Hugging Face folder or .gguf file (repeatable, or a comma list)")
       ->required()
       ->delimiter(',');
-  app.add_option("-p,--n-prompt", prompts, "Prompt lengths, a pp test each (0: none; default 512)")
+  app.add_option("--n-prompt", prompts,
+                 "Prompt lengths, a pp test each (0: none; default 512); llama-bench's -p (in "
+                 "edgelm's tools -p is prompt text)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  app.add_option("-n,--n-gen", gens, "Generated lengths, a tg test each (0: none; default 128)")
+  app.add_option(std::string(flag::kPredict) + ",--n-gen", gens,
+                 "Generated lengths, a tg test each (0: none; default 128)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("--pg", pg_texts,
+                 "-pg PP,TG: a test of PP prompt tokens then TG generated ones, timed together "
+                 "(llama-bench's pg rows; repeatable)");
   app.add_option("-d,--n-depth", depths,
                  "Tokens already in the KV cache before each test, prefilled untimed (default 0)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  app.add_option("-t,--threads", threads, "CPU thread counts (default: one per hardware thread)")
+  app.add_option(flag::kThreads, threads, "CPU thread counts (default: one per hardware thread)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
   std::string cpu_list;
@@ -437,10 +474,13 @@ int run(int argc, char** argv) {
                "CPU: multiply Q4_0, Q8_0 and F16 weights as stored instead of repacking them at "
                "load");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
-  app.add_option("--chunk", chunk,
-                 "Prefill chunk: tokens per forward step (default " +
+  app.add_option(flag::kBatchSize, chunk,
+                 "Prompt tokens per prefill step (default " +
                      std::to_string(edgelm::kDefaultPrefillChunk) + ")")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  app.add_flag("--no-bw-probe", no_bw_probe,
+               "Do not measure the read bandwidth (seconds instead of minutes on a tiny model); "
+               "decode rows then carry no bandwidth limit or fraction");
   app.add_option("--bw-mib", bw_mib,
                  "Buffer of the bandwidth measurement, MiB (default 1024; keep it far above the "
                  "last-level cache)")
@@ -484,6 +524,8 @@ int run(int argc, char** argv) {
         weight_type_text, "--weight-type",
         {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0});
   }
+  std::vector<TestSpec> pg_tests;
+  for (const std::string& text : pg_texts) pg_tests.push_back(parse_pg(text));
   std::vector<TestSpec> tests;
   for (int64_t depth : depths) {
     for (int64_t p : prompts) {
@@ -492,14 +534,19 @@ int run(int argc, char** argv) {
     for (int64_t n : gens) {
       if (n > 0) tests.push_back({.n_prompt = 0, .n_gen = n, .n_depth = depth});
     }
+    for (TestSpec pg : pg_tests) {
+      pg.n_depth = depth;
+      if (pg.tokens() > 0) tests.push_back(pg);
+    }
   }
-  if (tests.empty()) EDGELM_FAIL("-p and -n are all 0: no test to run");
+  if (tests.empty()) EDGELM_FAIL("--n-prompt, -n and -pg are all 0: no test to run");
 
   // Bandwidth once per thread count, before any model is mapped, so nothing else competes.
-  BandwidthProbe probe(bw_mib << 20, cpus);
+  std::optional<BandwidthProbe> probe;
+  if (!no_bw_probe) probe.emplace(bw_mib << 20, cpus);
   std::vector<double> bandwidth(threads.size());
   std::string bw_header;
-  for (size_t i = 0; i < threads.size(); ++i) {
+  for (size_t i = 0; probe && i < threads.size(); ++i) {
     const auto same =
         std::find(threads.begin(), threads.begin() + static_cast<long>(i), threads[i]);
     if (same != threads.begin() + static_cast<long>(i)) {
@@ -508,7 +555,7 @@ int run(int argc, char** argv) {
     }
     std::fprintf(stderr, "bench: measuring read bandwidth, %d thread%s...\n", threads[i],
                  threads[i] == 1 ? "" : "s");
-    bandwidth[i] = probe.measure(threads[i], bw_passes, cpus);
+    bandwidth[i] = probe->measure(threads[i], bw_passes, cpus);
     char entry[64];
     std::snprintf(entry, sizeof entry, "%s%d thread%s %.1f GB/s", bw_header.empty() ? "" : " | ",
                   threads[i], threads[i] == 1 ? "" : "s", bandwidth[i] / 1e9);
@@ -519,12 +566,19 @@ int run(int argc, char** argv) {
                 "read bandwidth (streaming 64-bit loads over %zu MiB, best of %d passes in each "
                 "of three patterns: one stream, with software prefetch, two streams): %s",
                 bw_mib, bw_passes, bw_header.c_str());
-  const std::string header = edgelm::str_cat(
-      bw_line, "\n", "KV cache ", edgelm::dtype_name(kv_type), ", prefill chunk ", chunk, ", ",
-      repetitions,
-      " repetitions after one warm-up; per timed run, bw limit = read bandwidth measured just ",
-      "before or just after it (the better) / bytes read per decoded token (weights + K/V at the ",
-      "test's mean depth); bw GB/s, bw limit and bw % are the means over the runs\n");
+  const std::string header =
+      probe ? edgelm::str_cat(
+                  bw_line, "\n", "KV cache ", edgelm::dtype_name(kv_type), ", prefill chunk ",
+                  chunk, ", ", repetitions,
+                  " repetitions after one warm-up; per timed run, bw limit = read bandwidth "
+                  "measured just before or just after it (the better) / bytes read per decoded "
+                  "token (weights + K/V at the test's mean depth); bw GB/s, bw limit and bw % are "
+                  "the means over the runs\n")
+            : edgelm::str_cat(
+                  "read bandwidth not measured (--no-bw-probe): no row carries a "
+                  "bandwidth limit or fraction\n",
+                  "KV cache ", edgelm::dtype_name(kv_type), ", prefill chunk ", chunk, ", ",
+                  repetitions, " repetitions after one warm-up\n");
 
   Report report(output == "json");
   report.begin(header);
@@ -581,16 +635,17 @@ int run(int argc, char** argv) {
           warm_up.n_depth = 0;
           if (warm_up.n_gen > 0) warm_up.n_gen = std::min<int64_t>(warm_up.n_gen, 16);
           run_test_once(model, warm_up, kv_type, ids);
-          // Decode tests get their own bandwidth measurements around every timed run.
-          const bool decode = test.n_gen > 0;
+          // Decode tests get their own bandwidth measurements around every timed run (pg tests,
+          // mostly prefill, get no limit).
+          const bool decode = probe && test.n_prompt == 0;
           std::vector<double> samples_bw;  // bytes/s: before run 1, between runs, after the last
-          if (decode) samples_bw.push_back(probe.measure(n_threads, bw_passes, cpus));
+          if (decode) samples_bw.push_back(probe->measure(n_threads, bw_passes, cpus));
           std::vector<double> samples_ns, samples_ts;
           for (int rep = 0; rep < repetitions; ++rep) {
             const double seconds = run_test_once(model, test, kv_type, ids);
             samples_ns.push_back(seconds * 1e9);
             samples_ts.push_back(static_cast<double>(test.tokens()) / seconds);
-            if (decode) samples_bw.push_back(probe.measure(n_threads, bw_passes, cpus));
+            if (decode) samples_bw.push_back(probe->measure(n_threads, bw_passes, cpus));
             std::fprintf(stderr, "bench: %s rep %d/%d: %.2f t/s", where.c_str(), rep + 1,
                          repetitions, samples_ts.back());
             if (decode) {
@@ -628,17 +683,22 @@ int run(int argc, char** argv) {
               {"samples_ns", samples_ns},
               {"samples_ts", samples_ts},
               {"load_s", load_s},
-              {"peak_rss_bytes", peak_rss_bytes() - probe.bytes()},
+              {"peak_rss_bytes", peak_rss_bytes() - (probe ? probe->bytes() : 0)},
               {"peak_rss_scope", peak_is_per_model ? "model" : "process"},
-              {"bw_gbs", bandwidth[ti] / 1e9},
-              {"bw_gbs_at_start", bandwidth[ti] / 1e9},
+              {"bw_probe", probe.has_value()},
+              {"bw_gbs", nullptr},
+              {"bw_gbs_at_start", nullptr},
               {"samples_bw_gbs", nullptr},
               {"samples_bw_fraction", nullptr},
               {"bytes_per_token", nullptr},
               {"bw_limit_ts", nullptr},
               {"bw_fraction", nullptr},
           };
-          if (test.n_gen > 0) {
+          if (probe) {
+            row["bw_gbs"] = bandwidth[ti] / 1e9;
+            row["bw_gbs_at_start"] = bandwidth[ti] / 1e9;
+          }
+          if (decode) {
             // Step i attends over depth + i + 1 slots; the mean over the n steps is taken.
             const double mean_slots =
                 static_cast<double>(test.n_depth) + static_cast<double>(test.n_gen + 1) / 2.0;

@@ -1,12 +1,20 @@
-// Small helpers shared by the command-line tools.
+// Small helpers shared by the command-line tools: one flag vocabulary and the parse every tool
+// runs (parse_flags), list and dtype parsers, and reading a text file named by a flag.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -14,12 +22,218 @@
 
 namespace edgelm::cli {
 
-// Parses the flags: true to go on, false after --help printed the usage (exit 0). A bad flag
-// throws edgelm::Error with CLI11's reason, so it ends as one line on stderr with exit 1, like
-// every other error of the tools.
+// ---- one flag vocabulary ----
+
+// The flags that mean the same thing in every tool, named as llama.cpp's tools name them (short
+// name, then long), followed by edgelm's older names, which stay as aliases. A tool that takes one
+// of these declares it with exactly this name list, plus aliases of its own where it had others
+// (bench's -n is also --n-gen); parse_flags refuses a tool whose flags give any of these names
+// another meaning, so "-p" is prompt text wherever it is accepted.
+namespace flag {
+inline constexpr const char* kModel = "-m,--model,--model-path";        // .gguf file or HF folder
+inline constexpr const char* kPrompt = "-p,--prompt";                   // prompt text
+inline constexpr const char* kFile = "-f,--file";                       // a text file
+inline constexpr const char* kPredict = "-n,--n-predict";               // tokens to generate
+inline constexpr const char* kCtxSize = "-c,--ctx-size,--max-seq-len";  // KV cache slots
+inline constexpr const char* kThreads = "-t,--threads";
+inline constexpr const char* kSeed = "-s,--seed";
+inline constexpr const char* kTemp = "--temp,--temperature";
+inline constexpr const char* kBatchSize = "-b,--batch-size,--chunk";  // tokens per prefill step
+inline constexpr const char* kIgnoreEos = "--ignore-eos";
+inline constexpr const char* kAll[] = {kModel,   kPrompt, kFile, kPredict,   kCtxSize,
+                                       kThreads, kSeed,   kTemp, kBatchSize, kIgnoreEos};
+}  // namespace flag
+
+namespace detail {
+
+// "-m,--model" -> {"-m", "--model"}.
+inline std::vector<std::string> split_names(std::string_view names) {
+  std::vector<std::string> out;
+  while (!names.empty()) {
+    const size_t comma = names.find(',');
+    out.emplace_back(names.substr(0, comma));
+    names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
+  }
+  return out;
+}
+
+// Every name of `option`, with its dashes: {"-n", "--n-predict"}.
+inline std::vector<std::string> dashed_names(const CLI::Option& option) {
+  std::vector<std::string> names;
+  for (const std::string& s : option.get_snames()) names.push_back("-" + s);
+  for (const std::string& l : option.get_lnames()) names.push_back("--" + l);
+  return names;
+}
+
+// Throws when a flag of `app` carries a vocabulary name without the whole entry: a programming
+// error of the tool, caught by any run of it (the CLI tests run every tool).
+inline void check_vocabulary(const CLI::App& app) {
+  for (const CLI::Option* option : app.get_options()) {
+    const std::vector<std::string> names = dashed_names(*option);
+    for (const char* entry : flag::kAll) {
+      const std::vector<std::string> wanted = split_names(entry);
+      bool shares = false, holds_all = true;
+      for (const std::string& w : wanted) {
+        const bool held = std::find(names.begin(), names.end(), w) != names.end();
+        shares = shares || held;
+        holds_all = holds_all && held;
+      }
+      if (shares && !holds_all) {
+        EDGELM_FAIL("[cli] flag ", option->get_name(), " must be declared as '", entry,
+                    "' (one meaning per flag name across the tools)");
+      }
+    }
+  }
+}
+
+// llama.cpp's multi-letter short flags that edgelm takes, and the long flag each stands for. CLI11
+// knows only one-letter short names, so parse_flags rewrites these before it parses, in a tool
+// that has the long flag.
+struct MultiLetterAlias {
+  const char* alias;
+  const char* long_name;
+};
+inline constexpr MultiLetterAlias kMultiLetterAliases[] = {
+    {"-pg", "--pg"},         // llama-bench: a prompt + generation test
+    {"-nr", "--no-repack"},  // keep weights in their stored layout
+};
+
+// What to use instead of a flag a tool does not take: flags of llama.cpp's tools (and the old
+// meaning of a few short names). A hint applies in a tool that has the flag `needs` (any tool when
+// null); "%V" in the text stands for the value given after the flag.
+struct FlagHint {
+  const char* names;
+  const char* needs;
+  const char* text;
+};
+inline constexpr FlagHint kFlagHints[] = {
+    {"-p,--prompt", "--n-prompt",
+     "-p/--prompt is the prompt text in edgelm's tools; use --n-prompt %V for the prompt length"},
+    {"-b", "--backend",
+     "-b is the batch size in edgelm's tools; the backend is chosen with --backend"},
+    {"-f", "--filter", "-f is a text file in edgelm's tools; cases are chosen with --filter"},
+    {"-ngl,--n-gpu-layers,--gpu-layers", "--backend",
+     "edgelm does not offload layers one by one: --backend opencl runs every layer on the GPU"},
+    {"-ctk,--cache-type-k,-ctv,--cache-type-v", "--kv-type",
+     "use --kv-type, which sets the type of K and V together"},
+    {"-fa,--flash-attn", "--backend",
+     "attention is always one fused op in edgelm; there is nothing to switch on or off"},
+    {"-ub,--ubatch-size", "--batch-size", "edgelm has one prefill step size: -b/--batch-size"},
+    {"-tb,--threads-batch", "--threads", "-t/--threads sets the threads of prefill and decode"},
+    {"-nkvo,--no-kv-offload", "--backend",
+     "the KV cache lives in memory the CPU and the GPU share; there is nothing to offload"},
+    {"-sm,--split-mode,-ts,--tensor-split,-mg,--main-gpu,-dev,--device", "--backend",
+     "edgelm runs a model on one device, chosen with --backend"},
+    {"-C,--cpu-mask", "--cpus", "use --cpus, a CPU list such as 0-3,6"},
+    {"-mmp,--mmap,--no-mmap,--mlock,-lm,--load-mode", "--model",
+     "edgelm always memory-maps the model file"},
+    {"-hf,-hfr,--hf-repo,-hff,--hf-file,-mu,--model-url", "--model",
+     "edgelm reads local files only: -m PATH (a .gguf file or a Hugging Face folder)"},
+    {"-sys,--system-prompt", "--system", "the system message is --system"},
+    {"-cnv,--conversation", "--interactive", "use -i/--interactive for a multi-turn chat"},
+    {"-no-cnv,--no-conversation", "--interactive",
+     "generate answers one prompt and exits unless -i/--interactive is given"},
+    {"-v,--verbose,-lv,--verbosity,--log-verbosity", nullptr,
+     "set the environment variable EDGELM_LOG=debug for more output"},
+    {"-help", nullptr, "use -h or --help"},
+};
+
+// True for a token that reads as a number ("-1", "-0.5", ".5"), which is a value, never a flag.
+inline bool is_number(std::string_view token) {
+  if (!token.empty() && token.front() == '-') token.remove_prefix(1);
+  return !token.empty() && (std::isdigit(static_cast<unsigned char>(token.front())) ||
+                            (token.front() == '.' && token.size() > 1));
+}
+
+// "unknown flag '-ngl'", with the hint for it where one applies.
+[[noreturn]] inline void fail_unknown_flag(const CLI::App& app, const std::string& flag,
+                                           const char* value) {
+  for (const FlagHint& hint : kFlagHints) {
+    const std::vector<std::string> names = split_names(hint.names);
+    if (std::find(names.begin(), names.end(), flag) == names.end()) continue;
+    if (hint.needs != nullptr && app.get_option_no_throw(hint.needs) == nullptr) continue;
+    const std::string shown =
+        value != nullptr && is_number(value) && value[0] != '-' ? value : std::string("N");
+    std::string text = hint.text;
+    for (size_t at = text.find("%V"); at != std::string::npos; at = text.find("%V", at)) {
+      text.replace(at, 2, shown);
+      at += shown.size();
+    }
+    EDGELM_FAIL("unknown flag '", flag, "': ", text);
+  }
+  EDGELM_FAIL("unknown flag '", flag, "' (--help lists the flags)");
+}
+
+// Items `option` takes from the tokens after it: 0 for a switch.
+inline int values_taken(const CLI::Option& option) {
+  return std::max(0, option.get_items_expected_min());
+}
+
+// The pre-parse of parse_flags. Walks the arguments as CLI11 will, skipping the values of
+// options, and fails on a flag the tool does not have: in particular a single-dash token of two or
+// more letters, which CLI11 2.x would otherwise read as a one-letter flag and a value ("-ngl 99"
+// as "-n gl") or as several one-letter switches. Known multi-letter aliases are rewritten to their
+// long flags. Returns the arguments to parse, argv[0] first.
+inline std::vector<std::string> preparse(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& token = args[i];
+    const char* next = i + 1 < args.size() ? args[i + 1].c_str() : nullptr;
+    if (token == "--") break;  // the rest is positional
+    if (token.size() < 2 || token[0] != '-' || is_number(token)) continue;  // a value
+    const CLI::Option* option = nullptr;
+    bool value_attached = token.find('=') != std::string::npos;
+    if (token[1] == '-') {
+      const std::string name = token.substr(0, token.find('='));
+      option = app.get_option_no_throw(name);
+      if (option == nullptr) {
+        if (app.get_allow_extras()) continue;  // passed on, e.g. to Google Benchmark
+        fail_unknown_flag(app, name, value_attached ? nullptr : next);
+      }
+    } else if (std::isalpha(static_cast<unsigned char>(token[1])) && token.size() > 2 &&
+               std::isalpha(static_cast<unsigned char>(token[2]))) {
+      for (const MultiLetterAlias& alias : kMultiLetterAliases) {
+        if (token == alias.alias) option = app.get_option_no_throw(alias.long_name);
+        if (option != nullptr) {
+          token = alias.long_name;
+          break;
+        }
+      }
+      if (option == nullptr) fail_unknown_flag(app, token, next);
+      value_attached = false;
+    } else {
+      option = app.get_option_no_throw(token.substr(0, 2));
+      if (option == nullptr) fail_unknown_flag(app, token.substr(0, 2), next);
+      value_attached = token.size() > 2;  // "-t4"
+    }
+    if (!value_attached) i += static_cast<size_t>(values_taken(*option));
+  }
+  return args;
+}
+
+}  // namespace detail
+
+// Parses the flags: true to go on, false after --help printed the usage (exit 0). Every tool calls
+// this once. It checks the tool's flags against the vocabulary above, then runs the pre-parse
+// (unknown flags, with a hint where edgelm has an equivalent of a llama.cpp flag; multi-letter
+// aliases such as -pg), then CLI11. A bad flag throws edgelm::Error with the reason, so it ends as
+// one line on stderr with exit 1, like every other error of the tools.
 inline bool parse_flags(CLI::App& app, int argc, char** argv) {
+  detail::check_vocabulary(app);
+  std::string aliases;  // named in --help, since CLI11 cannot list them beside their flags
+  for (const detail::MultiLetterAlias& alias : detail::kMultiLetterAliases) {
+    if (app.get_option_no_throw(alias.long_name) == nullptr) continue;
+    aliases += edgelm::str_cat(aliases.empty() ? "" : ", ", alias.alias, " = ", alias.long_name);
+  }
+  if (!aliases.empty()) {
+    const std::string footer = app.get_footer();
+    app.footer((footer.empty() ? "" : footer + "\n") + "Also taken, as in llama.cpp: " + aliases);
+  }
+  const std::vector<std::string> args = detail::preparse(app, argc, argv);
+  std::vector<const char*> pointers;
+  for (const std::string& arg : args) pointers.push_back(arg.c_str());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(pointers.size()), pointers.data());
     return true;
   } catch (const CLI::Success& e) {  // --help
     app.exit(e);
@@ -27,6 +241,20 @@ inline bool parse_flags(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     EDGELM_FAIL(e.what());
   }
+}
+
+// The bytes of the text file `path`; throws edgelm::Error naming `flag` when it is missing, a
+// directory, or cannot be read.
+inline std::string read_text_file(const std::string& path, const char* flag) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    EDGELM_FAIL(flag, ": '", path, "' is a directory, not a text file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) EDGELM_FAIL(flag, ": cannot open '", path, "': ", std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) EDGELM_FAIL(flag, ": cannot read '", path, "'");
+  return text.str();
 }
 
 // A check for unsigned 64-bit flags (seeds). CLI11 2.3 reads "-1" into such a flag as 2^64-1 and

@@ -33,19 +33,25 @@ int run(int argc, char** argv) {
   edgelm::EvictionConfig base;
   base.window = 128;
   base.kv_budget = 192;
-  app.add_option("-m,--model-path", model_path,
+  int64_t chunk = 64;
+  namespace flag = edgelm::cli::flag;
+  app.add_option(flag::kModel, model_path,
                  "Model (default: make_model's tiny-long preset in a temp folder)");
   app.add_option("--policies", policies_text,
                  "Comma-separated policies, of " + edgelm::policy_list());
   app.add_option("--backend", backend_name, "Backend");
-  app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
+  app.add_option(flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
-  app.add_option("-p,--prompt", prompt_tokens, "Prompt tokens")
+  app.add_option("--n-prompt", prompt_tokens,
+                 "Prompt tokens (default 256; in edgelm's tools -p is prompt text)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("-n,--n-gen", generate_tokens, "Decoded tokens")
+  app.add_option(std::string(flag::kPredict) + ",--n-gen", generate_tokens,
+                 "Decoded tokens (default 256)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--max-seq-len", capacity, "Cache capacity")
+  app.add_option(flag::kCtxSize, capacity, "KV cache capacity in tokens (default 1024)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app.add_option(flag::kBatchSize, chunk, "Prompt tokens per prefill step (default 64)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   app.add_option("--eviction-window", base.window, "Recent window");
   app.add_option("--kv-budget", base.kv_budget, "Budget (sliding/sink use window + prefix/sinks)");
   app.add_option("--sink-tokens", base.sink_tokens, "Sink tokens");
@@ -74,7 +80,7 @@ int run(int argc, char** argv) {
   }
   auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend);
-  edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), 64);
+  edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
   std::vector<int32_t> prompt;
   for (int64_t i = 0; i < prompt_tokens; ++i)
     prompt.push_back(static_cast<int32_t>((i * 7919 + 17) % (model.config().vocab_size - 8)));

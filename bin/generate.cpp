@@ -5,14 +5,17 @@
 // end-of-turn tokens; --interactive is a multi-turn chat that keeps the KV cache between turns
 // (only new tokens are prefilled).
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 
 #include "backends/registry.h"
 #include "bin/cli_util.h"
@@ -66,6 +69,15 @@ void print_profile(const char* phase, const std::vector<edgelm::OpTiming>& rows,
   }
 }
 
+// One line for the whole run, in place of the line per eviction (debug level: EDGELM_LOG=debug).
+void log_eviction_summary(edgelm::CacheManager& manager) {
+  if (!manager.policy().evicts() && manager.evictions() == 0) return;
+  char time[32];
+  std::snprintf(time, sizeof time, "%.3f ms", manager.eviction_seconds() * 1e3);
+  edgelm::log_info("[eviction] ", manager.policy().name(), ": ", manager.evictions(),
+                   " evictions, ", manager.evicted_tokens(), " tokens evicted, ", time);
+}
+
 struct Reply {
   std::vector<int32_t> tokens;
   std::string text;
@@ -73,15 +85,27 @@ struct Reply {
 };
 
 // Samples up to n tokens after `logits`, feeding each back through the generator, until a stop id.
-// Streams text through `stream` (or ids when there is none).
+// Tokens in `banned_ids` are never sampled (--ignore-eos bans the stop ids instead of stopping).
+// Streams text through `stream` (or ids when there is none), and ends the streamed text with a
+// newline that reaches stdout before anything more is written to stderr.
 Reply generate_reply(edgelm::Generator& generator, edgelm::Sampler& sampler,
                      const edgelm::KvCache& cache, bool can_evict, std::span<const float> logits,
-                     int n, std::span<const int32_t> stop_ids, std::vector<int32_t>& history,
-                     edgelm::TokenStreamDecoder* stream, bool quiet,
+                     int n, std::span<const int32_t> stop_ids, std::span<const int32_t> banned_ids,
+                     std::vector<int32_t>& history, edgelm::TokenStreamDecoder* stream, bool quiet,
                      const std::function<void(std::span<const float>)>& record) {
   Reply reply;
+  std::vector<float> masked;  // (vocab) the logits with banned_ids at -inf; filled once per step
   for (int i = 0; i < n; ++i) {
-    const int32_t token = sampler.sample(logits, history);
+    std::span<const float> choices = logits;
+    if (!banned_ids.empty()) {
+      masked.assign(logits.begin(), logits.end());
+      for (int32_t id : banned_ids) {
+        if (id >= 0 && static_cast<size_t>(id) < masked.size())
+          masked[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+      }
+      choices = masked;
+    }
+    const int32_t token = sampler.sample(choices, history);
     history.push_back(token);
     const bool stop = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
     if (stop) {
@@ -108,7 +132,10 @@ Reply generate_reply(edgelm::Generator& generator, edgelm::Sampler& sampler,
     reply.text += rest;
     if (!quiet) std::fputs(rest.c_str(), stdout);
   }
+  // Flushed, so that the stats line (stderr) starts on a line of its own when both streams go to
+  // one pipe or file, where stdout is block-buffered.
   if (!quiet) std::printf("\n");
+  std::fflush(stdout);
   return reply;
 }
 
@@ -143,8 +170,13 @@ int run(int argc, char** argv) {
   int cl_device = -1;
   bool profile = false;
   std::string profile_out;
-  app.add_option("-m,--model-path", model_path, "Hugging Face model folder or .gguf file");
-  app.add_option("-p,--prompt", prompt, "Prompt text");
+  std::string prompt_file;
+  bool ignore_eos = false;
+  namespace flag = edgelm::cli::flag;
+  app.add_option(flag::kModel, model_path, "Hugging Face model folder or .gguf file");
+  app.add_option(flag::kPrompt, prompt, "Prompt text");
+  app.add_option(flag::kFile, prompt_file,
+                 "Read the prompt text from this file (one trailing newline is dropped)");
   app.add_option("--prompt-ids", prompt_ids_text,
                  "Prompt as token ids, e.g. 1,2,3 (bypasses the tokenizer)");
   app.add_flag("--chat", chat, "Wrap the prompt in the model's chat template");
@@ -156,7 +188,7 @@ int run(int argc, char** argv) {
   app.add_option("--system", system_prompt, "System message for --chat / --interactive");
   app.add_flag("-i,--interactive", interactive, "Multi-turn chat on stdin (/reset, /quit)");
   app.add_flag("--print-ids", print_ids, "Stream token ids instead of text");
-  app.add_option("-n,--n-predict", n_generate, "Tokens to generate (per turn)")
+  app.add_option(flag::kPredict, n_generate, "Tokens to generate (per turn)")
       ->check(CLI::Range(0, 1 << 30));
   app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
   app.add_flag("--list-devices", list_devices, "List the OpenCL platforms and devices, then exit");
@@ -172,7 +204,7 @@ int run(int argc, char** argv) {
   app.add_option("--profile-out", profile_out,
                  "Also write the profile as CSV (phase,op,kernel,calls,total_ms,bytes); implies "
                  "--profile");
-  app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
+  app.add_option(flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
   std::string cpu_list;
   app.add_option("--cpus", cpu_list,
@@ -184,14 +216,14 @@ int run(int argc, char** argv) {
                "CPU: multiply Q4_0, Q8_0 and F16 weights as stored instead of repacking them at "
                "load");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16");
-  app.add_option("--max-seq-len", max_seq_len, "KV cache capacity in tokens")
+  app.add_option(flag::kCtxSize, max_seq_len, "KV cache capacity in tokens (default 2048)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option("--chunk", chunk,
-                 "Prefill chunk size (tokens per forward step, default " +
+  app.add_option(flag::kBatchSize, chunk,
+                 "Prompt tokens per prefill step (default " +
                      std::to_string(edgelm::kDefaultPrefillChunk) + ")")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   auto* temperature =
-      app.add_option("--temperature", sampling.temperature, "Sampling temperature (0: greedy)");
+      app.add_option(flag::kTemp, sampling.temperature, "Sampling temperature (0: greedy)");
   auto* top_k = app.add_option("--top-k", sampling.top_k, "Keep the k most likely tokens (0: off)");
   auto* top_p = app.add_option("--top-p", sampling.top_p, "Nucleus sampling threshold (1: off)");
   app.add_option("--min-p", sampling.min_p,
@@ -199,7 +231,10 @@ int run(int argc, char** argv) {
   app.add_option("--repeat-penalty", sampling.repetition_penalty, "Repetition penalty (1: off)");
   app.add_option("--repeat-last-n", sampling.repetition_window,
                  "Tokens the repetition penalty looks back at");
-  app.add_option("--seed", sampling.seed, "Sampling seed")->check(edgelm::cli::kUint64);
+  app.add_option(flag::kSeed, sampling.seed, "Sampling seed")->check(edgelm::cli::kUint64);
+  app.add_flag(flag::kIgnoreEos, ignore_eos,
+               "Never sample an end-of-sequence or end-of-turn token, so that exactly -n tokens "
+               "are generated (for benchmarks and long runs)");
   app.add_flag("--greedy", greedy, "Always take the most likely token");
   app.add_flag(
       "--allow-unknown-pre-tokenizer", tokenizer_options.allow_unknown_pre_tokenizer,
@@ -236,12 +271,18 @@ int run(int argc, char** argv) {
     return 0;
   }
   // Everything that can be checked without the model, first.
-  if (model_path.empty()) EDGELM_FAIL("--model-path is required (a HF folder or a .gguf file)");
+  if (model_path.empty()) EDGELM_FAIL("-m/--model is required (a HF folder or a .gguf file)");
   if (!profile_out.empty()) profile = true;
   std::vector<int> cpus;
   if (!cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(cpu_list, "--cpus");
   if ((cl_platform >= 0 || cl_device >= 0) && backend_name != "opencl")
     EDGELM_FAIL("--cl-platform/--cl-device need --backend opencl");
+  if (!prompt_file.empty()) {
+    if (app.count("--prompt") > 0) EDGELM_FAIL("-p/--prompt and -f/--file are exclusive");
+    prompt = edgelm::cli::read_text_file(prompt_file, "-f/--file");
+    if (prompt.ends_with('\n')) prompt.pop_back();  // the newline an editor ends a file with
+    if (prompt.empty()) EDGELM_FAIL("-f/--file: '", prompt_file, "' holds no text");
+  }
   if (!prompt.empty() && !prompt_ids_text.empty())
     EDGELM_FAIL("--prompt and --prompt-ids are exclusive");
   if (interactive && (!prompt_ids_text.empty() || json || !dump_logits.empty())) {
@@ -250,7 +291,9 @@ int run(int argc, char** argv) {
         "--dump-logits");
   }
   if (!interactive && prompt.empty() && prompt_ids_text.empty()) {
-    EDGELM_FAIL("give a prompt with --prompt TEXT or --prompt-ids 1,2,3 (or use --interactive)");
+    EDGELM_FAIL(
+        "give a prompt with -p/--prompt TEXT, -f/--file FILE or --prompt-ids 1,2,3 (or use "
+        "--interactive)");
   }
   if (chat && !prompt_ids_text.empty()) EDGELM_FAIL("--chat needs a text --prompt");
   if ((!chat_template_name.empty() || !system_prompt.empty()) && !chat && !interactive)
@@ -351,6 +394,8 @@ int run(int argc, char** argv) {
       }
     }
   }
+  std::vector<int32_t> banned_ids;  // --ignore-eos: the stop ids are never sampled
+  if (ignore_eos) banned_ids = std::exchange(stop_ids, {});
 
   const bool can_evict = policy->evicts();
   edgelm::CacheManager manager(eviction, std::move(policy), std::move(monitor));
@@ -368,7 +413,7 @@ int run(int argc, char** argv) {
         EDGELM_FAIL("prompt: token id ", id, " is outside the vocabulary of ", config.vocab_size);
     }
     if (!can_evict && static_cast<int64_t>(ids.size()) > cache.free_slots()) {
-      EDGELM_FAIL("prompt: ", ids.size(), " tokens do not fit: --max-seq-len ", max_seq_len,
+      EDGELM_FAIL("prompt: ", ids.size(), " tokens do not fit: -c/--ctx-size ", max_seq_len,
                   " leaves ", cache.free_slots(),
                   " free slots (raise it or use --eviction-policy)");
     }
@@ -412,7 +457,7 @@ int run(int argc, char** argv) {
       const std::span<const float> logits = generator.prefill(ids);
       const Reply reply =
           generate_reply(generator, sampler, cache, can_evict, logits, n_generate, stop_ids,
-                         history, stream ? &*stream : nullptr, quiet, record);
+                         banned_ids, history, stream ? &*stream : nullptr, quiet, record);
       // The reply's tokens but not its stop token are in the cache; the next feed starts with the
       // template's end of turn, closing the turn either way.
       session.add_reply(tokenizer->decode(reply.tokens));
@@ -422,10 +467,14 @@ int run(int argc, char** argv) {
                    static_cast<long long>(cache.next_position()));
       if (reply.stop_reason == "context_full") {
         std::fprintf(stderr,
-                     "the KV cache is full; /reset or restart with a larger --max-seq-len or an "
+                     "the KV cache is full; /reset or restart with a larger -c/--ctx-size or an "
                      "eviction policy\n");
       }
     }
+    // Without a newline typed at the last "> " (Ctrl-D, or input from a pipe), end that line, so
+    // that what follows starts on a line of its own.
+    if (std::cin.eof() || isatty(STDIN_FILENO) == 0) std::fputc('\n', stderr);
+    log_eviction_summary(manager);
     return 0;
   }
 
@@ -446,11 +495,12 @@ int run(int argc, char** argv) {
   const uint64_t copy_bytes_after_prefill = backend->host_device_copy_bytes();
   const std::vector<edgelm::OpTiming> prefill_profile = backend->op_timings();
   backend->reset_op_timings();
-  const Reply reply = generate_reply(generator, sampler, cache, can_evict, logits, n_generate,
-                                     stop_ids, history, stream ? &*stream : nullptr, quiet, record);
+  const Reply reply =
+      generate_reply(generator, sampler, cache, can_evict, logits, n_generate, stop_ids, banned_ids,
+                     history, stream ? &*stream : nullptr, quiet, record);
   if (reply.stop_reason == "context_full") {
     std::fprintf(stderr,
-                 "stopped: the KV cache is full (%lld slots); raise --max-seq-len or use "
+                 "stopped: the KV cache is full (%lld slots); raise -c/--ctx-size or use "
                  "--eviction-policy\n",
                  static_cast<long long>(cache.capacity()));
   }
@@ -475,6 +525,7 @@ int run(int argc, char** argv) {
   const double decode_tok_s =
       decode_s > 0 && decode_steps > 0 ? static_cast<double>(decode_steps) / decode_s : 0.0;
   const size_t peak = peak_rss_bytes();
+  log_eviction_summary(manager);
   std::fprintf(stderr,
                "load %.3f s | prefill %zu tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
                "KV cache %.2f MiB (%s, %lld slots) | evictions %lld (%.3f s) | peak RSS %.1f MiB | "

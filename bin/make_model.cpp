@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
                    "hf (config.json + model.safetensors + tokenizer.json) or gguf")
         ->check(CLI::IsMember({"hf", "gguf"}));
     app.add_option("--quant", quant, "Weight type: f32|f16|bf16 (hf, gguf), q8_0|q4_0 (gguf)");
-    app.add_option("--seed", options.seed, "Seed of the random weights")
+    app.add_option(edgelm::cli::flag::kSeed, options.seed, "Seed of the random weights")
         ->check(edgelm::cli::kUint64);
     app.add_option("--out", options.out_dir, "Output folder");
     app.add_flag("--list", list, "List the presets");

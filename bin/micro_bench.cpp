@@ -35,11 +35,13 @@
 //   micro_bench --benchmark_format=json --benchmark_out=micro.json
 #include <benchmark/benchmark.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +52,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
+#include "bin/cli_util.h"
 #include "bin/eigen_gemm.h"
 #include "core/buffer.h"
 #include "core/error.h"
@@ -593,62 +596,32 @@ void register_pool() {
   }
 }
 
-// Removes `flag` and the argument after it from argv; that argument, or null without the flag.
-const char* take_option(int& argc, char** argv, const char* flag) {
-  const char* value = nullptr;
-  int kept = 0;
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0 && std::strcmp(argv[i], flag) == 0) {
-      if (i + 1 >= argc) throw edgelm::Error(edgelm::str_cat(flag, " needs a value"));
-      value = argv[++i];
-    } else {
-      argv[kept++] = argv[i];
-    }
-  }
-  argc = kept;
-  return value;
-}
-
-// Removes `flag` from argv (before Google Benchmark sees it); true when it was there.
-bool take_flag(int& argc, char** argv, const char* flag) {
-  bool found = false;
-  int kept = 0;
-  for (int i = 0; i < argc; ++i) {
-    if (i > 0 && std::strcmp(argv[i], flag) == 0) {
-      found = true;
-    } else {
-      argv[kept++] = argv[i];
-    }
-  }
-  argc = kept;
-  return found;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    const bool full = take_flag(argc, argv, "--full");
-    g_hot_weights = take_flag(argc, argv, "--hot");
-    if (const char* iterations = take_option(argc, argv, "--iterations")) {
-      char* end = nullptr;
-      g_iterations = std::strtoll(iterations, &end, 10);
-      if (*iterations == '\0' || *end != '\0' || g_iterations < 1) {
-        throw edgelm::Error(
-            edgelm::str_cat("--iterations: '", iterations, "' is not a positive whole number"));
-      }
-    }
-    for (int i = 1; i < argc; ++i) {
-      if (std::strcmp(argv[i], "--help") == 0) {
-        std::printf(
-            "micro_bench [--full] [--hot] [--iterations N] [Google Benchmark flags]\n"
-            "  --full  register every table x dtype x shape x M x threads (long; use a "
-            "filter)\n"
-            "  --hot   one copy of each weight matrix, read from cache (the kernels' compute "
-            "ceiling), instead of copies cycled over 256 MiB (memory-bound, as in decoding)\n"
-            "  --iterations N  run every benchmark exactly N times\n\n");
-      }
-    }
+    CLI::App app{
+        "Google Benchmark over the CPU kernel tables at Llama 3.2 1B/3B shapes: bytes/s and "
+        "FLOP/s per op x dtype x table x shape."};
+    bool full = false;
+    app.add_flag("--full", full,
+                 "Register every table x dtype x shape x M x threads (long; use a filter)");
+    app.add_flag("--hot", g_hot_weights,
+                 "One copy of each weight matrix, read from cache (the kernels' compute ceiling), "
+                 "instead of copies cycled over 256 MiB (memory-bound, as in decoding)");
+    app.add_option("--iterations", g_iterations, "Run every benchmark exactly N times")
+        ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+    // Google Benchmark reads its own flags from what is left.
+    app.allow_extras();
+    app.footer(
+        "Google Benchmark's flags pass through, e.g. --benchmark_filter=REGEX, "
+        "--benchmark_list_tests=true, --benchmark_format=json, --benchmark_out=FILE, "
+        "--benchmark_repetitions=N, --benchmark_min_time=0.5s.");
+    if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
+    std::vector<std::string> rest = app.remaining();
+    std::vector<char*> bench_argv = {argv[0]};
+    for (std::string& arg : rest) bench_argv.push_back(arg.data());
+    int bench_argc = static_cast<int>(bench_argv.size());
     std::vector<std::string> isas;
     for (const edgelm::cpu::KernelTable* table : edgelm::cpu::available_kernel_tables()) {
       isas.emplace_back(table->isa);
@@ -657,8 +630,8 @@ int main(int argc, char** argv) {
     register_attention(isas, full);
     register_row_ops(isas, full);
     register_pool();
-    benchmark::Initialize(&argc, argv);
-    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::Initialize(&bench_argc, bench_argv.data());
+    if (benchmark::ReportUnrecognizedArguments(bench_argc, bench_argv.data())) return 1;
     const size_t matched = benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     // Google Benchmark exits 0 when the filter matches nothing; a mistyped filter should fail.

@@ -7,10 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "backends/registry.h"
 #include "bin/cli_util.h"
@@ -32,17 +29,7 @@ constexpr int64_t kDefaultBatch = edgelm::kDefaultPrefillChunk;
 
 // The text of -f, as llama.cpp reads it: the whole file, less one trailing newline.
 std::string read_text(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  const fs::file_status status = fs::status(path, error);
-  if (!fs::exists(status)) EDGELM_FAIL("-f/--file: '", path, "' does not exist");
-  if (fs::is_directory(status)) EDGELM_FAIL("-f/--file: '", path, "' is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) EDGELM_FAIL("-f/--file: cannot read '", path, "'");
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) EDGELM_FAIL("-f/--file: cannot read '", path, "'");
-  std::string text = content.str();
+  std::string text = edgelm::cli::read_text_file(path, "-f/--file");
   if (text.empty()) EDGELM_FAIL("-f/--file: '", path, "' is empty");
   if (text.back() == '\n') text.pop_back();
   return text;
@@ -62,16 +49,16 @@ int run(int argc, char** argv) {
   std::string backend_name = "cpu";
   std::string weight_type_text;
   bool json = false;
-  // The flags, in one block (CLI11 names; llama-perplexity's spellings where it has them).
-  app.add_option("-m,--model,--model-path", model_path, "Hugging Face model folder or .gguf file");
-  app.add_option("-f,--file", file, "Text file to score");
-  app.add_option("-c,--ctx-size", n_ctx, "Tokens per window (default 512, as llama.cpp)");
+  // The flags, in one block: the tools' shared names (cli_util.h), llama-perplexity's spellings.
+  app.add_option(edgelm::cli::flag::kModel, model_path, "Hugging Face model folder or .gguf file");
+  app.add_option(edgelm::cli::flag::kFile, file, "Text file to score");
+  app.add_option(edgelm::cli::flag::kCtxSize, n_ctx, "Tokens per window (default 512, as llama.cpp)");
   app.add_option("--chunks", max_chunks, "Score at most this many windows (default: all)");
   app.add_option(
-      "-b,--batch-size", batch,
+      edgelm::cli::flag::kBatchSize, batch,
       "Tokens per forward step, capped at -c (default " + std::to_string(kDefaultBatch) + ")");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
-  app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
+  app.add_option(edgelm::cli::flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
   app.add_option("--weight-type", weight_type_text,

@@ -28,14 +28,16 @@ int run(int argc, char** argv) {
   bool list = false;
   bool show_skipped = false;
   uint64_t seed = 1234;
-  app.add_option("-b,--backend", backends,
+  // Long names only: in edgelm's tools -b is the batch size and -f a text file.
+  app.add_option("--backend", backends,
                  "Backend to test (repeatable); default: every backend on this machine");
   app.add_option("--oracle", oracle_name,
                  "What to compare with: 'reference' (double-precision math) or a backend name");
-  app.add_option("-f,--filter", filter, "Only cases whose name contains this, e.g. matmul/q4_0");
-  app.add_option("-t,--threads", threads, "CPU threads (0: one per hardware thread)")
+  app.add_option("--filter", filter, "Only cases whose name contains this, e.g. matmul/q4_0");
+  app.add_option(edgelm::cli::flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
-  app.add_option("--seed", seed, "Seed of the random inputs")->check(edgelm::cli::kUint64);
+  app.add_option(edgelm::cli::flag::kSeed, seed, "Seed of the random inputs")
+      ->check(edgelm::cli::kUint64);
   app.add_flag("--json", json, "Print one JSON object with every result instead of the table");
   app.add_flag("--show-skipped", show_skipped, "Also list skipped combinations in the table");
   app.add_flag("--list", list, "List the backends and cases, run nothing");

@@ -1,14 +1,13 @@
 // tokenize: text to token ids (printed as JSON), ids to text (--decode), and an encode benchmark
 // (--bench) over a corpus file.
 //
-//   tokenize --model-path DIR_OR_GGUF --text "Hello"          {"ids":[...],"tokens":[...]}
-//   tokenize --tokenizer tokenizer.json --file f.txt --ids-only  [128000,9906]
+//   tokenize -m DIR_OR_GGUF -p "Hello"                         {"ids":[...],"tokens":[...]}
+//   tokenize --tokenizer tokenizer.json -f f.txt --ids-only    [128000,9906]
 //   tokenize --tokenizer tokenizer.json --decode 9906,1917
-//   tokenize --tokenizer tokenizer.json --file corpus.jsonl --bench
+//   tokenize --tokenizer tokenizer.json -f corpus.jsonl --bench
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -23,18 +22,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) EDGELM_FAIL("--file: cannot open '", path, "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The records of a benchmark corpus: one JSON string per line for .jsonl (records may hold
 // newlines), otherwise the file's lines.
 std::vector<std::string> read_records(const std::string& path) {
-  const std::string text = read_file(path);
+  const std::string text = edgelm::cli::read_text_file(path, "-f/--file");
   std::vector<std::string> records;
   std::istringstream in(text);
   const bool jsonl = path.size() >= 6 && path.ends_with(".jsonl");
@@ -48,7 +39,7 @@ std::vector<std::string> read_records(const std::string& path) {
     try {
       records.push_back(json::parse(line).get<std::string>());
     } catch (const json::exception&) {
-      EDGELM_FAIL("--file: ", path, " line ", line_number, " is not a JSON string");
+      EDGELM_FAIL("-f/--file: ", path, " line ", line_number, " is not a JSON string");
     }
   }
   return records;
@@ -102,11 +93,13 @@ int run(int argc, char** argv) {
   edgelm::TokenizerOptions tokenizer_options;
   auto* tokenizer_option =
       app.add_option("--tokenizer", tokenizer_path, "tokenizer.json (or a .gguf file)");
+  namespace flag = edgelm::cli::flag;
   auto* model_option =
-      app.add_option("-m,--model-path", model_path, "Model folder with tokenizer.json, or .gguf");
+      app.add_option(flag::kModel, model_path, "Model folder with tokenizer.json, or .gguf");
   tokenizer_option->excludes(model_option);
-  auto* text_option = app.add_option("--text", text, "Text to encode");
-  auto* file_option = app.add_option("--file", file, "File whose contents to encode");
+  auto* text_option =
+      app.add_option(std::string(flag::kPrompt) + ",--text", text, "Text to encode");
+  auto* file_option = app.add_option(flag::kFile, file, "File whose contents to encode");
   auto* decode_option = app.add_option("--decode", decode_text, "Ids to decode, e.g. 1,2,3");
   text_option->excludes(file_option)->excludes(decode_option);
   file_option->excludes(decode_option);
@@ -116,7 +109,7 @@ int run(int argc, char** argv) {
                "Tokenize special tokens written in the text as plain text");
   app.add_flag("--skip-special", skip_special, "--decode: leave special tokens out");
   app.add_flag("--bench", run_bench,
-               "Benchmark encoding of --file (.jsonl: one JSON string per record; else lines)");
+               "Benchmark encoding of -f/--file (.jsonl: one JSON string per record; else lines)");
   app.add_option("--bench-seconds", bench_seconds, "Least time the benchmark runs")
       ->check(CLI::Range(0.0, 3600.0));
   app.add_flag(
@@ -125,11 +118,11 @@ int run(int argc, char** argv) {
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   if (tokenizer_path.empty() && model_path.empty()) {
-    EDGELM_FAIL("give --tokenizer FILE or --model-path DIR_OR_GGUF");
+    EDGELM_FAIL("give --tokenizer FILE or -m/--model DIR_OR_GGUF");
   }
-  if (run_bench && file.empty()) EDGELM_FAIL("--bench needs --file");
+  if (run_bench && file.empty()) EDGELM_FAIL("--bench needs -f/--file");
   if (!run_bench && text_option->count() == 0 && file.empty() && decode_text.empty()) {
-    EDGELM_FAIL("give --text, --file or --decode");
+    EDGELM_FAIL("give -p/--prompt TEXT, -f/--file FILE or --decode IDS");
   }
   const edgelm::Tokenizer tokenizer = edgelm::Tokenizer::from_model_path(
       tokenizer_path.empty() ? model_path : tokenizer_path, tokenizer_options);
@@ -145,7 +138,7 @@ int run(int argc, char** argv) {
     std::fputc('\n', stdout);
     return 0;
   }
-  const std::string input = file.empty() ? text : read_file(file);
+  const std::string input = file.empty() ? text : edgelm::cli::read_text_file(file, "-f/--file");
   const std::vector<int32_t> ids = tokenizer.encode(input, !no_bos, !no_special);
   json out;
   if (ids_only) {

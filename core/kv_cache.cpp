@@ -56,7 +56,7 @@ void KvCache::append(int64_t layer_index, const Tensor& k, const Tensor& v,
                " positions for ", n, " tokens");
   EDGELM_CHECK(layer.size + n <= capacity_, "[kv_cache] layer ", layer_index,
                " is full: ", layer.size, " + ", n, " tokens exceed the capacity of ", capacity_,
-               " (raise --max-seq-len or enable eviction)");
+               " (raise -c/--ctx-size or enable eviction)");
   // The new position rows are written from the host without waiting for the queue: nothing
   // queued reads rows past the filled slots, and compact() drains the queue before `size` drops.
   auto* kv_pos = layer.positions.data<int32_t>();

@@ -25,7 +25,7 @@ void CacheManager::prepare(KvCache& cache) {
                                  config_.kv_budget > 0 ? config_.kv_budget : cache.capacity());
   EDGELM_CHECK(!policy_->evicts() || limit < cache.capacity(), "[eviction] policy '",
                policy_->name(), "' keeps up to ", limit, " slots but the cache holds only ",
-               cache.capacity(), ": raise --max-seq-len above the window/budget");
+               cache.capacity(), ": raise -c/--ctx-size above the window/budget");
   prepared_ = true;
 }
 
@@ -151,8 +151,9 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, int64_t target
   evicted_tokens_ += event.slots_before - event.slots_after;
   eviction_seconds_ += event.seconds;
   events_.push_back(event);
-  log_info("[eviction] step ", event.step, ": ", policy_->name(), " (", reason, ") ",
-           event.slots_before, " -> ", event.slots_after, " slots in ", event.seconds * 1e3, " ms");
+  log_debug("[eviction] step ", event.step, ": ", policy_->name(), " (", reason, ") ",
+            event.slots_before, " -> ", event.slots_after, " slots in ", event.seconds * 1e3,
+            " ms");
   return event;
 }
 

@@ -101,7 +101,7 @@ std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCa
   }
   EDGELM_CHECK(static_cast<int64_t>(tokens.size()) <= cache.free_slots(), "[llama] ", tokens.size(),
                " tokens do not fit in the KV cache (", cache.free_slots(), " of ", cache.capacity(),
-               " slots free; raise --max-seq-len or enable eviction)");
+               " slots free; raise -c/--ctx-size or enable eviction)");
   const auto n = static_cast<int64_t>(tokens.size());
   EDGELM_CHECK(!options.export_mass || n <= max_chunk_,
                "[llama] attention mass export needs the step to fit in one chunk (", n,

@@ -20,7 +20,9 @@ def key(row):
 
 
 def test_name(row):
-    name = f"pp{row['n_prompt']}" if row["n_prompt"] > 0 else f"tg{row['n_gen']}"
+    n_prompt, n_gen = row["n_prompt"], row["n_gen"]
+    name = (f"pp{n_prompt}" if n_gen == 0 else f"tg{n_gen}" if n_prompt == 0 else
+            f"pp{n_prompt}+tg{n_gen}")
     if row.get("n_depth", 0):
         name += f" @ d{row['n_depth']}"
     return name

@@ -11,12 +11,15 @@
 #
 #   scripts/bench_suite.sh                         # edgelm only
 #   LLAMA_BENCH=~/llama.cpp/build/bin/llama-bench scripts/bench_suite.sh
-#   EDGELM_BENCH_ARGS="-p 128 -n 32 -r 2" EDGELM_BENCH_THREADS="2" scripts/bench_suite.sh
+#   EDGELM_BENCH_ARGS="--n-prompt 128 -n 32 -r 2" EDGELM_BENCH_THREADS="2" scripts/bench_suite.sh
+#
+# EDGELM_BENCH_ARGS go to both tools, so they use the names both take: --n-prompt for prompt
+# lengths (llama-bench's -p; in edgelm's tools -p is prompt text), -n, -pg, -d, -r.
 #
 # Run it on an otherwise idle machine: both tools measure wall-clock throughput.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-args=${EDGELM_BENCH_ARGS:-"-p 128,512 -n 128 -r 3"}
+args=${EDGELM_BENCH_ARGS:-"--n-prompt 128,512 -n 128 -r 3"}
 threads=${EDGELM_BENCH_THREADS:-"1 2"}
 types=${EDGELM_BENCH_TYPES:-"q4_0 q8_0 f16"}
 out=bench-results/$(date +%Y-%m-%d)

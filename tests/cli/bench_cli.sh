@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `bench` on tiny models: the JSON rows (llama-bench's field names, values consistent with their
 # own samples, the bandwidth measured around every decode run) checked by check_bench_json; the
-# markdown table; and bad input ending in one clear line on stderr with a non-zero exit and no
-# crash. Speeds are not checked: tests carry no timing thresholds.
+# markdown table; llama-bench's -pg rows; runs without the bandwidth probe; the flag vocabulary
+# (-p is prompt text in edgelm's tools, so bench -p is refused with a hint to use --n-prompt);
+# and bad input ending in one clear line on stderr with a non-zero exit and no crash. Speeds are
+# not checked: tests carry no timing thresholds.
 # Usage: bench_cli.sh <bench> <make_model> <check_bench_json> <work dir>
 set -u
 bench=$1
@@ -16,7 +18,7 @@ make_tiny_models "$make_model" q4_0
 quick=(--bw-mib 8 --bw-passes 1)
 
 # Two models x two thread counts x two depths x (pp8, tg4) = 16 rows of 2 repetitions.
-if "$bench" -m "$gguf,$work/hf" -p 8 -n 4 -d 0,3 -t 1,2 -r 2 "${quick[@]}" -o json \
+if "$bench" -m "$gguf,$work/hf" --n-prompt 8 -n 4 -d 0,3 -t 1,2 -r 2 "${quick[@]}" -o json \
     > "$work/out.json" 2> "$work/err.txt" &&
   "$check" "$work/out.json" 16 2 > "$work/check.txt"; then
   ok "json rows"
@@ -31,7 +33,7 @@ else
 fi
 
 # Markdown: the header, then one row per test; tg rows carry the bandwidth columns.
-if "$bench" -m "$gguf" -p 8 -n 4 -t 1 -r 1 "${quick[@]}" > "$work/out.md" 2> "$work/err.txt" &&
+if "$bench" -m "$gguf" --n-prompt 8 -n 4 -t 1 -r 1 "${quick[@]}" > "$work/out.md" 2> "$work/err.txt" &&
   grep -q '^| model | size | params | backend | threads | test | t/s | bw GB/s' "$work/out.md" &&
   [ "$(grep -c '^| llama .* | pp8 | ' "$work/out.md")" -eq 1 ] &&
   grep -Eq '^\| llama .* \| tg4 \| [0-9.]+ ± [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|' "$work/out.md"; then
@@ -41,7 +43,7 @@ else
 fi
 
 # Each named CPU kernel table, and weights converted on load.
-if "$bench" -m "$work/hf" -p 4 -n 2 -t 1 -r 1 --backend cpu:portable --weight-type q8_0 \
+if "$bench" -m "$work/hf" --n-prompt 4 -n 2 -t 1 -r 1 --backend cpu:portable --weight-type q8_0 \
     "${quick[@]}" -o json > "$work/out.json" 2> "$work/err.txt" &&
   "$check" "$work/out.json" 2 1 > "$work/check.txt" &&
   grep -q '"weight_type": "q8_0"' "$work/out.json" &&
@@ -54,7 +56,7 @@ fi
 # Notes, not errors: more threads than the machine runs at once, and a test longer than the
 # model's context (the tiny preset's is 4096).
 online=$(getconf _NPROCESSORS_ONLN)
-if "$bench" -m "$gguf" -p 0 -n 2 -d 4095 -t $((online + 1)) -r 1 "${quick[@]}" \
+if "$bench" -m "$gguf" --n-prompt 0 -n 2 -d 4095 -t $((online + 1)) -r 1 "${quick[@]}" \
     > "$work/out.md" 2> "$work/err.txt" &&
   grep -q "^bench: note: -t $((online + 1)) is more threads than the $online " "$work/err.txt" &&
   grep -q '^bench: note: the longest test needs 4097 positions, more than the 4096 ' \
@@ -76,7 +78,57 @@ expect_error "unknown backend" "--backend" -m "$gguf" --backend vulkan
 expect_error "bad --weight-type" "--weight-type" -m "$gguf" --weight-type q5_1
 expect_error "bad --kv-type" "--kv-type" -m "$gguf" --kv-type q8_0
 expect_error "zero threads" "--threads" -m "$gguf" -t 0
-expect_error "no test" "no test to run" -m "$gguf" -p 0 -n 0
+expect_error "no test" "no test to run" -m "$gguf" --n-prompt 0 -n 0
 expect_error "bad --cpus" "--cpus" -m "$gguf" --cpus 1-x
+
+
+# llama-bench's -pg: PP prompt tokens then TG generated ones, timed together ("pp8+tg4", tokens/s
+# over all 12), after the pp and tg tests, at each depth; no bandwidth limit on them.
+if "$bench" -m "$gguf" -pg 8,4 -pg 5,3 --n-prompt 6 -n 2 -d 0,2 -t 1 -r 2 "${quick[@]}" -o json \
+    > "$work/out.json" 2> "$work/err.txt" &&
+  "$check" "$work/out.json" 8 2 > "$work/check.txt" &&
+  [ "$(grep -o '"test": "[^"]*"' "$work/out.json" | tr '\n' ' ')" = \
+    '"test": "pp6" "test": "tg2" "test": "pp8+tg4" "test": "pp5+tg3" "test": "pp6 @ d2" "test": "tg2 @ d2" "test": "pp8+tg4 @ d2" "test": "pp5+tg3 @ d2" ' ]; then
+  ok "-pg rows"
+else
+  cat "$work/check.txt" "$work/err.txt" 2> /dev/null; fail "-pg rows"
+fi
+expect_error "-pg not a pair" "-pg: '8' is not PP,TG" -m "$gguf" -pg 8
+
+# --no-bw-probe: no measurement at all; the rows say so (bw_probe false, no limit), and so does
+# the markdown's header.
+if "$bench" -m "$gguf" --n-prompt 4 -n 2 -t 1 -r 2 --no-bw-probe -o json > "$work/out.json" \
+    2> "$work/err.txt" &&
+  "$check" "$work/out.json" 2 2 > "$work/check.txt" &&
+  [ "$(grep -c '"bw_probe": false' "$work/out.json")" -eq 2 ] &&
+  ! grep -q 'measuring read bandwidth' "$work/err.txt" &&
+  "$bench" -m "$gguf" --n-prompt 4 -n 2 -t 1 -r 1 --no-bw-probe > "$work/out.md" 2> "$work/err.txt" &&
+  grep -q '^read bandwidth not measured (--no-bw-probe): no row carries a bandwidth limit' \
+    "$work/out.md" &&
+  grep -Eq '^\| llama .* \| tg2 \| [0-9.]+ ± [0-9.]+ \|  \|  \|  \|' "$work/out.md"; then
+  ok "--no-bw-probe"
+else
+  cat "$work/check.txt" "$work/out.md" 2> /dev/null; fail "--no-bw-probe"
+fi
+
+# The vocabulary: aliases give the same rows; -p (prompt text elsewhere) is refused with a hint.
+for names in "-m -n -b" "--model --n-gen --batch-size" "--model-path --n-predict --chunk"; do
+  read -r model_flag gen_flag batch_flag <<< "$names"
+  "$bench" "$model_flag" "$gguf" --n-prompt 0 "$gen_flag" 3 "$batch_flag" 16 -t 1 -r 1 \
+    --no-bw-probe -o json 2> "$work/err.txt" |
+    grep -E '"(test|n_ubatch|model_filename)"' | tr -d ' \n' > "$work/alias$model_flag.txt"
+done
+if [ "$(cat "$work/alias-m.txt")" = "\"model_filename\":\"$gguf\",\"n_ubatch\":16,\"test\":\"tg3\"," ] &&
+  cmp -s "$work/alias-m.txt" "$work/alias--model.txt" &&
+  cmp -s "$work/alias-m.txt" "$work/alias--model-path.txt"; then
+  ok "-m -n -b = --model --n-gen --batch-size = --model-path --n-predict --chunk"
+else
+  cat "$work"/alias-*.txt; fail "-m -n -b = --model --n-gen --batch-size = --model-path --n-predict --chunk"
+fi
+expect_flag_error "$bench" bench "-p 5 refused" \
+  "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use --n-prompt 5" \
+  -m "$gguf" -p 5
+expect_flag_error "$bench" bench "-ub with a hint" "-b/--batch-size" -m "$gguf" -ub 512
+expect_unknown_short_flags "$bench" bench -m "$gguf" --no-bw-probe
 
 finish_cli_test bench_cli

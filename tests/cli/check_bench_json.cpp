@@ -1,9 +1,12 @@
 // check_bench_json <file> <rows> <repetitions>: checks what `bench -o json` wrote, for
 // tests/cli/bench_cli.sh. Every row must carry llama-bench's field names with values consistent
-// with its own samples (the mean and standard deviation of samples_ts, samples_ns), and every
+// with its own samples (the mean and standard deviation of samples_ts, samples_ns; tokens/s
+// counting prompt and generated tokens, so pp<p>+tg<n> rows count both), and every
 // text-generation row the bandwidth fields: one read-bandwidth measurement before each timed run
 // and one after the last, each run's fraction equal to its speed over the better of the two
-// measurements around it divided into the bytes a token reads, and bw_fraction their mean.
+// measurements around it divided into the bytes a token reads, and bw_fraction their mean. Rows
+// of a run without the bandwidth probe (bw_probe false) and prompt + generation rows carry no
+// limit: their bandwidth fields must be null.
 // Prints one line per problem and exits non-zero when there is any.
 #include <cmath>
 #include <cstdio>
@@ -48,14 +51,35 @@ double sample_stddev(const std::vector<double>& v) {
 
 void check_row(size_t i, const nlohmann::json& row, int repetitions) {
   const int problems_before = problems;
-  for (const char* key :
-       {"model_filename", "model_type",      "model_size",     "model_n_params",
-        "backend",        "n_threads",       "type_k",         "type_v",
-        "n_prompt",       "n_gen",           "n_depth",        "n_ubatch",
-        "test",           "test_time",       "avg_ns",         "stddev_ns",
-        "avg_ts",         "stddev_ts",       "samples_ns",     "samples_ts",
-        "load_s",         "peak_rss_bytes",  "bw_gbs",         "bw_fraction",
-        "bw_limit_ts",    "bytes_per_token", "samples_bw_gbs", "samples_bw_fraction"}) {
+  for (const char* key : {"model_filename",
+                          "model_type",
+                          "model_size",
+                          "model_n_params",
+                          "backend",
+                          "n_threads",
+                          "type_k",
+                          "type_v",
+                          "n_prompt",
+                          "n_gen",
+                          "n_depth",
+                          "n_ubatch",
+                          "test",
+                          "test_time",
+                          "avg_ns",
+                          "stddev_ns",
+                          "avg_ts",
+                          "stddev_ts",
+                          "samples_ns",
+                          "samples_ts",
+                          "load_s",
+                          "peak_rss_bytes",
+                          "bw_probe",
+                          "bw_gbs",
+                          "bw_fraction",
+                          "bw_limit_ts",
+                          "bytes_per_token",
+                          "samples_bw_gbs",
+                          "samples_bw_fraction"}) {
     if (!row.contains(key)) problem(i, std::string("no field ") + key);
   }
   if (problems > problems_before) return;
@@ -73,24 +97,30 @@ void check_row(size_t i, const nlohmann::json& row, int repetitions) {
     problem(i, "avg_ns is not the mean of samples_ns");
   const auto n_prompt = row["n_prompt"].get<int64_t>();
   const auto n_gen = row["n_gen"].get<int64_t>();
-  const int64_t tokens = n_prompt > 0 ? n_prompt : n_gen;
+  const int64_t tokens = n_prompt + n_gen;
   for (size_t r = 0; r < ts.size(); ++r) {
     if (!(ts[r] > 0.0) || !near(ts[r], static_cast<double>(tokens) * 1e9 / ns[r]))
       problem(i, "samples_ts[" + std::to_string(r) + "] is not tokens / samples_ns");
   }
   const auto n_depth = row["n_depth"].get<int64_t>();
-  const std::string expected_test =
-      (n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen)) +
-      (n_depth > 0 ? " @ d" + std::to_string(n_depth) : "");
+  const std::string pp = "pp" + std::to_string(n_prompt), tg = "tg" + std::to_string(n_gen);
+  const std::string expected_test = (n_gen == 0      ? pp
+                                     : n_prompt == 0 ? tg
+                                                     : pp + "+" + tg) +
+                                    (n_depth > 0 ? " @ d" + std::to_string(n_depth) : "");
   if (row["test"].get<std::string>() != expected_test) problem(i, "test is not " + expected_test);
   if (!(row["peak_rss_bytes"].get<double>() > 0.0)) problem(i, "peak_rss_bytes is not positive");
-  if (!(row["bw_gbs"].get<double>() > 0.0)) problem(i, "bw_gbs is not positive");
+  const bool probed = row["bw_probe"].is_boolean() && row["bw_probe"].get<bool>();
+  if (!row["bw_probe"].is_boolean()) problem(i, "bw_probe is not true or false");
+  if (probed && !(row["bw_gbs"].is_number() && row["bw_gbs"].get<double>() > 0.0))
+    problem(i, "bw_gbs is not positive");
 
-  if (n_gen == 0) {
+  if (!probed || n_prompt > 0) {
     for (const char* key : {"bw_fraction", "bw_limit_ts", "bytes_per_token", "samples_bw_gbs",
                             "samples_bw_fraction"}) {
-      if (!row[key].is_null()) problem(i, std::string(key) + " is set on a prompt test");
+      if (!row[key].is_null()) problem(i, std::string(key) + " is set on a row without a limit");
     }
+    if (!probed && !row["bw_gbs"].is_null()) problem(i, "bw_gbs is set without the probe");
     return;
   }
   const std::vector<double> bw = numbers(row["samples_bw_gbs"]);

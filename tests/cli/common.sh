@@ -55,3 +55,31 @@ fail() {
   [ -f "$work/err.txt" ] && cat "$work/err.txt"
   failures=$((failures + 1))
 }
+
+# expect_flag_error <program> <prefix> <name> <substring> <args...> is expect_error_from for a bad
+# flag, held to more: the exit code is 1 and stderr is that one line, nothing before it.
+expect_flag_error() {
+  local program=$1 prefix=$2 name=$3 expected=$4
+  shift 4
+  "$program" "$@" > "$work/out.txt" 2> "$work/err.txt"
+  local rc=$? line
+  line=$(cat "$work/err.txt")
+  if [ $rc -ne 1 ] || [ "$(wc -l < "$work/err.txt")" -ne 1 ] || [[ "$line" != "$prefix":* ]] ||
+    [[ "$line" != *"$expected"* ]]; then
+    echo "FAIL $name: exit code $rc, stderr:"; cat "$work/err.txt"
+    echo "     (want exit code 1 and one line '$prefix: ...$expected...')"
+    failures=$((failures + 1)); return
+  fi
+  echo "ok   $name: $line"
+  passes=$((passes + 1))
+}
+
+# expect_unknown_short_flags <program> <prefix> <args...>: llama.cpp's -ngl 99 and a made-up -xyz,
+# before and after the args, are each reported as an unknown flag (one line, exit 1), not read as
+# a one-letter flag with a value ("-ngl" as "-n gl") or as several one-letter switches.
+expect_unknown_short_flags() {
+  local program=$1 prefix=$2
+  shift 2
+  expect_flag_error "$program" "$prefix" "-ngl 99 first" "unknown flag '-ngl'" -ngl 99 "$@"
+  expect_flag_error "$program" "$prefix" "-xyz last" "unknown flag '-xyz'" "$@" -xyz
+}

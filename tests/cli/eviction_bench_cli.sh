@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `eviction_bench`: a short run over every policy on a tiny model prints one JSON object with a
-# row per policy, and bad input (flags out of range, an unknown policy, a cache too small for the
-# prompt) exits non-zero with one clear line and no crash. Times are not checked.
+# row per policy; the flag vocabulary's aliases have the same effect, -p (prompt text in edgelm's
+# tools) is refused with a hint to use --n-prompt, and unknown short flags are one line; bad input
+# (flags out of range, an unknown policy, a cache too small for the prompt) exits non-zero with
+# one clear line and no crash. Times are not checked.
 # Usage: eviction_bench_cli.sh <eviction_bench> <make_model> <work dir>
 set -u
 eviction_bench=$1
@@ -15,7 +17,7 @@ make_tiny_models "$make_model" q8_0
 expect_error() { expect_error_from "$eviction_bench" eviction_bench "$@"; }
 
 # Budget and window below prompt + decoded tokens, so the evicting policies do evict.
-if "$eviction_bench" -m "$gguf" -p 48 -n 16 --eviction-window 16 --kv-budget 24 --snapkv-window 8 \
+if "$eviction_bench" -m "$gguf" --n-prompt 48 -n 16 --eviction-window 16 --kv-budget 24 --snapkv-window 8 \
     -o json > "$work/out.json" 2> "$work/err.txt" &&
   [ "$(grep -o '"policy":"[a-z0-9]*"' "$work/out.json" | tr '\n' ' ')" = \
     '"policy":"none" "policy":"sliding" "policy":"sink" "policy":"snapkv" "policy":"h2o" "policy":"tova" ' ] &&
@@ -26,13 +28,47 @@ else
   cat "$work/out.json" 2> /dev/null; fail "every policy, one JSON row each, evictions counted"
 fi
 
-expect_error "prompt of 0 tokens" "--prompt: Value 0 not in range" -m "$gguf" -p 0
-expect_error "negative decode count" "--n-gen: Value -1 not in range" -m "$gguf" -n -1
-expect_error "cache of 0 slots" "--max-seq-len: Value 0 not in range" -m "$gguf" --max-seq-len 0
+expect_error "prompt of 0 tokens" "--n-prompt: Value 0 not in range" -m "$gguf" --n-prompt 0
+expect_error "negative decode count" "--n-predict: Value -1 not in range" -m "$gguf" -n -1
+expect_error "cache of 0 slots" "--ctx-size: Value 0 not in range" -m "$gguf" --max-seq-len 0
+expect_error "prefill step of 0 tokens" "--batch-size: Value 0 not in range" -m "$gguf" -b 0
 expect_error "negative threads" "--threads: Value -1 not in range" -m "$gguf" -t -1
 expect_error "unknown policy" "--policies: 'lru' is not one of" -m "$gguf" --policies none,lru
-expect_error "prompt past the cache" "policy none: " -m "$gguf" --policies none -p 100 \
+expect_error "prompt past the cache" "policy none: " -m "$gguf" --policies none --n-prompt 100 \
   --max-seq-len 50
 expect_error "missing model" "no such file" -m "$work/none.gguf"
+
+
+# Aliases: the same run, row for row (times aside), through every name; -c is the capacity (a
+# prompt past it fails under either name).
+for names in "-m -n -c -b" "--model --n-gen --ctx-size --batch-size" \
+  "--model-path --n-predict --max-seq-len --chunk"; do
+  read -r model_flag gen_flag ctx_flag batch_flag <<< "$names"
+  "$eviction_bench" "$model_flag" "$gguf" --n-prompt 20 "$gen_flag" 6 "$ctx_flag" 40 \
+    "$batch_flag" 8 --eviction-window 8 --kv-budget 12 --snapkv-window 4 -o json 2> "$work/err.txt" |
+    grep -o '"\(policy\|evictions\|kv_slots\|prefill_evictions\)":[^,}]*' | tr '\n' ' ' \
+      > "$work/alias$model_flag.txt"
+done
+# With prefill steps of 8 tokens (not 2), the sliding window evicts 3 times during prefill (not 6).
+"$eviction_bench" -m "$gguf" --n-prompt 20 -n 6 -c 40 -b 2 --eviction-window 8 --policies sliding \
+  -o json 2> "$work/err.txt" | grep -o '"prefill_evictions":[0-9]*' > "$work/b2.txt"
+if grep -q '"evictions":[1-9][0-9]* "kv_slots":12 "policy":"h2o" "prefill_evictions":[0-9]* ' \
+  "$work/alias-m.txt" &&
+  grep -q '"kv_slots":8 "policy":"sliding" "prefill_evictions":3 ' "$work/alias-m.txt" &&
+  grep -q '"prefill_evictions":6' "$work/b2.txt" &&
+  cmp -s "$work/alias-m.txt" "$work/alias--model.txt" &&
+  cmp -s "$work/alias-m.txt" "$work/alias--model-path.txt"; then
+  ok "-m -n -c -b = --model --n-gen --ctx-size --batch-size = --model-path --n-predict --max-seq-len --chunk"
+else
+  cat "$work"/alias-*.txt; fail "aliases"
+fi
+expect_error "prompt past -c" "policy none: " -m "$gguf" --policies none --n-prompt 100 -c 50
+
+expect_flag_error "$eviction_bench" eviction_bench "-p 48 refused" \
+  "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use --n-prompt 48" \
+  -m "$gguf" -p 48
+expect_flag_error "$eviction_bench" eviction_bench "--prompt 48 refused" "use --n-prompt 48" \
+  -m "$gguf" --prompt 48
+expect_unknown_short_flags "$eviction_bench" eviction_bench -m "$gguf" --policies none
 
 finish_cli_test eviction_bench_cli

@@ -39,7 +39,7 @@ head -c 3000 "$gguf" > "$work/truncated.gguf"
 expect_error "truncated gguf" "[gguf]" --model-path "$work/truncated.gguf" --prompt-ids 1
 printf 'GGUF\x03\x00\x00\x00' > "$work/empty.gguf"
 expect_error "gguf header only" "[gguf]" --model-path "$work/empty.gguf" --prompt-ids 1
-expect_error "prompt longer than --max-seq-len" "max-seq-len" --model-path "$work/hf" --prompt-ids 1,2,3,4,5 --max-seq-len 4
+expect_error "prompt longer than --max-seq-len" "-c/--ctx-size 4" --model-path "$work/hf" --prompt-ids 1,2,3,4,5 --max-seq-len 4
 expect_error "token id outside the vocabulary" "vocabulary" --model-path "$gguf" --prompt-ids 1,99999
 expect_error "malformed --prompt-ids" "--prompt-ids" --model-path "$gguf" --prompt-ids 1,x
 expect_error "bad --kv-type" "--kv-type" --model-path "$gguf" --prompt-ids 1 --kv-type q4_0
@@ -67,7 +67,7 @@ expect_error "--chat-template without --chat" "--chat-template and --system need
 expect_error "no prompt" "--prompt" --model-path "$gguf"
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
-expect_error "flag out of range" "--max-seq-len: Value 0 not in range" --model-path "$gguf" --prompt-ids 1 --max-seq-len 0
+expect_error "flag out of range" "--ctx-size: Value 0 not in range" --model-path "$gguf" --prompt-ids 1 --max-seq-len 0
 expect_error "negative seed" "--seed: '-1' is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed -1
 expect_error "seed past 2^64-1" "is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed 18446744073709551616
 expect_error_from "$make_model" make_model "make_model: negative seed" "--seed: '-2' is not a whole number" \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `micro_bench`: one benchmark run with a fixed iteration count reports the FLOP and byte rates in
 # Google Benchmark's JSON, and bad input (a filter that matches nothing, a bad --iterations, an
-# unknown flag) exits non-zero with a clear line and no crash. Speeds are not checked.
+# unknown flag: Google Benchmark reports unknown long ones, edgelm's parse_flags unknown short
+# ones) exits non-zero with a clear line and no crash. Speeds are not checked.
 # Usage: micro_bench_cli.sh <micro_bench> <work dir>
 set -u
 micro_bench=$1
@@ -24,9 +25,9 @@ fi
 
 expect_error_from "$micro_bench" micro_bench "filter matching nothing" "matches no benchmark" \
   --benchmark_filter='^no_such_benchmark$'
-expect_error_from "$micro_bench" micro_bench "--iterations 0" "positive whole number" \
+expect_error_from "$micro_bench" micro_bench "--iterations 0" "--iterations: Value 0 not in range" \
   --iterations 0
-expect_error_from "$micro_bench" micro_bench "--iterations without a value" "needs a value" \
+expect_error_from "$micro_bench" micro_bench "--iterations without a value" "--iterations: 1 required" \
   --iterations
 # Google Benchmark reports unknown flags itself, after the program's path.
 "$micro_bench" --no-such-flag > "$work/out.txt" 2> "$work/err.txt"
@@ -37,5 +38,8 @@ if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q 'unrecognized command-line flag: 
 else
   fail "unknown flag (exit $rc)"
 fi
+
+expect_unknown_short_flags "$micro_bench" micro_bench --benchmark_filter='^no_such_benchmark$'
+expect_flag_error "$micro_bench" micro_bench "-t" "unknown flag '-t'" -t 2
 
 finish_cli_test micro_bench_cli

@@ -80,13 +80,13 @@ check "long flag names; -b above -c is capped at -c" $([ "$(field batch)" = 64 ]
 expect_error() { expect_error_from "$perplexity" perplexity "$@"; }
 expect_error "no model" "-m/--model is required" -f "$text"
 expect_error "no text file" "-f/--file is required" -m "$work/hf"
-expect_error "missing text file" "does not exist" -m "$work/hf" -f "$work/none.txt"
+expect_error "missing text file" "No such file" -m "$work/hf" -f "$work/none.txt"
 expect_error "directory as text file" "is a directory" -m "$work/hf" -f "$work"
 : > "$work/empty.txt"
 expect_error "empty text file" "is empty" -m "$work/hf" -f "$work/empty.txt"
 if [ "$(id -u)" -ne 0 ]; then  # root reads any file
   cp "$text" "$work/unreadable.txt" && chmod 000 "$work/unreadable.txt"
-  expect_error "unreadable text file" "cannot read" -m "$work/hf" -f "$work/unreadable.txt"
+  expect_error "unreadable text file" "cannot open" -m "$work/hf" -f "$work/unreadable.txt"
 fi
 head -c 100 "$text" > "$work/short.txt"
 expect_error "too few tokens" "needs at least 128 (two windows)" -m "$work/hf" -f "$work/short.txt" -c 64
@@ -101,5 +101,6 @@ expect_error "unknown weight type" "--weight-type: 'q3'" -m "$work/hf" -f "$text
 expect_error "unknown backend" "bogus" -m "$work/hf" -f "$text" --backend bogus
 expect_error "missing model" "no such file" -m "$work/none.gguf" -f "$text"
 expect_error "unknown flag" "--bogus" -m "$work/hf" -f "$text" --bogus
+expect_unknown_short_flags "$perplexity" perplexity -m "$work/hf" -f "$text"
 
 finish_cli_test perplexity_cli

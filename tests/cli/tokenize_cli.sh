@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tokenize: encodes and decodes through a model folder and a GGUF file; bad input ends in one
-# clear line and a non-zero exit without a crash.
+# tokenize: encodes and decodes through a model folder and a GGUF file; llama-tokenize's -m, -p
+# and -f give what --model-path, --text and --file give; bad input (and an unknown flag) ends in
+# one clear line and a non-zero exit without a crash.
 # Usage: tokenize_cli.sh <tokenize> <make_model> <work dir>
 set -u
 tokenize=$1
@@ -44,5 +45,18 @@ check "--allow-unknown-pre-tokenizer: a warning and Llama 3's ids" \
 printf 'caf\xc3' > "$work/invalid.txt"
 "$tokenize" --model-path "$work/hf" --file "$work/invalid.txt" --ids-only > /dev/null 2> "$work/err.txt"
 check "invalid UTF-8 input is tokenized" $?
+
+
+# The vocabulary: -m/--model/--model-path, -p/--prompt/--text, -f/--file.
+printf 'Hello, world!' > "$work/hello.txt"
+short=$("$tokenize" -m "$work/hf" -p "Hello, world!" --ids-only 2> "$work/err.txt")
+long=$("$tokenize" --model "$work/hf" --prompt "Hello, world!" --ids-only 2> "$work/err.txt")
+from_file=$("$tokenize" -m "$gguf" -f "$work/hello.txt" --ids-only 2> "$work/err.txt")
+check "-m -p = --model --prompt = --model-path --text" $([ "$short" = "$ids" ] && [ "$long" = "$ids" ]; echo $?)
+check "-f FILE = --text" $([ "$from_file" = "$ids" ]; echo $?)
+expect_flag_error "$tokenize" tokenize "-f missing file" "-f/--file: cannot open" \
+  -m "$work/hf" -f "$work/none.txt"
+expect_flag_error "$tokenize" tokenize "-f a folder" "is a directory" -m "$work/hf" -f "$work"
+expect_unknown_short_flags "$tokenize" tokenize -m "$work/hf" -p x
 
 finish_cli_test tokenize_cli

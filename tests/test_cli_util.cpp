@@ -1,0 +1,170 @@
+// bin/cli_util.h, the parse every tool runs: the flag vocabulary check, the pre-parse (unknown
+// flags with their hints, values that look like flags, multi-letter aliases), and read_text_file.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bin/cli_util.h"
+
+namespace {
+
+namespace flag = edgelm::cli::flag;
+
+// parse_flags over `args` (the program name is added): "" when they parse, else the error.
+std::string parse_error(CLI::App& app, std::vector<std::string> args) {
+  args.insert(args.begin(), "tool");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  try {
+    edgelm::cli::parse_flags(app, static_cast<int>(argv.size()), argv.data());
+    return "";
+  } catch (const edgelm::Error& e) {
+    return e.what();
+  }
+}
+
+// A tool with a few of the vocabulary's flags and some of its own.
+struct Tool {
+  CLI::App app{"tool"};
+  std::string model, prompt, backend;
+  int n_predict = 0;
+  int platform = 0;
+  float temperature = 1.0f;
+  bool json = false;
+
+  Tool() {
+    app.add_option(flag::kModel, model);
+    app.add_option(flag::kPrompt, prompt);
+    app.add_option(flag::kPredict, n_predict);
+    app.add_option(flag::kTemp, temperature);
+    app.add_option("--backend", backend);
+    app.add_option("--cl-platform", platform);
+    app.add_flag("--json", json);
+  }
+};
+
+TEST(CliUtil, MultiLetterShortFlagIsUnknownNotAFlagAndAValue) {
+  // CLI11 alone reads "-ngl 99" as "-n gl" and fails on the value "gl".
+  Tool tool;
+  const std::string error = parse_error(tool.app, {"-ngl", "99"});
+  EXPECT_NE(error.find("unknown flag '-ngl'"), std::string::npos) << error;
+  EXPECT_NE(error.find("--backend opencl"), std::string::npos) << error;  // the hint
+  EXPECT_EQ(error.find("gl not"), std::string::npos) << error;
+  Tool other;
+  EXPECT_EQ(parse_error(other.app, {"-m", "x", "-xyz"}),
+            "unknown flag '-xyz' (--help lists the flags)");
+}
+
+TEST(CliUtil, HintOnlyWhereTheToolHasTheEquivalent) {
+  CLI::App app{"tokenizer-like tool"};
+  std::string model;
+  app.add_option(flag::kModel, model);
+  EXPECT_EQ(parse_error(app, {"-ngl", "1"}), "unknown flag '-ngl' (--help lists the flags)");
+  EXPECT_EQ(parse_error(app, {"-q"}), "unknown flag '-q' (--help lists the flags)");
+  EXPECT_EQ(parse_error(app, {"--no-such-flag"}),
+            "unknown flag '--no-such-flag' (--help lists the flags)");
+}
+
+TEST(CliUtil, ValuesThatLookLikeFlagsStayValues) {
+  Tool tool;
+  EXPECT_EQ(parse_error(tool.app, {"-p", "-xyz", "--cl-platform", "-1", "--temp", "-0.5", "-n7"}),
+            "");
+  EXPECT_EQ(tool.prompt, "-xyz");
+  EXPECT_EQ(tool.platform, -1);
+  EXPECT_EQ(tool.temperature, -0.5f);
+  EXPECT_EQ(tool.n_predict, 7);
+  Tool attached;
+  EXPECT_EQ(parse_error(attached.app, {"--n-predict=9", "--prompt=-ngl", "--json"}), "");
+  EXPECT_EQ(attached.n_predict, 9);
+  EXPECT_EQ(attached.prompt, "-ngl");
+}
+
+TEST(CliUtil, AliasesReachTheSameFlag) {
+  Tool tool;
+  EXPECT_EQ(parse_error(tool.app, {"--model-path", "a", "--temperature", "0.25"}), "");
+  EXPECT_EQ(tool.model, "a");
+  EXPECT_EQ(tool.temperature, 0.25f);
+  Tool other;
+  EXPECT_EQ(parse_error(other.app, {"--model", "b", "--temp", "0.5"}), "");
+  EXPECT_EQ(other.model, "b");
+  EXPECT_EQ(other.temperature, 0.5f);
+}
+
+TEST(CliUtil, MultiLetterAliasInAToolWithItsLongFlag) {
+  CLI::App app{"bench-like tool"};
+  std::vector<std::string> pg;
+  bool no_repack = false;
+  app.add_option("--pg", pg);
+  app.add_flag("--no-repack", no_repack);
+  EXPECT_EQ(parse_error(app, {"-pg", "8,4", "-nr", "-pg", "5,3"}), "");
+  EXPECT_EQ(pg, (std::vector<std::string>{"8,4", "5,3"}));
+  EXPECT_TRUE(no_repack);
+  Tool tool;  // no --pg
+  EXPECT_EQ(parse_error(tool.app, {"-pg", "8,4"}), "unknown flag '-pg' (--help lists the flags)");
+}
+
+TEST(CliUtil, PromptLengthHintNamesTheValue) {
+  CLI::App app{"bench-like tool"};
+  std::vector<int64_t> n_prompt;
+  app.add_option("--n-prompt", n_prompt);
+  EXPECT_EQ(parse_error(app, {"-p", "512"}),
+            "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use "
+            "--n-prompt 512 for the prompt length");
+  EXPECT_NE(parse_error(app, {"--prompt", "x"}).find("use --n-prompt N for"), std::string::npos);
+}
+
+TEST(CliUtil, VocabularyNameWithAnotherMeaningIsRefused) {
+  CLI::App app{"tool"};
+  int64_t n_prompt = 0;
+  app.add_option("-p,--n-prompt", n_prompt);
+  const std::string error = parse_error(app, {});
+  EXPECT_NE(error.find("[cli] flag --n-prompt must be declared as '-p,--prompt'"),
+            std::string::npos)
+      << error;
+  CLI::App partial{"tool"};
+  int64_t ctx = 0;
+  partial.add_option("--max-seq-len", ctx);  // the old name alone, without -c/--ctx-size
+  EXPECT_NE(parse_error(partial, {}).find("'-c,--ctx-size,--max-seq-len'"), std::string::npos);
+  CLI::App extended{"tool"};
+  int n_gen = 0;
+  extended.add_option(std::string(flag::kPredict) + ",--n-gen", n_gen);  // extra aliases are fine
+  EXPECT_EQ(parse_error(extended, {"--n-gen", "3"}), "");
+  EXPECT_EQ(n_gen, 3);
+}
+
+TEST(CliUtil, ExtrasPassLongFlagsOnButNotUnknownShortOnes) {
+  CLI::App app{"micro_bench-like tool"};
+  bool hot = false;
+  app.add_flag("--hot", hot);
+  app.allow_extras();
+  EXPECT_EQ(parse_error(app, {"--benchmark_filter=x", "--hot"}), "");
+  EXPECT_EQ(app.remaining(), std::vector<std::string>{"--benchmark_filter=x"});
+  CLI::App strict{"tool"};
+  strict.allow_extras();
+  EXPECT_EQ(parse_error(strict, {"-xyz"}), "unknown flag '-xyz' (--help lists the flags)");
+}
+
+TEST(CliUtil, ReadTextFile) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "edgelm_cli_util";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "prompt.txt").string();
+  std::ofstream(path, std::ios::binary) << "caf\xc3\xa9\n\n";
+  EXPECT_EQ(edgelm::cli::read_text_file(path, "-f"), "caf\xc3\xa9\n\n");
+  auto error_of = [](const std::string& p) {
+    try {
+      edgelm::cli::read_text_file(p, "-f/--file");
+      return std::string();
+    } catch (const edgelm::Error& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_NE(error_of((dir / "none.txt").string()).find("-f/--file: cannot open '"),
+            std::string::npos);
+  EXPECT_NE(error_of(dir.string()).find("is a directory"), std::string::npos);
+}
+
+}  // namespace
