@@ -206,7 +206,8 @@ TEST(OpenClMatmul, TiledGemmMatchesGemvAndReference) {
   OpenClBackend gemv(OpenClOptions{.gemm_min_rows = 0});
   cpu::CpuBackend reference(cpu::CpuOptions{.n_threads = 1, .isa = "portable"});
   std::mt19937 rng(3);
-  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                      DType::Q5_0, DType::Q5_1}) {
     const Tensor x = random_tensor(tiled.memory(), {M, K}, rng);
     const Tensor w_f32 = random_tensor(tiled.memory(), {N, K}, rng, 0.2f);
     Tensor w = Tensor::empty(tiled.memory(), dtype, {N, K});
