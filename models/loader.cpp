@@ -131,11 +131,10 @@ Tensor for_matmul(Backend& backend, const Tensor& weight, const std::string& nam
   return packed;
 }
 
-// Once a matrix no longer points at its bytes in a file mapping (converted, unpermuted or
-// repacked), those pages leave the resident set (MappedFile::release), so the model is not
-// resident twice; reading them again faults them back in (the embedding rows of a tied output,
-// where the backend cannot embed from the repacked layout: embedding_for).
-// `loaded` lists every tensor made from those bytes (a tied embedding and output: both).
+// Once no tensor made from a matrix's bytes in a file mapping points at them any more (converted,
+// unpermuted or repacked), those pages leave the resident set (MappedFile::release), so the model
+// is not resident twice. `loaded` lists every such tensor: a tied embedding and output are both
+// made from the embedding's bytes, and an embedding used as stored (embedding_for) keeps them.
 void release_if_copied(const MappedFile& file, const uint8_t* stored, size_t nbytes,
                        std::initializer_list<Tensor> loaded) {
   for (const Tensor& tensor : loaded) {
