@@ -68,8 +68,8 @@ KernelTable make_portable_table() {
 // in every table. A table with faster 8-bit kernels multiplies such matrices as Q8_0 in its own
 // Q8_0 layout instead: the loader converts them (exact dequantization, the reference Q8_0
 // quantizer) and then runs the table's fastest kernels, for an error docs/model.md measures on
-// SmolLM2's Q4_1 matrices.
-void convert_to_q8_0_layout(KernelTable& table) {
+// SmolLM2's Q4_1 matrices. (Unused where no SIMD table is built.)
+[[maybe_unused]] void convert_to_q8_0_layout(KernelTable& table) {
   const DType q8_0_layout = table.matmul_layout[static_cast<size_t>(DType::Q8_0)];
   for (DType dtype : {DType::Q4_1, DType::Q5_0, DType::Q5_1})
     table.matmul_layout[static_cast<size_t>(dtype)] = q8_0_layout;
