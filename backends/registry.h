@@ -17,7 +17,10 @@ struct BackendOptions {
   int cl_platform = -1;   // OpenCL platform index; -1: the first with a GPU, else any
   int cl_device = -1;     // OpenCL device index in that platform; -1: its first GPU, else first
   bool profile = false;   // time every kernel (OpenCL) or op call (CPU): Backend::op_timings
-  bool repack_weights = true;  // CPU: repack weights at load where a faster layout exists
+  // Let the loader put matmul weights in the layout the backend multiplies fastest
+  // (Backend::matmul_weight_type): the CPU's interleaved layouts, and Q4_1/Q5_0/Q5_1 converted to
+  // Q8_0 on the SIMD tables and OpenCL. false (--no-repack): every weight as stored.
+  bool repack_weights = true;
 };
 
 // True when this binary was built with the OpenCL backend (EDGELM_OPENCL=ON).

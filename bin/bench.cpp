@@ -522,7 +522,8 @@ int run(int argc, char** argv) {
   if (!weight_type_text.empty()) {
     load_options.weight_type = edgelm::cli::parse_dtype(
         weight_type_text, "--weight-type",
-        {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0});
+        {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0,
+         edgelm::DType::Q4_1, edgelm::DType::Q5_0, edgelm::DType::Q5_1});
   }
   std::vector<TestSpec> pg_tests;
   for (const std::string& text : pg_texts) pg_tests.push_back(parse_pg(text));

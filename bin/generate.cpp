@@ -317,7 +317,8 @@ int run(int argc, char** argv) {
   if (!weight_type_text.empty()) {
     load_options.weight_type = edgelm::cli::parse_dtype(
         weight_type_text, "--weight-type",
-        {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0});
+        {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0,
+         edgelm::DType::Q4_1, edgelm::DType::Q5_0, edgelm::DType::Q5_1});
   }
   std::unique_ptr<edgelm::EvictionPolicy> policy = edgelm::make_policy(eviction);
   // A setting the policy ignores is most likely a mistake (e.g. --kv-budget without a policy, which

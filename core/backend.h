@@ -91,9 +91,10 @@ class Backend {
   // tensors into memory() when this is false (e.g. weights mapped from a file).
   virtual bool can_use(const Buffer& buffer) const { return buffer.host_ptr() != nullptr; }
 
-  // The dtype this backend multiplies `dtype` weight matrices fastest in, when that is a repacked
-  // layout of the same values (the CPU's Q4_0 -> Q4_0x8); the loader repacks matmul weights to it
-  // (for_matmul in models/loader.cpp). Default: `dtype` itself, used in place.
+  // The dtype this backend multiplies `dtype` weight matrices fastest in: a repacked layout of the
+  // same values (the CPU's Q4_0 -> Q4_0x8), or another type the loader converts them to on the
+  // host (Q4_1, Q5_0, Q5_1 -> the CPU SIMD tables' Q8_0 layout, OpenCL's Q8_0; for_matmul in
+  // models/loader.cpp). Default: `dtype` itself, used in place.
   virtual DType matmul_weight_type(DType dtype) const { return dtype; }
 
   // Waits until all work submitted so far has finished and its results are visible through
@@ -119,7 +120,8 @@ class Backend {
   // table: any weight dtype [vocab, dim]; ids: I32 [n]; out: F32 [n, dim]. Ids out of range throw.
   virtual void embed(const Tensor& table, const Tensor& ids, const Tensor& out) = 0;
 
-  // y = x · Wᵀ. x: F32 [M, K]; w: F32|F16|BF16|Q8_0|Q4_0|Q4_0x8 [N, K]; y: F32 [M, N].
+  // y = x · Wᵀ. x: F32 [M, K]; w: F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1 (CPU: also the load-time
+  // layouts Q4_0x8|Q8_0x8|F16x4) [N, K]; y: F32 [M, N].
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor& y) = 0;
 
   // ys[i] = x · ws[i]ᵀ for every i: matmuls that read the same x (a layer's K, V and Q
@@ -159,7 +161,8 @@ class Backend {
   virtual void softmax(const Tensor& x, const Tensor& y) = 0;
 
   // Converts src to dst's dtype, same shape. Float types convert with round-to-nearest-even;
-  // F32 -> Q8_0/Q4_0 quantizes with the reference quantizers; Q8_0/Q4_0 -> F32 dequantizes.
+  // F32 -> Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 quantizes with the reference quantizers (core/quant.h); those
+  // types -> F32 dequantize.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
 
   // cache[slots[t], :, :] = src[t, :, :], converted to the cache dtype.

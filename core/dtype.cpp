@@ -15,6 +15,9 @@ constexpr std::array<DTypeInfo, kDTypeCount> kInfo = {{
     {"bf16", 1, 2, false, true},
     {"q8_0", kQ8_0BlockSize, sizeof(BlockQ8_0), true, false},
     {"q4_0", kQ4_0BlockSize, sizeof(BlockQ4_0), true, false},
+    {"q4_1", kQ4_1BlockSize, sizeof(BlockQ4_1), true, false},
+    {"q5_0", kQ5_0BlockSize, sizeof(BlockQ5_0), true, false},
+    {"q5_1", kQ5_1BlockSize, sizeof(BlockQ5_1), true, false},
     {"i32", 1, 4, false, false},
     // Per row and block the same 18 bytes as Q4_0 (BlockQ4_0x8 holds 8 rows of one block).
     {"q4_0x8", kQ4_0BlockSize, sizeof(BlockQ4_0x8) / kQ4_0x8Rows, true, false, kQ4_0x8Rows},
@@ -30,6 +33,19 @@ const DTypeInfo& dtype_info(DType dtype) {
   const auto index = static_cast<size_t>(dtype);
   EDGELM_CHECK(index < kInfo.size(), "[dtype] invalid dtype value ", index);
   return kInfo[index];
+}
+
+DType dtype_unpacked(DType dtype) {
+  switch (dtype) {
+    case DType::Q4_0x8:
+      return DType::Q4_0;
+    case DType::Q8_0x8:
+      return DType::Q8_0;
+    case DType::F16x4:
+      return DType::F16;
+    default:
+      return dtype;
+  }
 }
 
 size_t dtype_row_bytes(DType dtype, int64_t n) {

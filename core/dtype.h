@@ -8,13 +8,29 @@
 
 namespace edgelm {
 
-// Storage types. Activations are F32; weights F32/F16/BF16/Q8_0/Q4_0; KV cache F32/F16; token ids
-// and positions I32. Q8_0 and Q4_0 are the GGML/GGUF block formats (see core/quant.h). Q4_0x8,
+// Storage types. Activations are F32; weights F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1; KV cache
+// F32/F16; token ids and positions I32. The Q types are the GGML/GGUF block formats (see
+// core/quant.h). Q4_0x8,
 // Q8_0x8 and F16x4 are Q4_0, Q8_0 and F16 repacked at load for the CPU's matmul: the same bytes per
 // weight, groups of rows interleaved (eight rows block by block, BlockQ4_0x8 and BlockQ8_0x8; four
 // F16 rows 16 elements at a time), so they only exist for matrices of whole row groups and only as
 // matmul weights; files never hold them.
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, I32, Q4_0x8, Q8_0x8, F16x4, Count };
+// The order is also that of the DT_* codes of the OpenCL kernels (kernels/common.cl).
+enum class DType : uint8_t {
+  F32,
+  F16,
+  BF16,
+  Q8_0,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  I32,
+  Q4_0x8,
+  Q8_0x8,
+  F16x4,
+  Count
+};
 inline constexpr int kDTypeCount = static_cast<int>(DType::Count);
 
 struct DTypeInfo {
@@ -45,6 +61,10 @@ inline bool dtype_is_quantized(DType dtype) {
 inline int64_t dtype_row_group(DType dtype) {
   return dtype_info(dtype).row_group;
 }
+
+// The stored type whose rows a load-time layout interleaves (Q4_0x8 -> Q4_0, Q8_0x8 -> Q8_0,
+// F16x4 -> F16); any other dtype is its own.
+DType dtype_unpacked(DType dtype);
 
 // Bytes of a row of n elements. Throws edgelm::Error when n is not a multiple of the block size.
 size_t dtype_row_bytes(DType dtype, int64_t n);

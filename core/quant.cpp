@@ -78,6 +78,137 @@ void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n) {
   }
 }
 
+namespace {
+
+// The smallest and largest value of a block of 32.
+struct BlockRange {
+  float min;
+  float max;
+};
+
+BlockRange block_range(const float* block) {
+  BlockRange range{block[0], block[0]};
+  for (int i = 1; i < 32; ++i) {
+    range.min = std::min(range.min, block[i]);
+    range.max = std::max(range.max, block[i]);
+  }
+  return range;
+}
+
+// The signed value of largest magnitude (the first one on ties), as GGML's Q4_0 and Q5_0 take it.
+float block_extreme(const float* block) {
+  float max_abs = 0.0f;
+  float extreme = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    if (std::fabs(block[i]) > max_abs) {
+      max_abs = std::fabs(block[i]);
+      extreme = block[i];
+    }
+  }
+  return extreme;
+}
+
+// 1/d, or 0 where 1/d would overflow (|d| below the smallest normal float): the quants then all
+// round to the same value.
+float block_inverse(float d) {
+  return std::fabs(d) >= kMinNormal ? 1.0f / d : 0.0f;
+}
+
+// Five-bit quants q[32] into the low nibbles (element i in byte i % 16, low half for i < 16) and
+// the fifth bits (bit i of the little-endian uint32 qh).
+void pack_5bit(const int* q, uint8_t* qs, uint8_t* qh) {
+  uint32_t high = 0;
+  for (int i = 0; i < 16; ++i) {
+    qs[i] = static_cast<uint8_t>((q[i] & 0x0f) | ((q[i + 16] & 0x0f) << 4));
+    high |= static_cast<uint32_t>(q[i] >> 4) << i;
+    high |= static_cast<uint32_t>(q[i + 16] >> 4) << (i + 16);
+  }
+  for (int byte = 0; byte < 4; ++byte) qh[byte] = static_cast<uint8_t>(high >> (8 * byte));
+}
+
+// Quant i of a block of 5-bit quants.
+int unpack_5bit(const uint8_t* qs, const uint8_t* qh, int i) {
+  const uint32_t high = qh[0] | (qh[1] << 8) | (qh[2] << 16) | (static_cast<uint32_t>(qh[3]) << 24);
+  const int nibble = i < 16 ? (qs[i] & 0x0f) : (qs[i - 16] >> 4);
+  return nibble | static_cast<int>(((high >> i) & 1u) << 4);
+}
+
+// Quant of x in a block stored as value = q * d + m: trunc((x - min) / d + 0.5), at most `top`.
+int offset_quant(float x, float min, float inverse, int top) {
+  return std::min(top, static_cast<int>((x - min) * inverse + 0.5f));
+}
+
+}  // namespace
+
+void quantize_row_q4_1(const float* x, BlockQ4_1* y, int64_t n) {
+  EDGELM_CHECK(n % kQ4_1BlockSize == 0, "[quant] q4_1 row length ", n, " is not a multiple of 32");
+  constexpr int kHalf = kQ4_1BlockSize / 2;
+  for (int64_t b = 0; b < n / kQ4_1BlockSize; ++b) {
+    const float* block = x + b * kQ4_1BlockSize;
+    const BlockRange range = block_range(block);
+    // A range past the float maximum would make (x - min) / d an infinity times zero.
+    if (!all_finite(block) || !std::isfinite(range.max - range.min)) {
+      y[b].d = kHalfNaN;
+      y[b].m = kHalfNaN;
+      std::fill(std::begin(y[b].qs), std::end(y[b].qs), uint8_t{0});
+      continue;
+    }
+    const float d = (range.max - range.min) / 15.0f;
+    const float inverse = block_inverse(d);
+    y[b].d = f32_to_f16(d);
+    y[b].m = f32_to_f16(range.min);
+    for (int i = 0; i < kHalf; ++i) {
+      const int low = offset_quant(block[i], range.min, inverse, 15);
+      const int high = offset_quant(block[i + kHalf], range.min, inverse, 15);
+      y[b].qs[i] = static_cast<uint8_t>(low | (high << 4));
+    }
+  }
+}
+
+void quantize_row_q5_0(const float* x, BlockQ5_0* y, int64_t n) {
+  EDGELM_CHECK(n % kQ5_0BlockSize == 0, "[quant] q5_0 row length ", n, " is not a multiple of 32");
+  for (int64_t b = 0; b < n / kQ5_0BlockSize; ++b) {
+    const float* block = x + b * kQ5_0BlockSize;
+    int q[kQ5_0BlockSize];
+    if (!all_finite(block)) {
+      y[b].d = kHalfNaN;
+      std::fill(std::begin(q), std::end(q), 16);  // the quant of zero
+      pack_5bit(q, y[b].qs, y[b].qh);
+      continue;
+    }
+    const float d = block_extreme(block) / -16.0f;
+    const float inverse = block_inverse(d);
+    y[b].d = f32_to_f16(d);
+    // x * inverse lies in [-16, 16]; adding 16.5 and truncating rounds half up into [0, 32].
+    for (int i = 0; i < kQ5_0BlockSize; ++i)
+      q[i] = std::min(31, static_cast<int>(block[i] * inverse + 16.5f));
+    pack_5bit(q, y[b].qs, y[b].qh);
+  }
+}
+
+void quantize_row_q5_1(const float* x, BlockQ5_1* y, int64_t n) {
+  EDGELM_CHECK(n % kQ5_1BlockSize == 0, "[quant] q5_1 row length ", n, " is not a multiple of 32");
+  for (int64_t b = 0; b < n / kQ5_1BlockSize; ++b) {
+    const float* block = x + b * kQ5_1BlockSize;
+    const BlockRange range = block_range(block);
+    int q[kQ5_1BlockSize] = {};
+    if (!all_finite(block) || !std::isfinite(range.max - range.min)) {
+      y[b].d = kHalfNaN;
+      y[b].m = kHalfNaN;
+      pack_5bit(q, y[b].qs, y[b].qh);
+      continue;
+    }
+    const float d = (range.max - range.min) / 31.0f;
+    const float inverse = block_inverse(d);
+    y[b].d = f32_to_f16(d);
+    y[b].m = f32_to_f16(range.min);
+    // GGML does not clamp here: (max - min) / d is 31 up to a float rounding or two, so q <= 31
+    // anyway; the clamp only says so.
+    for (int i = 0; i < kQ5_1BlockSize; ++i) q[i] = offset_quant(block[i], range.min, inverse, 31);
+    pack_5bit(q, y[b].qs, y[b].qh);
+  }
+}
+
 void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n) {
   EDGELM_CHECK(n % kQ8_0BlockSize == 0, "[quant] q8_0 row length ", n, " is not a multiple of 32");
   for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
@@ -95,6 +226,41 @@ void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n) {
     for (int i = 0; i < kHalf; ++i) {
       out[i] = static_cast<float>((x[b].qs[i] & 0x0f) - 8) * d;
       out[i + kHalf] = static_cast<float>((x[b].qs[i] >> 4) - 8) * d;
+    }
+  }
+}
+
+void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n) {
+  EDGELM_CHECK(n % kQ4_1BlockSize == 0, "[quant] q4_1 row length ", n, " is not a multiple of 32");
+  constexpr int kHalf = kQ4_1BlockSize / 2;
+  for (int64_t b = 0; b < n / kQ4_1BlockSize; ++b) {
+    const float d = f16_to_f32(x[b].d);
+    const float m = f16_to_f32(x[b].m);
+    float* out = y + b * kQ4_1BlockSize;
+    for (int i = 0; i < kHalf; ++i) {
+      out[i] = static_cast<float>(x[b].qs[i] & 0x0f) * d + m;
+      out[i + kHalf] = static_cast<float>(x[b].qs[i] >> 4) * d + m;
+    }
+  }
+}
+
+void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n) {
+  EDGELM_CHECK(n % kQ5_0BlockSize == 0, "[quant] q5_0 row length ", n, " is not a multiple of 32");
+  for (int64_t b = 0; b < n / kQ5_0BlockSize; ++b) {
+    const float d = f16_to_f32(x[b].d);
+    for (int i = 0; i < kQ5_0BlockSize; ++i) {
+      y[b * kQ5_0BlockSize + i] = static_cast<float>(unpack_5bit(x[b].qs, x[b].qh, i) - 16) * d;
+    }
+  }
+}
+
+void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t n) {
+  EDGELM_CHECK(n % kQ5_1BlockSize == 0, "[quant] q5_1 row length ", n, " is not a multiple of 32");
+  for (int64_t b = 0; b < n / kQ5_1BlockSize; ++b) {
+    const float d = f16_to_f32(x[b].d);
+    const float m = f16_to_f32(x[b].m);
+    for (int i = 0; i < kQ5_1BlockSize; ++i) {
+      y[b * kQ5_1BlockSize + i] = static_cast<float>(unpack_5bit(x[b].qs, x[b].qh, i)) * d + m;
     }
   }
 }

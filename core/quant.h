@@ -8,6 +8,9 @@ namespace edgelm {
 
 inline constexpr int kQ8_0BlockSize = 32;
 inline constexpr int kQ4_0BlockSize = 32;
+inline constexpr int kQ4_1BlockSize = 32;
+inline constexpr int kQ5_0BlockSize = 32;
+inline constexpr int kQ5_1BlockSize = 32;
 
 // Q8_0: value[i] = qs[i] * d.
 struct BlockQ8_0 {
@@ -23,6 +26,34 @@ struct BlockQ4_0 {
   uint8_t qs[kQ4_0BlockSize / 2];
 };
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes (GGML layout)");
+
+// Q4_1: nibbles as in Q4_0 (element i low, element i + 16 high nibble of qs[i]), unsigned, with an
+// offset: value = nibble * d + m.
+struct BlockQ4_1 {
+  uint16_t d;  // scale, IEEE half
+  uint16_t m;  // offset (the block's minimum), IEEE half
+  uint8_t qs[kQ4_1BlockSize / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20, "Q4_1 block must be 20 bytes (GGML layout)");
+
+// Q5_0: 5-bit quants q in 0..31, value = (q - 16) * d. The low four bits as the nibbles of Q4_0;
+// the fifth bit of element i is bit i of qh read as a little-endian uint32 (elements 16..31: bits
+// 16..31).
+struct BlockQ5_0 {
+  uint16_t d;  // scale, IEEE half
+  uint8_t qh[4];
+  uint8_t qs[kQ5_0BlockSize / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22, "Q5_0 block must be 22 bytes (GGML layout)");
+
+// Q5_1: the quants of Q5_0, unsigned, with an offset: value = q * d + m.
+struct BlockQ5_1 {
+  uint16_t d;  // scale, IEEE half
+  uint16_t m;  // offset (the block's minimum), IEEE half
+  uint8_t qh[4];
+  uint8_t qs[kQ5_1BlockSize / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24, "Q5_1 block must be 24 bytes (GGML layout)");
 
 // Q4_0x8: block b of rows 8g..8g+7 of a Q4_0 matrix, interleaved so that a SIMD kernel reads one
 // contiguous 144-byte record per block and gets one output row per 32-bit lane: d[r] is row r's
@@ -127,12 +158,28 @@ void unpack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t col
 void unpack_row_f16_x4(const uint16_t* src, int64_t rows, int64_t cols, int64_t row, uint16_t* dst);
 
 // Reference quantizers. n must be a multiple of 32. They reproduce GGML's reference rounding:
-// Q8_0 scales by max|x|/127 and rounds half away from zero; Q4_0 scales by (signed value of
-// largest magnitude)/-8 so that value maps to nibble 0, and rounds half up.
+// Q8_0 scales by max|x|/127 and rounds half away from zero; Q4_0 and Q5_0 scale by (signed value
+// of largest magnitude)/-8 and /-16 so that value maps to quant 0, and round half up; Q4_1 and
+// Q5_1 store m = min and d = (max - min)/15 and /31, and round (x - min)/d half up. The reciprocal
+// of d is taken in float from the unrounded d, as GGML does.
+//
+// Blocks GGML leaves undefined get a defined encoding: a block holding a NaN or an infinity is
+// stored with a NaN scale and zero quants (Q4_1, Q5_1: m NaN too; so is a Q4_1/Q5_1 block whose
+// max - min overflows float), so every element decodes to NaN; a block whose scale has no finite
+// reciprocal (below the smallest normal float) gets zero quants: Q8_0, Q4_0 and Q5_0 decode it to
+// zeros, Q4_1 and Q5_1 to m, the block's minimum rounded to half (zeros for a block of tiny values,
+// the value itself for a constant block).
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n);
+void quantize_row_q4_1(const float* x, BlockQ4_1* y, int64_t n);
+void quantize_row_q5_0(const float* x, BlockQ5_0* y, int64_t n);
+void quantize_row_q5_1(const float* x, BlockQ5_1* y, int64_t n);
 
+// value = d * q (+ m) in float, as GGML's reference dequantizers compute it.
 void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n);
 void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n);
+void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n);
+void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n);
+void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t n);
 
 }  // namespace edgelm

@@ -8,20 +8,30 @@
 #define AT(type, base, offset) ((global type*)((global uchar*)(base) + (offset)))
 #define AT_CONST(type, base, offset) ((global const type*)((global const uchar*)(base) + (offset)))
 
-// GGML block formats: 32 values per block.
-//   Q8_0: half d, char qs[32]               (34 bytes), value = qs[i] * d
-//   Q4_0: half d, uchar qs[16]              (18 bytes), value = ((qs[i % 16] >> 4 * (i / 16)) & 15) - 8) * d
+// GGML block formats: 32 values per block. nibble(i) = (qs[i % 16] >> 4 * (i / 16)) & 15, and the
+// 5-bit types add bit i of qh (a little-endian uint32) as bit 4: q5(i) = nibble(i) | qh_i << 4.
+//   Q8_0: half d, char qs[32]                       (34 bytes), value = qs[i] * d
+//   Q4_0: half d, uchar qs[16]                      (18 bytes), value = (nibble(i) - 8) * d
+//   Q4_1: half d, half m, uchar qs[16]              (20 bytes), value = nibble(i) * d + m
+//   Q5_0: half d, uchar qh[4], uchar qs[16]         (22 bytes), value = (q5(i) - 16) * d
+//   Q5_1: half d, half m, uchar qh[4], uchar qs[16] (24 bytes), value = q5(i) * d + m
 #define QK 32
 #define Q8_0_BYTES 34
 #define Q4_0_BYTES 18
+#define Q4_1_BYTES 20
+#define Q5_0_BYTES 22
+#define Q5_1_BYTES 24
 
-// dtype codes, the order of edgelm::DType.
+// dtype codes, the order of edgelm::DType (core/dtype.h).
 #define DT_F32 0
 #define DT_F16 1
 #define DT_BF16 2
 #define DT_Q8_0 3
 #define DT_Q4_0 4
-#define DT_I32 5
+#define DT_Q4_1 5
+#define DT_Q5_0 6
+#define DT_Q5_1 7
+#define DT_I32 8
 
 inline float bf16_to_float(ushort bits) { return as_float(((uint)bits) << 16); }
 
@@ -37,7 +47,18 @@ inline ushort float_to_bf16(float value) {
   return (ushort)((bits + rounding) >> 16);
 }
 
-// Element i of a row of any weight dtype; `row` points at the row's first byte.
+// Quant j (0..31) of a block's 4-bit nibbles `qs`.
+inline int block_nibble(global const uchar* qs, int j) {
+  return (qs[j & 15] >> ((j >> 4) * 4)) & 15;
+}
+
+// Quant j (0..31) of a 5-bit block: its nibble and bit j of the little-endian uint32 at `qh`.
+inline int block_q5(global const uchar* qh, global const uchar* qs, int j) {
+  return block_nibble(qs, j) | (((qh[j >> 3] >> (j & 7)) & 1) << 4);
+}
+
+// Element i of a row of any weight dtype; `row` points at the row's first byte. q·d is exact in
+// float (at most 16 significant bits), so a contracted q·d + m rounds as the CPU's does.
 inline float load_element(global const uchar* row, int dtype, int i) {
   switch (dtype) {
     case DT_F32:
@@ -52,9 +73,25 @@ inline float load_element(global const uchar* row, int dtype, int i) {
     }
     case DT_Q4_0: {
       global const uchar* block = row + (i / QK) * Q4_0_BYTES;
-      const int j = i % QK;
-      const int nibble = (block[2 + (j & 15)] >> ((j >> 4) * 4)) & 15;
+      const int nibble = block_nibble(block + 2, i % QK);
       return vload_half(0, (global const half*)block) * (float)(nibble - 8);
+    }
+    case DT_Q4_1: {
+      global const uchar* block = row + (i / QK) * Q4_1_BYTES;
+      const int nibble = block_nibble(block + 4, i % QK);
+      return vload_half(0, (global const half*)block) * (float)nibble +
+             vload_half(1, (global const half*)block);
+    }
+    case DT_Q5_0: {
+      global const uchar* block = row + (i / QK) * Q5_0_BYTES;
+      const int q = block_q5(block + 2, block + 6, i % QK);
+      return vload_half(0, (global const half*)block) * (float)(q - 16);
+    }
+    case DT_Q5_1: {
+      global const uchar* block = row + (i / QK) * Q5_1_BYTES;
+      const int q = block_q5(block + 4, block + 8, i % QK);
+      return vload_half(0, (global const half*)block) * (float)q +
+             vload_half(1, (global const half*)block);
     }
     default:
       return 0.0f;
@@ -71,6 +108,12 @@ inline ulong row_bytes(int dtype, int n) {
       return (ulong)(n / QK) * Q8_0_BYTES;
     case DT_Q4_0:
       return (ulong)(n / QK) * Q4_0_BYTES;
+    case DT_Q4_1:
+      return (ulong)(n / QK) * Q4_1_BYTES;
+    case DT_Q5_0:
+      return (ulong)(n / QK) * Q5_0_BYTES;
+    case DT_Q5_1:
+      return (ulong)(n / QK) * Q5_1_BYTES;
     default:
       return (ulong)n * 4;
   }

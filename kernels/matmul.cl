@@ -127,6 +127,77 @@ inline float dot_q4_0(global const uchar* w_row, global const char* qx, global c
   return sum;
 }
 
+// The offset types: Σ (q·d + m)(q_x·d_x) = d·d_x·Σ q·q_x + m·d_x·Σ q_x over a block, two integer
+// sums. |q·q_x| <= 31·127, so two lanes' products still fit a short.
+inline float dot_q4_1(global const uchar* w_row, global const char* qx, global const float* dx,
+                      int K, int lid) {
+  float sum = 0.0f;
+  for (int b = lid; b < K / QK; b += MATMUL_GROUP) {
+    global const uchar* block = w_row + (ulong)b * Q4_1_BYTES;
+    global const char* xb = qx + b * QK;
+    const uchar16 packed = vload16(0, block + 4);
+    const short16 x_low = convert_short16(vload16(0, xb));
+    const short16 x_high = convert_short16(vload16(1, xb));
+    const short16 products = convert_short16(packed & (uchar16)15) * x_low +
+                             convert_short16(packed >> (uchar16)4) * x_high;
+    const float d = vload_half(0, (global const half*)block);
+    const float m = vload_half(1, (global const half*)block);
+    sum += (float)sum_short16(products) * (d * dx[b]) +
+           (float)sum_short16(x_low + x_high) * (m * dx[b]);
+  }
+  return sum;
+}
+
+// The fifth bits of a 5-bit block's elements 0..15 (shift 0) or 16..31 (shift 16), as 16 or 0.
+inline short16 high_bits(uint qh, uint shift) {
+  const uint16 lanes = (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return convert_short16((((uint16)(qh >> shift)) >> lanes) & (uint16)1) << (short16)4;
+}
+
+// The 32 quants (0..31) of a 5-bit block as two halves.
+inline void load_q5(global const uchar* qh_bytes, global const uchar* qs, short16* low,
+                    short16* high) {
+  const uint qh = (uint)qh_bytes[0] | ((uint)qh_bytes[1] << 8) | ((uint)qh_bytes[2] << 16) |
+                  ((uint)qh_bytes[3] << 24);
+  const uchar16 packed = vload16(0, qs);
+  *low = convert_short16(packed & (uchar16)15) | high_bits(qh, 0);
+  *high = convert_short16(packed >> (uchar16)4) | high_bits(qh, 16);
+}
+
+inline float dot_q5_0(global const uchar* w_row, global const char* qx, global const float* dx,
+                      int K, int lid) {
+  float sum = 0.0f;
+  for (int b = lid; b < K / QK; b += MATMUL_GROUP) {
+    global const uchar* block = w_row + (ulong)b * Q5_0_BYTES;
+    global const char* xb = qx + b * QK;
+    short16 low, high;
+    load_q5(block + 2, block + 6, &low, &high);
+    const short16 products = (low - (short16)16) * convert_short16(vload16(0, xb)) +
+                             (high - (short16)16) * convert_short16(vload16(1, xb));
+    sum += (float)sum_short16(products) * (vload_half(0, (global const half*)block) * dx[b]);
+  }
+  return sum;
+}
+
+inline float dot_q5_1(global const uchar* w_row, global const char* qx, global const float* dx,
+                      int K, int lid) {
+  float sum = 0.0f;
+  for (int b = lid; b < K / QK; b += MATMUL_GROUP) {
+    global const uchar* block = w_row + (ulong)b * Q5_1_BYTES;
+    global const char* xb = qx + b * QK;
+    short16 low, high;
+    load_q5(block + 4, block + 8, &low, &high);
+    const short16 x_low = convert_short16(vload16(0, xb));
+    const short16 x_high = convert_short16(vload16(1, xb));
+    const short16 products = low * x_low + high * x_high;
+    const float d = vload_half(0, (global const half*)block);
+    const float m = vload_half(1, (global const half*)block);
+    sum += (float)sum_short16(products) * (d * dx[b]) +
+           (float)sum_short16(x_low + x_high) * (m * dx[b]);
+  }
+  return sum;
+}
+
 // Reduces partial[r] (r < MATMUL_ROWS) of every work-item; work-item r < MATMUL_ROWS gets the
 // total of row r. `scratch` holds MATMUL_ROWS * MATMUL_GROUP floats.
 inline float gemv_reduce(float partial[MATMUL_ROWS], local float* scratch, int lid) {
@@ -185,6 +256,15 @@ MATMUL_GEMV_KERNEL(q8_0, QUANTIZED_X_ARGS, QUANTIZED_X_ROW)
 #undef DT_NAME
 #define DT_NAME DT_Q4_0
 MATMUL_GEMV_KERNEL(q4_0, QUANTIZED_X_ARGS, QUANTIZED_X_ROW)
+#undef DT_NAME
+#define DT_NAME DT_Q4_1
+MATMUL_GEMV_KERNEL(q4_1, QUANTIZED_X_ARGS, QUANTIZED_X_ROW)
+#undef DT_NAME
+#define DT_NAME DT_Q5_0
+MATMUL_GEMV_KERNEL(q5_0, QUANTIZED_X_ARGS, QUANTIZED_X_ROW)
+#undef DT_NAME
+#define DT_NAME DT_Q5_1
+MATMUL_GEMV_KERNEL(q5_1, QUANTIZED_X_ARGS, QUANTIZED_X_ROW)
 #undef DT_NAME
 
 // Rows [n_begin, n_begin + rows) of W converted to F32 into `tile` [rows, K] for the GEMM path.

@@ -36,15 +36,15 @@ struct GgmlTypeInfo {
   size_t block_bytes;
 };
 
-// Block geometry of the supported types, from the block definitions: Q8_0/Q4_0 in core/quant.h,
-// the K types in models/kquants.h (256 elements in 144, 176 and 210 bytes).
+// Block geometry of the supported types, from the block definitions: Q8_0, Q4_0, Q4_1, Q5_0 and
+// Q5_1 in core/quant.h, the K types in models/kquants.h (256 elements in 144, 176 and 210 bytes).
 constexpr GgmlTypeInfo kGgmlTypes[] = {
     {GgmlType::F32, "f32", 1, 4},
     {GgmlType::F16, "f16", 1, 2},
     {GgmlType::Q4_0, "q4_0", kQ4_0BlockSize, sizeof(BlockQ4_0)},
-    {GgmlType::Q4_1, "q4_1", 0, 0},
-    {GgmlType::Q5_0, "q5_0", 0, 0},
-    {GgmlType::Q5_1, "q5_1", 0, 0},
+    {GgmlType::Q4_1, "q4_1", kQ4_1BlockSize, sizeof(BlockQ4_1)},
+    {GgmlType::Q5_0, "q5_0", kQ5_0BlockSize, sizeof(BlockQ5_0)},
+    {GgmlType::Q5_1, "q5_1", kQ5_1BlockSize, sizeof(BlockQ5_1)},
     {GgmlType::Q8_0, "q8_0", kQ8_0BlockSize, sizeof(BlockQ8_0)},
     {GgmlType::Q8_1, "q8_1", 0, 0},
     {GgmlType::Q2_K, "q2_K", 0, 0},
@@ -393,6 +393,12 @@ std::optional<DType> dtype_from_ggml(GgmlType type) {
       return DType::Q8_0;
     case GgmlType::Q4_0:
       return DType::Q4_0;
+    case GgmlType::Q4_1:
+      return DType::Q4_1;
+    case GgmlType::Q5_0:
+      return DType::Q5_0;
+    case GgmlType::Q5_1:
+      return DType::Q5_1;
     case GgmlType::I32:
       return DType::I32;
     default:
@@ -412,6 +418,12 @@ GgmlType ggml_from_dtype(DType dtype) {
       return GgmlType::Q8_0;
     case DType::Q4_0:
       return GgmlType::Q4_0;
+    case DType::Q4_1:
+      return GgmlType::Q4_1;
+    case DType::Q5_0:
+      return GgmlType::Q5_0;
+    case DType::Q5_1:
+      return GgmlType::Q5_1;
     case DType::I32:
       return GgmlType::I32;
     case DType::Q4_0x8:  // load-time layouts of the CPU backend; files hold Q4_0, Q8_0 and F16

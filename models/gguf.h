@@ -62,10 +62,11 @@ enum class GgmlType : uint32_t {
 
 // Lower-case name as ggml prints it ("f32", "q4_0", "q6_K"); "unknown" for ids not listed above.
 const char* ggml_type_name(GgmlType type);
-// True for the types this library reads and dequantizes: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
-// Q6_K, I32.
+// True for the types this library reads and dequantizes: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K, Q6_K, I32.
 bool ggml_type_supported(GgmlType type);
-// Elements per block (1 for plain types, 32 for Q8_0/Q4_0, 256 for the K types). Throws
+// Elements per block (1 for plain types, 32 for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1, 256 for the K
+// types). Throws
 // edgelm::Error for an unsupported type.
 int64_t ggml_block_size(GgmlType type);
 // Bytes per block. Throws edgelm::Error for an unsupported type.
@@ -74,8 +75,9 @@ size_t ggml_block_bytes(GgmlType type);
 // or not a multiple of the block size.
 size_t ggml_row_bytes(GgmlType type, int64_t n);
 
-// The DType that has the same storage as a GGML type (F32, F16, BF16, Q8_0, Q4_0, I32); nullopt
-// for the others (K types are dequantized on load).
+// The DType that has the same storage as a GGML type (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, I32), so its tensors map in place; nullopt for the others (K types are dequantized on
+// load).
 std::optional<DType> dtype_from_ggml(GgmlType type);
 GgmlType ggml_from_dtype(DType dtype);
 

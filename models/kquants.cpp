@@ -158,6 +158,27 @@ void dequantize_row_ggml(GgmlType type, const void* data, float* out, int64_t n)
         dequantize_row_q4_0(&block, out + b * kQ4_0BlockSize, kQ4_0BlockSize);
       }
       return;
+    case GgmlType::Q4_1:
+      check_row_length("q4_1", n, kQ4_1BlockSize);
+      for (int64_t b = 0; b < n / kQ4_1BlockSize; ++b) {
+        const auto block = load_block<BlockQ4_1>(data, b);
+        dequantize_row_q4_1(&block, out + b * kQ4_1BlockSize, kQ4_1BlockSize);
+      }
+      return;
+    case GgmlType::Q5_0:
+      check_row_length("q5_0", n, kQ5_0BlockSize);
+      for (int64_t b = 0; b < n / kQ5_0BlockSize; ++b) {
+        const auto block = load_block<BlockQ5_0>(data, b);
+        dequantize_row_q5_0(&block, out + b * kQ5_0BlockSize, kQ5_0BlockSize);
+      }
+      return;
+    case GgmlType::Q5_1:
+      check_row_length("q5_1", n, kQ5_1BlockSize);
+      for (int64_t b = 0; b < n / kQ5_1BlockSize; ++b) {
+        const auto block = load_block<BlockQ5_1>(data, b);
+        dequantize_row_q5_1(&block, out + b * kQ5_1BlockSize, kQ5_1BlockSize);
+      }
+      return;
     case GgmlType::Q4_K:
       dequantize_row_q4_K(data, out, n);
       return;

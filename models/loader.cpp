@@ -3,6 +3,9 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
+#include <map>
+#include <optional>
 
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
@@ -27,15 +30,17 @@ Tensor place(Backend& backend, const Tensor& source) {
   return placed;
 }
 
-// Converts a tensor that lives in a file mapping to `target` in backend memory, or places it as it
-// is when no conversion is needed. A backend that can read the mapping converts itself; for one
-// that cannot (a GPU), the CPU's best kernels convert, reading the mapping and writing through the
-// destination's host pointer — the same bytes the default CPU backend would produce.
-Tensor convert(Backend& backend, const Tensor& source, DType target, const std::string& name,
-               const std::string& path) {
-  if (source.dtype() == target) return place(backend, source);
-  static cpu::CpuBackend host_cpu;  // threads start on first use only
-  Backend& converter = backend.can_use(*source.buffer()) ? backend : host_cpu;
+// The CPU backend that converts weights on the host: for backends that cannot read a file mapping
+// (a GPU), and for every backend when a matmul layout needs another type (for_matmul).
+cpu::CpuBackend& host_cpu() {
+  static cpu::CpuBackend cpu;  // threads start on first use only
+  return cpu;
+}
+
+// `source` cast to `target` by `converter` into a new tensor of `memory`, written through its host
+// pointer.
+Tensor cast_into(Backend& converter, Backend& backend, Memory& memory, const Tensor& source,
+                 DType target, const std::string& name, const std::string& path) {
   if (!converter.supports(OpKind::Cast, {source.dtype(), target})) {
     EDGELM_FAIL("[load] ", path, ": tensor '", name, "': cannot convert ",
                 dtype_name(source.dtype()), " to ", dtype_name(target));
@@ -45,11 +50,22 @@ Tensor convert(Backend& backend, const Tensor& source, DType target, const std::
                 " elements cannot be quantized to ", dtype_name(target), " (blocks of ",
                 dtype_block_size(target), ")");
   }
-  Tensor converted = Tensor::empty(backend.memory(), target, source.shape());
+  Tensor converted = Tensor::empty(memory, target, source.shape());
   EDGELM_CHECK(converted.raw() != nullptr, "[load] backend ", backend.name(),
                " memory has no host mapping to load weights through");
   converter.cast(source, converted);
   return converted;
+}
+
+// Converts a tensor that lives in a file mapping to `target` in backend memory, or places it as it
+// is when no conversion is needed. A backend that can read the mapping converts itself; for one
+// that cannot (a GPU), the CPU's best kernels convert, reading the mapping and writing through the
+// destination's host pointer — the same bytes the default CPU backend would produce.
+Tensor convert(Backend& backend, const Tensor& source, DType target, const std::string& name,
+               const std::string& path) {
+  if (source.dtype() == target) return place(backend, source);
+  Backend& converter = backend.can_use(*source.buffer()) ? backend : host_cpu();
+  return cast_into(converter, backend, backend.memory(), source, target, name, path);
 }
 
 // Permutes the rows of a Q or K projection from GGUF order to HF order (copying whole rows, so it
@@ -65,63 +81,107 @@ Tensor unpermute_rows(Backend& backend, const Tensor& source, int64_t head_dim) 
   return out;
 }
 
-// A matmul weight in the layout `backend` multiplies fastest (Backend::matmul_weight_type): the
-// tensor itself, or a repacked copy in backend memory (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8 and
-// F16 -> F16x4 on x86, byte shuffles). The embedding table is never repacked: embed gathers single
-// rows, which the interleaved layouts do not keep together.
-Tensor for_matmul(Backend& backend, const Tensor& weight) {
+// A matmul weight in the layout `backend` multiplies fastest (Backend::matmul_weight_type), in up
+// to two steps. First a conversion, when the layout's stored type (dtype_unpacked) is not the
+// weight's: the CPU's SIMD tables and OpenCL take Q4_1, Q5_0 and Q5_1 as Q8_0 (exact
+// dequantization, then the reference Q8_0 quantizer, through the cast op). It runs on the host CPU
+// whatever the backend, so every backend multiplies the same bytes. Then a repack, when the layout
+// interleaves rows (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8 and F16 -> F16x4 on x86: byte shuffles). A
+// matrix whose rows or columns the interleaving cannot take keeps the layout's stored type. The
+// embedding table is never repacked: embed gathers single rows, which the interleaved layouts do
+// not keep together.
+Tensor for_matmul(Backend& backend, const Tensor& weight, const std::string& name,
+                  const std::string& path) {
   const DType from = weight.dtype();
   const DType layout = backend.matmul_weight_type(from);
   if (layout == from) return weight;
-  EDGELM_CHECK((from == DType::Q4_0 && layout == DType::Q4_0x8) ||
-                   (from == DType::Q8_0 && layout == DType::Q8_0x8) ||
-                   (from == DType::F16 && layout == DType::F16x4),
+  const DType stored = dtype_unpacked(layout);
+  EDGELM_CHECK(layout == stored || layout == DType::Q4_0x8 || layout == DType::Q8_0x8 ||
+                   layout == DType::F16x4,
                "[load] backend ", backend.name(), " asks for ", dtype_name(from), " weights as ",
                dtype_name(layout), ", which the loader cannot produce");
-  // No whole groups of rows, or rows the layout cannot cut into its blocks: keep the stored one.
-  if (weight.dim(0) % dtype_row_group(layout) != 0 ||
-      weight.dim(1) % dtype_block_size(layout) != 0) {
-    return weight;
-  }
+  const bool fits =
+      weight.dim(0) % dtype_row_group(layout) == 0 && weight.dim(1) % dtype_block_size(layout) == 0;
   // The repacked matrices are what decoding streams through, token after token: they go to the
-  // backend's weight memory (the CPU's lays them end to end on huge pages, SlabHostMemory).
-  // Copies made on the way (converted, unpermuted) are freed after this and stay in memory().
-  Tensor packed = Tensor::empty(backend.weight_memory(), layout, weight.shape());
+  // backend's weight memory (the CPU's lays them end to end on huge pages, SlabHostMemory), as
+  // does a converted matrix that is kept as it is. Copies made on the way (converted, unpermuted)
+  // are freed after this and stay in memory().
+  const bool repack = layout != stored && fits;
+  Tensor source = weight;
+  if (stored != from) {
+    source = cast_into(host_cpu(), backend, repack ? backend.memory() : backend.weight_memory(),
+                       weight, stored, name, path);
+  }
+  if (!repack) return source;
+  Tensor packed = Tensor::empty(backend.weight_memory(), layout, source.shape());
   EDGELM_CHECK(packed.raw() != nullptr, "[load] backend ", backend.name(),
                " memory has no host mapping to load weights through");
-  const int64_t rows = weight.dim(0);
-  const int64_t blocks = weight.dim(1) / dtype_block_size(from);
+  const int64_t rows = source.dim(0);
+  const int64_t blocks = source.dim(1) / dtype_block_size(stored);
   if (layout == DType::F16x4) {
-    repack_f16_x4(static_cast<const uint16_t*>(weight.raw()), static_cast<uint16_t*>(packed.raw()),
-                  rows, weight.dim(1));
+    repack_f16_x4(static_cast<const uint16_t*>(source.raw()), static_cast<uint16_t*>(packed.raw()),
+                  rows, source.dim(1));
   } else if (layout == DType::Q4_0x8) {
-    repack_q4_0_x8(static_cast<const BlockQ4_0*>(weight.raw()),
+    repack_q4_0_x8(static_cast<const BlockQ4_0*>(source.raw()),
                    static_cast<BlockQ4_0x8*>(packed.raw()), rows, blocks);
   } else {
-    repack_q8_0_x8(static_cast<const BlockQ8_0*>(weight.raw()),
+    repack_q8_0_x8(static_cast<const BlockQ8_0*>(source.raw()),
                    static_cast<BlockQ8_0x8*>(packed.raw()), rows, blocks);
   }
   return packed;
 }
 
-// Once a matrix no longer points at its bytes in a file mapping (converted, unpermuted or
-// repacked), those pages leave the resident set (MappedFile::release), so the model is not
-// resident twice; reading them again faults them back in (the embedding rows of a tied output,
-// where the backend cannot embed from the repacked layout: embedding_for).
+// Once no tensor made from a matrix's bytes in a file mapping points at them any more (converted,
+// unpermuted or repacked), those pages leave the resident set (MappedFile::release), so the model
+// is not resident twice. `loaded` lists every such tensor: a tied embedding and output are both
+// made from the embedding's bytes, and an embedding used as stored (embedding_for) keeps them.
 void release_if_copied(const MappedFile& file, const uint8_t* stored, size_t nbytes,
-                       const Tensor& loaded) {
-  if (loaded.raw() != stored) file.release(stored, nbytes);
+                       std::initializer_list<Tensor> loaded) {
+  for (const Tensor& tensor : loaded) {
+    if (tensor.raw() == stored) return;
+  }
+  file.release(stored, nbytes);
 }
 
 // The table embed reads when the output matrix is the embedding's (tied): the repacked output
-// itself where the backend can embed from that layout, so one copy serves both and the file's
-// pages stay released; reading rows from the released pages instead faulted a page in for
-// almost every decoded token (22-48 us per token on the dev VM, against 2 us).
+// itself where it holds the same values (a layout of the embedding's type) and the backend can
+// embed from that layout, so one copy serves both and the file's pages stay released; reading rows
+// from the released pages instead faulted a page in for almost every decoded token (22-48 us per
+// token on the dev VM, against 2 us). An output converted to another type (Q4_1 as Q8_0) does not
+// hold the embedding's values: the embedding stays as it is, and so do its pages.
 Tensor embedding_for(Backend& backend, const Tensor& embedding, const Tensor& output) {
-  if (output.dtype() != embedding.dtype() && backend.supports(OpKind::Embed, {output.dtype()}))
+  if (output.dtype() != embedding.dtype() && dtype_unpacked(output.dtype()) == embedding.dtype() &&
+      backend.supports(OpKind::Embed, {output.dtype()}))
     return output;
   return embedding;
 }
+
+// The types the matrices were loaded as (before any matmul layout), for LoadedModel::weight_types.
+class TypeCensus {
+ public:
+  void projection(DType dtype) { ++projections_[dtype]; }
+  void embedding(DType dtype) { embedding_ = dtype; }
+  void output(DType dtype) { output_ = dtype; }
+
+  // `main`, then what differs from it: "q4_1 (token embedding q8_0)".
+  std::string describe(DType main) const {
+    std::string others;
+    auto add = [&](const std::string& what) { others += (others.empty() ? "" : ", ") + what; };
+    if (embedding_ && *embedding_ != main)
+      add(str_cat("token embedding ", dtype_name(*embedding_)));
+    if (output_ && *output_ != main) add(str_cat("output ", dtype_name(*output_)));
+    for (const auto& [dtype, count] : projections_) {
+      if (dtype != main)
+        add(str_cat(count, count == 1 ? " projection " : " projections ", dtype_name(dtype)));
+    }
+    return others.empty() ? dtype_name(main) : str_cat(dtype_name(main), " (", others, ")");
+  }
+
+ private:
+  std::map<DType, int> projections_;
+  std::optional<DType> embedding_;
+  std::optional<DType> output_;  // untied only
+};
 
 Shape matrix(int64_t rows, int64_t cols) {
   return {rows, cols};
@@ -158,16 +218,21 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
     }
     return mapped;
   };
-  const DType matrix_type =
-      options.weight_type.value_or(st.get("model.layers.0.self_attn.q_proj.weight").dtype);
-  loaded.weight_type = matrix_type;
+  // Each matrix keeps its stored type unless a type is requested.
+  auto matrix_type = [&](const std::string& name) {
+    return options.weight_type.value_or(st.get(name).dtype);
+  };
+  loaded.weight_type = matrix_type("model.layers.0.self_attn.q_proj.weight");
+  TypeCensus census;
   auto load_matrix = [&](const std::string& name, Shape shape) {
-    return convert(backend, raw(name, shape), matrix_type, name, dir);
+    return convert(backend, raw(name, shape), matrix_type(name), name, dir);
   };
   auto load_projection = [&](const std::string& name, Shape shape) {
-    Tensor loaded_matrix = for_matmul(backend, load_matrix(name, shape));
+    Tensor matrix = load_matrix(name, shape);
+    census.projection(matrix.dtype());
+    Tensor loaded_matrix = for_matmul(backend, matrix, name, dir);
     const SafetensorsTensor& stored = st.get(name);
-    release_if_copied(*stored.file, stored.data, stored.nbytes, loaded_matrix);
+    release_if_copied(*stored.file, stored.data, stored.nbytes, {loaded_matrix});
     return loaded_matrix;
   };
   auto load_norm = [&](const std::string& name) {
@@ -176,14 +241,19 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
 
   LlamaWeights& w = loaded.weights;
   w.embedding = load_matrix("model.embed_tokens.weight", matrix(c.vocab_size, c.hidden_size));
+  census.embedding(w.embedding.dtype());
   w.output_norm = load_norm("model.norm.weight");
   if (c.tie_word_embeddings) {
-    w.output = for_matmul(backend, w.embedding);
+    w.output = for_matmul(backend, w.embedding, "model.embed_tokens.weight", dir);
     w.embedding = embedding_for(backend, w.embedding, w.output);
     const SafetensorsTensor& stored = st.get("model.embed_tokens.weight");
-    release_if_copied(*stored.file, stored.data, stored.nbytes, w.output);
+    release_if_copied(*stored.file, stored.data, stored.nbytes, {w.output, w.embedding});
   } else {
-    w.output = load_projection("lm_head.weight", matrix(c.vocab_size, c.hidden_size));
+    const Tensor output = load_matrix("lm_head.weight", matrix(c.vocab_size, c.hidden_size));
+    census.output(output.dtype());
+    w.output = for_matmul(backend, output, "lm_head.weight", dir);
+    const SafetensorsTensor& stored = st.get("lm_head.weight");
+    release_if_copied(*stored.file, stored.data, stored.nbytes, {w.output});
   }
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -204,6 +274,7 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
   }
   backend.synchronize();
   w.keep_alive = weights_file;
+  loaded.weight_types = census.describe(loaded.weight_type);
   return loaded;
 }
 
@@ -241,39 +312,48 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, const LoadOptio
     }
     return dequantized;
   };
-  const GgufTensor* first_q = gguf.find_tensor("blk.0.attn_q.weight");
-  if (first_q == nullptr) EDGELM_FAIL("[load] ", path, ": missing tensor 'blk.0.attn_q.weight'");
-  const DType file_type = dtype_from_ggml(first_q->type).value_or(DType::F16);
-  const DType matrix_type = options.weight_type.value_or(file_type);
-  loaded.weight_type = matrix_type;
+  // Each matrix keeps its stored type unless a type is requested (quantized files often mix
+  // types: SmolLM2's Q4_1 file has a Q8_0 token embedding); K-quant tensors come back as F32 from
+  // raw() and become F16 by default.
+  auto matrix_type = [&](const std::string& name) {
+    const GgufTensor* t = gguf.find_tensor(name);
+    if (t == nullptr) EDGELM_FAIL("[load] ", path, ": missing tensor '", name, "'");
+    return options.weight_type.value_or(dtype_from_ggml(t->type).value_or(DType::F16));
+  };
+  loaded.weight_type = matrix_type("blk.0.attn_q.weight");
+  TypeCensus census;
   auto load_matrix = [&](const std::string& name, Shape shape, bool permuted) {
     Tensor t = raw(name, shape);
     if (permuted) t = unpermute_rows(backend, t, c.head_dim);
-    // K-quant tensors came back as F32; keep the requested type, or F16 by default.
-    DType target = matrix_type;
-    if (!options.weight_type && !dtype_from_ggml(gguf.find_tensor(name)->type)) target = DType::F16;
-    return convert(backend, t, target, name, path);
+    return convert(backend, t, matrix_type(name), name, path);
   };
   auto load_norm = [&](const std::string& name) {
     return convert(backend, raw(name, {c.hidden_size}), DType::F32, name, path);
   };
   auto load_projection = [&](const std::string& name, Shape shape, bool permuted) {
-    Tensor loaded_matrix = for_matmul(backend, load_matrix(name, shape, permuted));
+    Tensor matrix = load_matrix(name, shape, permuted);
+    census.projection(matrix.dtype());
+    Tensor loaded_matrix = for_matmul(backend, matrix, name, path);
     const GgufTensor* stored = gguf.find_tensor(name);
-    release_if_copied(*stored->file, stored->data, stored->nbytes, loaded_matrix);
+    release_if_copied(*stored->file, stored->data, stored->nbytes, {loaded_matrix});
     return loaded_matrix;
   };
 
   LlamaWeights& w = loaded.weights;
   w.embedding = load_matrix("token_embd.weight", matrix(c.vocab_size, c.hidden_size), false);
+  census.embedding(w.embedding.dtype());
   w.output_norm = load_norm("output_norm.weight");
   if (c.tie_word_embeddings) {
-    w.output = for_matmul(backend, w.embedding);
+    w.output = for_matmul(backend, w.embedding, "token_embd.weight", path);
     w.embedding = embedding_for(backend, w.embedding, w.output);
     const GgufTensor* stored = gguf.find_tensor("token_embd.weight");
-    release_if_copied(*stored->file, stored->data, stored->nbytes, w.output);
+    release_if_copied(*stored->file, stored->data, stored->nbytes, {w.output, w.embedding});
   } else {
-    w.output = load_projection("output.weight", matrix(c.vocab_size, c.hidden_size), false);
+    const Tensor output = load_matrix("output.weight", matrix(c.vocab_size, c.hidden_size), false);
+    census.output(output.dtype());
+    w.output = for_matmul(backend, output, "output.weight", path);
+    const GgufTensor* stored = gguf.find_tensor("output.weight");
+    release_if_copied(*stored->file, stored->data, stored->nbytes, {w.output});
   }
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -294,6 +374,7 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, const LoadOptio
   }
   backend.synchronize();
   w.keep_alive = file;
+  loaded.weight_types = census.describe(loaded.weight_type);
   return loaded;
 }
 

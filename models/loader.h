@@ -13,8 +13,10 @@ namespace edgelm {
 
 struct LoadOptions {
   // Type of every matrix (embedding and projections): quantize or convert on load. nullopt keeps
-  // the file's type where the backend can use it directly (F32, F16, BF16, Q8_0, Q4_0); K-quant
-  // tensors of GGUF files are dequantized to F16. Norm weights are always F32.
+  // each matrix's own stored type (files may mix them: a Q4_1 file with a Q8_0 embedding), used in
+  // place where it maps to a DType (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1); K-quant tensors
+  // of GGUF files are dequantized to F16. Norm weights are always F32. Either way the backend may
+  // then hold projections in another layout (Backend::matmul_weight_type).
   std::optional<DType> weight_type;
 };
 
@@ -23,7 +25,12 @@ struct LoadedModel {
   LlamaWeights weights;
   std::string format;  // "hf" or "gguf"
   std::string path;
-  DType weight_type = DType::F32;  // type of the attention/MLP matrices after loading
+  // Type of the attention/MLP matrices after loading (that of layer 0's Q projection), before any
+  // matmul layout: Q4_1 for a Q4_1 file even where the backend multiplies it as Q8_0x8.
+  DType weight_type = DType::F32;
+  // Every matrix's type after loading, in words: weight_type, then what differs from it, e.g.
+  // "q4_1 (token embedding q8_0)" or "q4_0 (output q8_0, 4 projections q8_0)".
+  std::string weight_types;
 };
 
 // `path` is a folder with config.json (Hugging Face) or a .gguf file. Throws edgelm::Error naming

@@ -178,6 +178,15 @@ std::vector<uint8_t> encode(const std::vector<float>& values, DType dtype, int64
     case DType::Q4_0:
       quantize_row_q4_0(values.data(), reinterpret_cast<BlockQ4_0*>(bytes.data()), n);
       break;
+    case DType::Q4_1:
+      quantize_row_q4_1(values.data(), reinterpret_cast<BlockQ4_1*>(bytes.data()), n);
+      break;
+    case DType::Q5_0:
+      quantize_row_q5_0(values.data(), reinterpret_cast<BlockQ5_0*>(bytes.data()), n);
+      break;
+    case DType::Q5_1:
+      quantize_row_q5_1(values.data(), reinterpret_cast<BlockQ5_1*>(bytes.data()), n);
+      break;
     default:
       EDGELM_FAIL("[make_model] cannot encode ", dtype_name(dtype));
   }
@@ -421,8 +430,14 @@ uint32_t gguf_file_type(DType dtype) {
       return 1;
     case DType::Q4_0:
       return 2;
+    case DType::Q4_1:
+      return 3;
     case DType::Q8_0:
       return 7;
+    case DType::Q5_0:
+      return 8;
+    case DType::Q5_1:
+      return 9;
     case DType::BF16:
       return 32;
     default:
@@ -489,7 +504,8 @@ std::string write_gguf(const ModelPreset& preset, const MakeModelOptions& option
       }
       values.swap(permuted);
     }
-    const DType dtype = t.is_norm ? DType::F32 : options.quant;
+    DType dtype = t.is_norm ? DType::F32 : options.quant;
+    if (t.gguf_name == "token_embd.weight") dtype = options.embedding_quant.value_or(options.quant);
     if (t.is_norm && (options.quant == DType::F16 || options.quant == DType::BF16)) {
       // llama.cpp wants F32 norms; store the values the HF folder of this type holds, so both
       // formats describe the same model.
@@ -503,9 +519,10 @@ std::string write_gguf(const ModelPreset& preset, const MakeModelOptions& option
     writer.add_tensor(t.gguf_name, ggml_from_dtype(dtype), t.shape, storage.back().data(),
                       storage.back().size());
   }
-  const std::string path = (std::filesystem::path(options.out_dir) /
-                            (preset.name + "-" + dtype_name(options.quant) + ".gguf"))
-                               .string();
+  std::string name = preset.name + "-" + dtype_name(options.quant);
+  if (options.embedding_quant && *options.embedding_quant != options.quant)
+    name += std::string("-embd-") + dtype_name(*options.embedding_quant);
+  const std::string path = (std::filesystem::path(options.out_dir) / (name + ".gguf")).string();
   writer.write(path);
   return path;
 }
@@ -550,10 +567,16 @@ std::string make_model(const MakeModelOptions& options) {
     if (options.quant != DType::F32 && options.quant != DType::F16 &&
         options.quant != DType::BF16) {
       EDGELM_FAIL("[make_model] --quant ", dtype_name(options.quant),
-                  ": safetensors folders hold f32, f16 or bf16; use --format gguf for q8_0/q4_0");
+                  ": safetensors folders hold f32, f16 or bf16; use --format gguf for "
+                  "q8_0/q4_0/q4_1/q5_0/q5_1");
     }
+    EDGELM_CHECK(!options.embedding_quant, "[make_model] a token embedding of its own type is for ",
+                 "GGUF files only");
   } else if (options.format == "gguf") {
-    if (options.quant == DType::I32) EDGELM_FAIL("[make_model] --quant i32 is not a weight type");
+    for (const DType dtype : {options.quant, options.embedding_quant.value_or(options.quant)}) {
+      if (dtype_row_group(dtype) != 1 || dtype == DType::I32)
+        EDGELM_FAIL("[make_model] --quant ", dtype_name(dtype), " is not a weight type of files");
+    }
   } else {
     EDGELM_FAIL("[make_model] --format '", options.format, "' must be hf or gguf");
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,10 @@ const ModelPreset& find_preset(const std::string& name);
 struct MakeModelOptions {
   std::string preset = "tiny";
   std::string format = "hf";  // "hf" or "gguf"
-  DType quant = DType::F32;   // hf: F32, F16, BF16; gguf: F32, F16, BF16, Q8_0, Q4_0
+  DType quant = DType::F32;   // hf: F32, F16, BF16; gguf: also Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
+  // GGUF only: the token embedding's type when it differs from `quant`, as in llama.cpp's
+  // quantized files (SmolLM2's Q4_1 file keeps a Q8_0 embedding).
+  std::optional<DType> embedding_quant;
   uint64_t seed = 0;
   std::string out_dir;
 };

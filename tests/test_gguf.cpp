@@ -203,9 +203,13 @@ TEST(GgufTypesTest, IdsNamesAndGeometry) {
   };
   const Geometry supported[] = {
       {GgmlType::F32, 1, 4},      {GgmlType::F16, 1, 2},      {GgmlType::BF16, 1, 2},
-      {GgmlType::Q8_0, 32, 34},   {GgmlType::Q4_0, 32, 18},   {GgmlType::Q4_K, 256, 144},
+      {GgmlType::Q8_0, 32, 34},   {GgmlType::Q4_0, 32, 18},   {GgmlType::Q4_1, 32, 20},
+      {GgmlType::Q5_0, 32, 22},   {GgmlType::Q5_1, 32, 24},   {GgmlType::Q4_K, 256, 144},
       {GgmlType::Q5_K, 256, 176}, {GgmlType::Q6_K, 256, 210}, {GgmlType::I32, 1, 4},
   };
+  EXPECT_EQ(static_cast<uint32_t>(GgmlType::Q4_1), 3u);
+  EXPECT_EQ(static_cast<uint32_t>(GgmlType::Q5_0), 6u);
+  EXPECT_EQ(static_cast<uint32_t>(GgmlType::Q5_1), 7u);
   for (const Geometry& g : supported) {
     EXPECT_TRUE(ggml_type_supported(g.type)) << ggml_type_name(g.type);
     EXPECT_EQ(ggml_block_size(g.type), g.block_size) << ggml_type_name(g.type);
@@ -213,8 +217,8 @@ TEST(GgufTypesTest, IdsNamesAndGeometry) {
   }
   EXPECT_EQ(ggml_row_bytes(GgmlType::Q6_K, 512), 420u);
   EXPECT_THROW(ggml_row_bytes(GgmlType::Q4_K, 100), Error);
-  EXPECT_FALSE(ggml_type_supported(GgmlType::Q4_1));
-  EXPECT_THROW(ggml_block_size(GgmlType::Q4_1), Error);
+  EXPECT_FALSE(ggml_type_supported(GgmlType::Q8_1));
+  EXPECT_THROW(ggml_block_size(GgmlType::Q8_1), Error);
 
   for (int i = 0; i < kDTypeCount; ++i) {
     const auto dtype = static_cast<DType>(i);
@@ -587,6 +591,59 @@ TEST(GgufTensorTest, KQuantTensorsRoundTrip) {
   EXPECT_EQ(file.find_tensor("q5")->nbytes, 176u);
 }
 
+// Q4_1, Q5_0 and Q5_1 tensors are written and read back byte for byte, their sizes follow the block
+// geometry, and dequantize_row_ggml decodes them as the core dequantizers do.
+TEST(GgufTensorTest, OffsetAndFiveBitTensorsRoundTrip) {
+  std::vector<float> values(3 * 64);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = std::sin(static_cast<float>(i) * 0.7f) * 3.0f + static_cast<float>(i % 5);
+  std::vector<BlockQ4_1> q41(6);
+  std::vector<BlockQ5_0> q50(6);
+  std::vector<BlockQ5_1> q51(6);
+  quantize_row_q4_1(values.data(), q41.data(), 192);
+  quantize_row_q5_0(values.data(), q50.data(), 192);
+  quantize_row_q5_1(values.data(), q51.data(), 192);
+  GgufWriter writer;
+  writer.add_tensor("q4_1", GgmlType::Q4_1, Shape{3, 64}, q41.data(), 120);
+  writer.add_tensor("q5_0", GgmlType::Q5_0, Shape{3, 64}, q50.data(), 132);
+  writer.add_tensor("q5_1", GgmlType::Q5_1, Shape{3, 64}, q51.data(), 144);
+  const std::string path = temp_path("offset_tensors");
+  writer.write(path);
+  const GgufFile file = GgufFile::open(path);
+  struct Stored {
+    const char* name;
+    DType dtype;
+    const void* bytes;
+    size_t nbytes;
+    void (*dequantize)(const void*, float*, int64_t);
+  };
+  const Stored stored[] = {
+      {"q4_1", DType::Q4_1, q41.data(), 120,
+       [](const void* b, float* y, int64_t n) {
+         dequantize_row_q4_1(static_cast<const BlockQ4_1*>(b), y, n);
+       }},
+      {"q5_0", DType::Q5_0, q50.data(), 132,
+       [](const void* b, float* y, int64_t n) {
+         dequantize_row_q5_0(static_cast<const BlockQ5_0*>(b), y, n);
+       }},
+      {"q5_1", DType::Q5_1, q51.data(), 144,
+       [](const void* b, float* y, int64_t n) {
+         dequantize_row_q5_1(static_cast<const BlockQ5_1*>(b), y, n);
+       }},
+  };
+  for (const Stored& s : stored) {
+    const GgufTensor& t = *file.find_tensor(s.name);
+    EXPECT_EQ(t.shape, (Shape{3, 64})) << s.name;
+    ASSERT_EQ(t.nbytes, s.nbytes) << s.name;
+    EXPECT_EQ(std::memcmp(t.data, s.bytes, s.nbytes), 0) << s.name;
+    EXPECT_EQ(dtype_from_ggml(t.type), s.dtype) << s.name;
+    std::vector<float> expected(192), actual(192);
+    s.dequantize(s.bytes, expected.data(), 192);
+    dequantize_row_ggml(t.type, t.data, actual.data(), 192);
+    EXPECT_EQ(actual, expected) << s.name;
+  }
+}
+
 TEST(GgufWriterTest, RejectsBadTensorsAndAlignment) {
   std::vector<float> values(64);
   GgufWriter writer;
@@ -594,7 +651,8 @@ TEST(GgufWriterTest, RejectsBadTensorsAndAlignment) {
   EXPECT_THROW(writer.add_tensor("w", GgmlType::F32, Shape{64}, values.data(), 256), Error);
   EXPECT_THROW(writer.add_tensor("x", GgmlType::F32, Shape{64}, values.data(), 255), Error);
   EXPECT_THROW(writer.add_tensor("x", GgmlType::Q8_0, Shape{16}, values.data(), 17), Error);
-  EXPECT_THROW(writer.add_tensor("x", GgmlType::Q4_1, Shape{32}, values.data(), 20), Error);
+  EXPECT_THROW(writer.add_tensor("x", GgmlType::Q8_1, Shape{32}, values.data(), 36), Error);
+  EXPECT_THROW(writer.add_tensor("x", GgmlType::Q4_1, Shape{32}, values.data(), 18), Error);
   EXPECT_THROW(writer.add_tensor("x", GgmlType::F32, Shape{}, values.data(), 4), Error);
   EXPECT_THROW(writer.add_tensor(std::string(64, 'n'), GgmlType::F32, Shape{1}, values.data(), 4),
                Error);
@@ -748,7 +806,8 @@ TEST(KQuantTest, RejectsBadLengthsAndTypes) {
   EXPECT_THROW(dequantize_row_q6_K(&block, out.data(), -256), Error);
   EXPECT_THROW(dequantize_row_ggml(GgmlType::Q8_0, &block, out.data(), 31), Error);
   EXPECT_THROW(dequantize_row_ggml(GgmlType::I32, &block, out.data(), 4), Error);
-  EXPECT_THROW(dequantize_row_ggml(GgmlType::Q4_1, &block, out.data(), 32), Error);
+  EXPECT_THROW(dequantize_row_ggml(GgmlType::Q8_1, &block, out.data(), 32), Error);
+  EXPECT_THROW(dequantize_row_ggml(GgmlType::Q5_1, &block, out.data(), 48), Error);
   dequantize_row_q6_K(&block, out.data(), 0);  // an empty row is fine
 }
 
@@ -822,8 +881,8 @@ TEST(GgufMalformedTest, BadValues) {
 
 TEST(GgufMalformedTest, BadTensorInfos) {
   const std::string path = temp_path("bad_tensors");
-  write_file(path, one_tensor_file("blk.0.attn_q.weight", {32, 2}, 3, 0, 40));
-  expect_open_error(path, {"tensor 'blk.0.attn_q.weight': unsupported type 3 (q4_1)"});
+  write_file(path, one_tensor_file("blk.0.attn_q.weight", {32, 2}, 9, 0, 72));
+  expect_open_error(path, {"tensor 'blk.0.attn_q.weight': unsupported type 9 (q8_1)"});
   write_file(path, one_tensor_file("w", {32}, 77, 0, 128));
   expect_open_error(path, {"tensor 'w': unknown type 77"});
   write_file(path, one_tensor_file("w", {1, 1, 1, 1, 1}, 0, 0, 4));

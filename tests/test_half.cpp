@@ -350,6 +350,9 @@ TEST(DTypeTest, InfoDescribesEachType) {
       {DType::BF16, "bf16", 1, 2, false, true},
       {DType::Q8_0, "q8_0", 32, 34, true, false},
       {DType::Q4_0, "q4_0", 32, 18, true, false},
+      {DType::Q4_1, "q4_1", 32, 20, true, false},
+      {DType::Q5_0, "q5_0", 32, 22, true, false},
+      {DType::Q5_1, "q5_1", 32, 24, true, false},
       {DType::I32, "i32", 1, 4, false, false},
       {DType::Q4_0x8, "q4_0x8", 32, 18, true, false, 8},
       {DType::Q8_0x8, "q8_0x8", 32, 34, true, false, 8},
@@ -382,10 +385,25 @@ TEST(DTypeTest, RowBytes) {
   EXPECT_EQ(dtype_row_bytes(DType::Q8_0, 4096), 128u * 34u);
   EXPECT_EQ(dtype_row_bytes(DType::Q4_0, 64), 36u);
   EXPECT_EQ(dtype_row_bytes(DType::Q4_0, 0), 0u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q4_1, 64), 40u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q5_0, 64), 44u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q5_1, 576), 18u * 24u);
+  EXPECT_THROW(dtype_row_bytes(DType::Q5_1, 48), Error);
   EXPECT_THROW(dtype_row_bytes(DType::Q4_0, 33), Error);
   EXPECT_THROW(dtype_row_bytes(DType::Q4_0, 16), Error);
   EXPECT_THROW(dtype_row_bytes(DType::Q8_0, 100), Error);
   EXPECT_THROW(dtype_row_bytes(DType::F32, -1), Error);
+}
+
+TEST(DTypeTest, UnpackedNamesTheStoredTypeOfALayout) {
+  EXPECT_EQ(dtype_unpacked(DType::Q4_0x8), DType::Q4_0);
+  EXPECT_EQ(dtype_unpacked(DType::Q8_0x8), DType::Q8_0);
+  EXPECT_EQ(dtype_unpacked(DType::F16x4), DType::F16);
+  for (DType stored : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                       DType::Q5_0, DType::Q5_1, DType::I32}) {
+    EXPECT_EQ(dtype_unpacked(stored), stored) << dtype_name(stored);
+    EXPECT_EQ(dtype_row_group(stored), 1) << dtype_name(stored);
+  }
 }
 
 TEST(DTypeTest, FromNameRoundTripsAndRejectsUnknownNames) {
@@ -395,7 +413,9 @@ TEST(DTypeTest, FromNameRoundTripsAndRejectsUnknownNames) {
   }
   EXPECT_EQ(dtype_from_name("Q4_0"), DType::Q4_0);
   EXPECT_EQ(dtype_from_name("BF16"), DType::BF16);
-  for (const char* unknown : {"", "f", "f64", "q4_1", "q4_", "f32 ", " f32", "i32x", "float"}) {
+  EXPECT_EQ(dtype_from_name("Q5_1"), DType::Q5_1);
+  for (const char* unknown :
+       {"", "f", "f64", "q4_2", "q4_", "q8_1", "f32 ", " f32", "i32x", "float"}) {
     EXPECT_EQ(dtype_from_name(unknown), std::nullopt) << "'" << unknown << "'";
   }
 }

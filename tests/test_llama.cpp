@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,7 +16,9 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/npy.h"
+#include "core/quant.h"
 #include "models/gguf.h"
+#include "models/kquants.h"
 #include "models/loader.h"
 #include "models/make_model.h"
 #include "models/sampler.h"
@@ -431,6 +434,147 @@ TEST(RepackedWeights, GiveTheSameTokensAsTheStoredLayout) {
   }
 }
 
+// ---- Q4_1, Q5_0 and Q5_1 files ----
+
+// Row `row` of a GGUF matrix as the reference Q8_0 quantization of its exact dequantization.
+std::vector<BlockQ8_0> requantized_row(const GgufTensor& t, int64_t row) {
+  const int64_t K = t.shape.last();
+  const size_t row_bytes = t.nbytes / static_cast<size_t>(t.shape.rows());
+  std::vector<float> values(static_cast<size_t>(K));
+  dequantize_row_ggml(t.type, t.data + row * row_bytes, values.data(), K);
+  std::vector<BlockQ8_0> blocks(static_cast<size_t>(K / kQ8_0BlockSize));
+  quantize_row_q8_0(values.data(), blocks.data(), K);
+  return blocks;
+}
+
+// Row `row` of a loaded Q8_0 or Q8_0x8 matrix, as Q8_0 blocks.
+std::vector<BlockQ8_0> q8_0_row(const Tensor& w, int64_t row) {
+  const int64_t blocks = w.dim(1) / kQ8_0BlockSize;
+  std::vector<BlockQ8_0> out(static_cast<size_t>(blocks));
+  if (w.dtype() == DType::Q8_0x8) {
+    unpack_row_q8_0_x8(static_cast<const BlockQ8_0x8*>(w.raw()), w.dim(0), blocks, row, out.data());
+  } else {
+    EXPECT_EQ(w.dtype(), DType::Q8_0);
+    std::memcpy(out.data(), static_cast<const BlockQ8_0*>(w.raw()) + row * blocks,
+                out.size() * sizeof(BlockQ8_0));
+  }
+  return out;
+}
+
+// A GGUF of Q4_1, Q5_0 or Q5_1 loads in place on the portable table, which multiplies it exactly.
+// A table with faster 8-bit kernels asks for its Q8_0 layout (KernelTable::matmul_layout), and
+// the loader converts each projection: every block is, bit for bit, the reference Q8_0
+// quantization of the exact dequantization, then repacked (where the rows make whole groups). The
+// tied embedding stays as stored, since the converted output does not hold its values. Fed the
+// same tokens (the exact load's greedy ones), the two loads give close logits: the conversion adds
+// an 8-bit rounding of the weights and the SIMD kernels one of the activations, up to 6.4e-2 of
+// the largest logit measured on these random models (bound 0.12), whose flat distributions (top-1
+// margins down to 0.2 %) let that move a greedy token now and then. A broken decoder or
+// conversion gives differences of order 1.
+TEST(OffsetAndFiveBitFiles, LoadInPlaceOrConvertedToTheQ8_0Layout) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_offset_types_" + std::to_string(::getpid()));
+  cpu::CpuBackend fastest(cpu::CpuOptions{.n_threads = 2});
+  const DType layout = fastest.kernels().matmul_layout[static_cast<size_t>(DType::Q8_0)];
+  for (const DType quant : {DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+    for (const char* preset : {"tiny", "tiny-mha-untied"}) {
+      SCOPED_TRACE(std::string(preset) + " " + dtype_name(quant));
+      const std::string path = make_model(
+          {.preset = preset, .format = "gguf", .quant = quant, .seed = 6, .out_dir = dir.string()});
+      LoadedModel exact = load_llama(path, backend());
+      EXPECT_EQ(exact.weight_type, quant);
+      EXPECT_EQ(exact.weight_types, dtype_name(quant));
+      EXPECT_EQ(exact.weights.layers[0].w_down.dtype(), quant);
+      EXPECT_EQ(exact.weights.output.dtype(), quant);
+      EXPECT_EQ(exact.weights.embedding.dtype(), quant);
+
+      LoadedModel converted = load_llama(path, fastest);
+      EXPECT_EQ(converted.weight_type, quant);
+      EXPECT_EQ(converted.weights.embedding.dtype(), quant);
+      const GgufFile file = GgufFile::open(path);
+      for (const auto& [name, loaded] :
+           {std::pair<const char*, Tensor>{"blk.1.ffn_down.weight",
+                                           converted.weights.layers[1].w_down},
+            {"blk.0.attn_v.weight", converted.weights.layers[0].wv},
+            {converted.config.tie_word_embeddings ? "token_embd.weight" : "output.weight",
+             converted.weights.output}}) {
+        // A matrix of rows the layout cannot group (the untied output's 300) stays Q8_0.
+        ASSERT_EQ(loaded.dtype(),
+                  loaded.dim(0) % dtype_row_group(layout) == 0 ? layout : dtype_unpacked(layout))
+            << name;
+        const GgufTensor& stored = *file.find_tensor(name);
+        for (int64_t row = 0; row < loaded.dim(0); ++row) {
+          const auto expected = requantized_row(stored, row);
+          const auto actual = q8_0_row(loaded, row);
+          ASSERT_EQ(
+              std::memcmp(actual.data(), expected.data(), expected.size() * sizeof(BlockQ8_0)), 0)
+              << name << " row " << row;
+        }
+      }
+
+      LlamaModel exact_model(backend(), exact.config, exact.weights);
+      LlamaModel converted_model(fastest, converted.config, converted.weights);
+      KvCache exact_cache = exact_model.make_cache(64, DType::F32);
+      KvCache converted_cache = converted_model.make_cache(64, DType::F32);
+      const std::vector<int32_t> prompt = test_prompt(exact.config.vocab_size, 9);
+      auto a = to_vector(exact_model.forward(prompt, exact_cache));
+      auto b = to_vector(converted_model.forward(prompt, converted_cache));
+      for (int step = 0; step < 8; ++step) {
+        ASSERT_LT(max_relative_diff(b, a), 0.12) << "step " << step;
+        const int32_t next = argmax(a);
+        a = to_vector(exact_model.forward(std::span<const int32_t>(&next, 1), exact_cache));
+        b = to_vector(converted_model.forward(std::span<const int32_t>(&next, 1), converted_cache));
+      }
+    }
+  }
+}
+
+// A file whose token embedding has another type than its projections (Q4_1 with a Q8_0
+// embedding, as SmolLM2's file) keeps each matrix's type: the embedding is not requantized to the
+// projections' type (which every load once did), embed reads its rows exactly, and weight_types
+// says what the file holds. With a weight type requested, every matrix is converted to it.
+TEST(MixedTypeFiles, EachMatrixKeepsItsStoredType) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_mixed_types_" + std::to_string(::getpid()));
+  cpu::CpuBackend fastest(cpu::CpuOptions{.n_threads = 2});
+  for (const char* preset : {"tiny", "tiny-mha-untied"}) {
+    SCOPED_TRACE(preset);
+    const std::string path = make_model({.preset = preset,
+                                         .format = "gguf",
+                                         .quant = DType::Q4_1,
+                                         .embedding_quant = DType::Q8_0,
+                                         .seed = 7,
+                                         .out_dir = dir.string()});
+    const GgufFile file = GgufFile::open(path);
+    const GgufTensor& stored = *file.find_tensor("token_embd.weight");
+    ASSERT_EQ(stored.type, GgmlType::Q8_0);
+    const int64_t dim = stored.shape.last();
+    for (cpu::CpuBackend* cpu : {&backend(), &fastest}) {
+      SCOPED_TRACE(cpu->kernels().isa);
+      LoadedModel loaded = load_llama(path, *cpu);
+      EXPECT_EQ(loaded.weight_type, DType::Q4_1);
+      EXPECT_EQ(loaded.weight_types, "q4_1 (token embedding q8_0)");
+      EXPECT_EQ(dtype_unpacked(loaded.weights.embedding.dtype()), DType::Q8_0);
+      // embed gives the stored rows' values exactly.
+      const int32_t ids[] = {0, 5, static_cast<int32_t>(stored.shape[0] - 1)};
+      Tensor id_tensor = Tensor::empty(cpu->memory(), DType::I32, {3});
+      std::memcpy(id_tensor.raw(), ids, sizeof(ids));
+      Tensor out = Tensor::empty(cpu->memory(), DType::F32, {3, dim});
+      cpu->embed(loaded.weights.embedding, id_tensor, out);
+      for (int i = 0; i < 3; ++i) {
+        std::vector<float> expected(static_cast<size_t>(dim));
+        dequantize_row_ggml(GgmlType::Q8_0, stored.data + ids[i] * stored.nbytes / stored.shape[0],
+                            expected.data(), dim);
+        EXPECT_EQ(std::memcmp(out.data<float>() + i * dim, expected.data(), dim * sizeof(float)), 0)
+            << "row " << ids[i];
+      }
+      LoadedModel requested = load_llama(path, *cpu, {.weight_type = DType::Q4_1});
+      EXPECT_EQ(requested.weights.embedding.dtype(), DType::Q4_1);
+      EXPECT_EQ(requested.weight_types, "q4_1");
+    }
+  }
+}
+
 // A NaN or an infinity in a weight file reaches the logits, whether the weights are used as
 // stored, repacked, or converted at load (--weight-type), on the reference and the fastest
 // kernels: the sampler then stops with an error instead of generating from numbers that only look
@@ -455,8 +599,10 @@ TEST(CorruptWeights, NonFiniteValuesReachTheLogits) {
       ASSERT_TRUE(file.good()) << path;
     }
     for (cpu::CpuBackend* cpu : {&backend(), &fastest}) {
-      for (const auto weight_type : {std::optional<DType>(), std::optional(DType::F16),
-                                     std::optional(DType::Q8_0), std::optional(DType::Q4_0)}) {
+      for (const auto weight_type :
+           {std::optional<DType>(), std::optional(DType::F16), std::optional(DType::Q8_0),
+            std::optional(DType::Q4_0), std::optional(DType::Q4_1), std::optional(DType::Q5_0),
+            std::optional(DType::Q5_1)}) {
         SCOPED_TRACE(str_cat(bad, " on cpu:", cpu->kernels().isa, " as ",
                              weight_type ? dtype_name(*weight_type) : "stored"));
         LoadedModel loaded = load_llama(path, *cpu, {.weight_type = weight_type});

@@ -1,5 +1,6 @@
-// The GGML block quantizers: exact bytes for blocks worked out by hand, dequantization of known
-// bytes, and error bounds on random rows; the load-time layouts' repacking; and the CPU kernel
+// The GGML block quantizers: exact bytes for blocks worked out by hand and for blocks quantized by
+// the gguf package's numpy reference (tests/fixtures/quant), dequantization of known bytes, and
+// error bounds on random rows; the load-time layouts' repacking; and the CPU kernel
 // tables' two-step quantized matmul against their one-step kernels.
 #include <algorithm>
 #include <array>
@@ -21,6 +22,7 @@
 #include "core/half.h"
 #include "core/quant.h"
 #include "core/tensor.h"
+#include "tests/fixtures/quant/gguf_quants.inc"
 
 namespace edgelm {
 namespace {
@@ -28,11 +30,89 @@ namespace {
 TEST(QuantTest, BlockLayoutIsGgml) {
   EXPECT_EQ(sizeof(BlockQ8_0), 34u);
   EXPECT_EQ(sizeof(BlockQ4_0), 18u);
+  EXPECT_EQ(sizeof(BlockQ4_1), 20u);
+  EXPECT_EQ(sizeof(BlockQ5_0), 22u);
+  EXPECT_EQ(sizeof(BlockQ5_1), 24u);
   EXPECT_EQ(offsetof(BlockQ8_0, qs), 2u);
   EXPECT_EQ(offsetof(BlockQ4_0, qs), 2u);
+  EXPECT_EQ(offsetof(BlockQ4_1, m), 2u);
+  EXPECT_EQ(offsetof(BlockQ4_1, qs), 4u);
+  EXPECT_EQ(offsetof(BlockQ5_0, qh), 2u);
+  EXPECT_EQ(offsetof(BlockQ5_0, qs), 6u);
+  EXPECT_EQ(offsetof(BlockQ5_1, m), 2u);
+  EXPECT_EQ(offsetof(BlockQ5_1, qh), 4u);
+  EXPECT_EQ(offsetof(BlockQ5_1, qs), 8u);
   // Rows are arrays of blocks with no padding between them.
   EXPECT_EQ(alignof(BlockQ8_0), 2u);
   EXPECT_EQ(alignof(BlockQ4_0), 2u);
+  EXPECT_EQ(alignof(BlockQ4_1), 2u);
+  EXPECT_EQ(alignof(BlockQ5_0), 2u);
+  EXPECT_EQ(alignof(BlockQ5_1), 2u);
+}
+
+// One quantizer and dequantizer of the library and the known answers of gguf.quants for them.
+struct KnownAnswers {
+  const char* name;
+  size_t block_bytes;
+  void (*quantize)(const float* x, void* blocks, int64_t n);
+  void (*dequantize)(const void* blocks, float* y, int64_t n);
+  const uint8_t* bytes;
+  const float* dequantized;
+};
+
+template <class Block, void (*Quantize)(const float*, Block*, int64_t),
+          void (*Dequantize)(const Block*, float*, int64_t)>
+KnownAnswers known_answers(const char* name, const uint8_t* bytes, const float* dequantized) {
+  return {
+      name,
+      sizeof(Block),
+      [](const float* x, void* blocks, int64_t n) { Quantize(x, static_cast<Block*>(blocks), n); },
+      [](const void* blocks, float* y, int64_t n) {
+        Dequantize(static_cast<const Block*>(blocks), y, n);
+      },
+      bytes,
+      dequantized};
+}
+
+uint32_t float_bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+// Bit for bit what GGML's reference rounding gives, as the gguf package's numpy port computes it
+// (scripts/fixtures/make_quant_fixtures.py): Gaussian blocks over many binades, outliers, blocks
+// of one sign far from zero, quants on exact halves, ties for the largest magnitude, a constant
+// block and a zero block. Dequantization reproduces gguf's floats bit for bit too.
+TEST(QuantTest, MatchesGgufQuantsKnownAnswers) {
+  const KnownAnswers types[] = {
+      known_answers<BlockQ8_0, quantize_row_q8_0, dequantize_row_q8_0>("q8_0", kGgufQ8_0Bytes,
+                                                                       kGgufQ8_0Dequantized),
+      known_answers<BlockQ4_0, quantize_row_q4_0, dequantize_row_q4_0>("q4_0", kGgufQ4_0Bytes,
+                                                                       kGgufQ4_0Dequantized),
+      known_answers<BlockQ4_1, quantize_row_q4_1, dequantize_row_q4_1>("q4_1", kGgufQ4_1Bytes,
+                                                                       kGgufQ4_1Dequantized),
+      known_answers<BlockQ5_0, quantize_row_q5_0, dequantize_row_q5_0>("q5_0", kGgufQ5_0Bytes,
+                                                                       kGgufQ5_0Dequantized),
+      known_answers<BlockQ5_1, quantize_row_q5_1, dequantize_row_q5_1>("q5_1", kGgufQ5_1Bytes,
+                                                                       kGgufQ5_1Dequantized),
+  };
+  constexpr int64_t n = int64_t{kGgufQuantBlocks} * 32;
+  static_assert(std::size(kGgufQuantInput) == n);
+  for (const KnownAnswers& type : types) {
+    std::vector<uint8_t> bytes(type.block_bytes * kGgufQuantBlocks, 0xcd);
+    type.quantize(kGgufQuantInput, bytes.data(), n);
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      ASSERT_EQ(bytes[i], type.bytes[i])
+          << type.name << " block " << i / type.block_bytes << " byte " << i % type.block_bytes;
+    }
+    std::vector<float> y(static_cast<size_t>(n));
+    type.dequantize(type.bytes, y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(float_bits(y[i]), float_bits(type.dequantized[i]))
+          << type.name << " element " << i << ": " << y[i] << " vs " << type.dequantized[i];
+    }
+  }
 }
 
 TEST(QuantTest, Q8_0KnownBlocks) {
@@ -171,6 +251,71 @@ TEST(QuantTest, NonFiniteAndTinyBlocks) {
     dequantize_row_q4_0(q4, y.data(), 96);
     for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
     for (int i = 64; i < 96; ++i) EXPECT_EQ(y[i], 0.0f) << i;
+  }
+}
+
+// The same rule for Q4_1, Q5_0 and Q5_1, and what m is: a block holding a NaN or an infinity gets
+// a NaN scale, a NaN m (Q4_1, Q5_1) and zero quants (Q5_0: the quant of zero, 16), and decodes to
+// NaN; a block whose scale has no finite reciprocal gets zero quants, so Q5_0 decodes it to zeros
+// and Q4_1/Q5_1 to m, the block's minimum in half, here zero. A block whose max - min overflows
+// float is stored like a non-finite one (its scale would be infinite).
+TEST(QuantTest, NonFiniteAndTinyBlocksOfTheOffsetAndFiveBitTypes) {
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    std::array<float, 128> x;
+    for (int i = 0; i < 96; ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+    x[40] = bad;
+    for (int i = 64; i < 96; ++i) x[i] = 1e-39f * static_cast<float>(i - 80);
+    for (int i = 96; i < 128; ++i) x[i] = i % 2 ? 3e38f : -3e38f;  // max - min = inf
+
+    BlockQ4_1 q41[4];
+    quantize_row_q4_1(x.data(), q41, 128);
+    EXPECT_EQ(q41[0].d, f32_to_f16(6.0f / 15.0f));
+    EXPECT_EQ(q41[0].m, f32_to_f16(-3.0f));
+    for (int b : {1, 3}) {
+      EXPECT_EQ(q41[b].d, 0x7e00u) << bad << " block " << b;
+      EXPECT_EQ(q41[b].m, 0x7e00u) << bad << " block " << b;
+      for (int i = 0; i < 16; ++i) EXPECT_EQ(q41[b].qs[i], 0u) << i;
+    }
+    EXPECT_EQ(q41[2].m & 0x7fffu, 0u);  // the minimum, -1.6e-38, is -0 in half
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(q41[2].qs[i], 0u) << i;
+
+    BlockQ5_0 q50[3];
+    quantize_row_q5_0(x.data(), q50, 96);
+    EXPECT_EQ(q50[1].d, 0x7e00u) << bad;
+    EXPECT_EQ(q50[2].d & 0x7fffu, 0u);
+    for (int b : {1, 2}) {
+      for (int i = 0; i < 16; ++i) EXPECT_EQ(q50[b].qs[i], 0u) << i;    // q = 16: nibble 0 ...
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(q50[b].qh[i], 0xffu) << i;  // ... and the fifth bit
+    }
+
+    BlockQ5_1 q51[4];
+    quantize_row_q5_1(x.data(), q51, 128);
+    EXPECT_EQ(q51[0].d, f32_to_f16(6.0f / 31.0f));
+    for (int b : {1, 3}) {
+      EXPECT_EQ(q51[b].d, 0x7e00u) << bad << " block " << b;
+      EXPECT_EQ(q51[b].m, 0x7e00u) << bad << " block " << b;
+    }
+    for (int b : {1, 2, 3}) {
+      for (int i = 0; i < 16; ++i) EXPECT_EQ(q51[b].qs[i], 0u) << i;
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(q51[b].qh[i], 0u) << i;
+    }
+
+    std::array<float, 128> y;
+    dequantize_row_q4_1(q41, y.data(), 128);
+    for (int i = 0; i < 32; ++i) EXPECT_NEAR(y[i], x[i], 0.21f) << i;  // half a step of 0.4
+    for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
+    for (int i = 64; i < 96; ++i) EXPECT_EQ(y[i], 0.0f) << i;
+    for (int i = 96; i < 128; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
+    dequantize_row_q5_0(q50, y.data(), 96);
+    // d = -3 / -16: +3 would be quant 32, clamped to 31, a step (0.1875) below.
+    for (int i = 0; i < 32; ++i) EXPECT_NEAR(y[i], x[i], 0.19f) << i;
+    for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
+    for (int i = 64; i < 96; ++i) EXPECT_EQ(y[i], 0.0f) << i;
+    dequantize_row_q5_1(q51, y.data(), 128);
+    for (int i = 0; i < 32; ++i) EXPECT_NEAR(y[i], x[i], 0.1f) << i;
+    for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
+    for (int i = 64; i < 96; ++i) EXPECT_EQ(y[i], 0.0f) << i;
+    for (int i = 96; i < 128; ++i) EXPECT_TRUE(std::isnan(y[i])) << i;
   }
 }
 
@@ -330,15 +475,103 @@ TEST(QuantTest, Q4_0RoundTripErrorIsHalfAStepInsideTheRange) {
   EXPECT_GT(clamped_seen, 0) << "no element exercised the clamp";
 }
 
+// The offset types on random rows: |x - y| is at most half a step, plus what storing d and m in
+// half moves the grid (|q|·|d - d'| + |m - m'|), plus float evaluation of (x - min)·(1/d) and of
+// q·d' + m'; the smallest element decodes to m' itself. Every element's quant is within range.
+template <class Block>
+void check_offset_round_trip(void (*quantize)(const float*, Block*, int64_t),
+                             void (*dequantize)(const Block*, float*, int64_t), int levels,
+                             int (*quant)(const Block&, int)) {
+  for (const uint32_t seed : {1u, 2u, 3u, 42u}) {
+    const int n_blocks = 20;
+    const std::vector<float> x = make_test_row(seed, n_blocks);
+    std::vector<Block> blocks(n_blocks);
+    quantize(x.data(), blocks.data(), n_blocks * 32);
+    std::vector<float> y(x.size());
+    dequantize(blocks.data(), y.data(), n_blocks * 32);
+    for (int b = 0; b < n_blocks; ++b) {
+      const float* block = x.data() + b * 32;
+      const double min = *std::min_element(block, block + 32);
+      const double max = *std::max_element(block, block + 32);
+      const double d = (max - min) / (levels - 1);
+      const double stored_d = f16_to_f32(blocks[b].d);
+      const double stored_m = f16_to_f32(blocks[b].m);
+      for (int i = 0; i < 32; ++i) {
+        const int q = quant(blocks[b], i);
+        ASSERT_GE(q, 0);
+        ASSERT_LT(q, levels);
+        const double bound = 0.5 * d + q * std::fabs(d - stored_d) + std::fabs(min - stored_m) +
+                             1e-5 * d + 1e-6 * std::fabs(stored_m);
+        ASSERT_LE(std::fabs(double{block[i]} - y[b * 32 + i]), bound)
+            << "seed " << seed << " block " << b << " element " << i << " x = " << block[i];
+        if (block[i] == min) {
+          ASSERT_EQ(q, 0);
+        }
+      }
+    }
+  }
+}
+
+int q4_1_quant(const BlockQ4_1& block, int i) {
+  return i < 16 ? block.qs[i] & 0x0f : block.qs[i - 16] >> 4;
+}
+
+int q5_1_quant(const BlockQ5_1& block, int i) {
+  const int nibble = i < 16 ? block.qs[i] & 0x0f : block.qs[i - 16] >> 4;
+  return nibble | ((block.qh[i / 8] >> (i % 8)) & 1) << 4;
+}
+
+TEST(QuantTest, Q4_1RoundTripErrorIsHalfAStep) {
+  check_offset_round_trip<BlockQ4_1>(quantize_row_q4_1, dequantize_row_q4_1, 16, q4_1_quant);
+}
+
+TEST(QuantTest, Q5_1RoundTripErrorIsHalfAStep) {
+  check_offset_round_trip<BlockQ5_1>(quantize_row_q5_1, dequantize_row_q5_1, 32, q5_1_quant);
+}
+
+// Q5_0 as Q4_0 with twice the levels: error within half a step of max/16 except for the clamped
+// top (scaled values past 15.5), checked loosely here; the exact bytes are the known answers'.
+TEST(QuantTest, Q5_0RoundTripErrorIsAtMostAStep) {
+  for (const uint32_t seed : {1u, 2u, 3u, 42u}) {
+    const int n_blocks = 20;
+    const std::vector<float> x = make_test_row(seed, n_blocks);
+    std::vector<BlockQ5_0> blocks(n_blocks);
+    quantize_row_q5_0(x.data(), blocks.data(), n_blocks * 32);
+    std::vector<float> y(x.size());
+    dequantize_row_q5_0(blocks.data(), y.data(), n_blocks * 32);
+    for (int b = 0; b < n_blocks; ++b) {
+      double max_abs = 0.0;
+      for (int i = 0; i < 32; ++i) max_abs = std::max(max_abs, std::fabs(double{x[b * 32 + i]}));
+      const double step = max_abs / 16.0;
+      const double stored_step = std::fabs(f16_to_f32(blocks[b].d));
+      for (int i = 0; i < 32; ++i) {
+        const int j = b * 32 + i;
+        ASSERT_LE(std::fabs(double{x[j]} - y[j]),
+                  step + 16 * std::fabs(step - stored_step) + 1e-5 * step)
+            << "seed " << seed << " block " << b << " element " << i;
+      }
+    }
+  }
+}
+
 TEST(QuantTest, RowLengthMustBeAMultipleOf32) {
   std::vector<float> x(64, 1.0f);
   std::vector<BlockQ8_0> q8(2);
   std::vector<BlockQ4_0> q4(2);
+  std::vector<BlockQ4_1> q41(2);
+  std::vector<BlockQ5_0> q50(2);
+  std::vector<BlockQ5_1> q51(2);
   for (const int64_t n : {1, 31, 33, 48}) {
     EXPECT_THROW(quantize_row_q8_0(x.data(), q8.data(), n), Error) << n;
     EXPECT_THROW(quantize_row_q4_0(x.data(), q4.data(), n), Error) << n;
+    EXPECT_THROW(quantize_row_q4_1(x.data(), q41.data(), n), Error) << n;
+    EXPECT_THROW(quantize_row_q5_0(x.data(), q50.data(), n), Error) << n;
+    EXPECT_THROW(quantize_row_q5_1(x.data(), q51.data(), n), Error) << n;
     EXPECT_THROW(dequantize_row_q8_0(q8.data(), x.data(), n), Error) << n;
     EXPECT_THROW(dequantize_row_q4_0(q4.data(), x.data(), n), Error) << n;
+    EXPECT_THROW(dequantize_row_q4_1(q41.data(), x.data(), n), Error) << n;
+    EXPECT_THROW(dequantize_row_q5_0(q50.data(), x.data(), n), Error) << n;
+    EXPECT_THROW(dequantize_row_q5_1(q51.data(), x.data(), n), Error) << n;
   }
 }
 

@@ -111,21 +111,6 @@ int64_t slice_columns(DType dtype, int64_t K) {
   return (K + segment - 1) / segment <= static_cast<int64_t>(kMaxMatmulParts) ? segment : K;
 }
 
-// The stored type of a load-time layout (core/quant.h), or `dtype` itself. embed reads a table in
-// such a layout (a tied output matrix repacked for matmul) by unpacking each row to this type.
-DType unpacked_type(DType dtype) {
-  switch (dtype) {
-    case DType::Q4_0x8:
-      return DType::Q4_0;
-    case DType::Q8_0x8:
-      return DType::Q8_0;
-    case DType::F16x4:
-      return DType::F16;
-    default:
-      return dtype;
-  }
-}
-
 // Row `row` of a [rows, cols] table in a load-time layout, in its unpacked type, into `out`.
 void unpack_table_row(const void* table, DType dtype, int64_t rows, int64_t cols, int64_t row,
                       void* out) {
@@ -218,7 +203,7 @@ bool CpuBackend::supports(OpKind op, std::initializer_list<DType> dtypes) const 
   const bool one_valid = n == 1 && static_cast<int>(d[0]) < kDTypeCount;
   switch (op) {
     case OpKind::Embed:
-      return n == 1 && entry(kernels_->row_to_f32, unpacked_type(d[0])) != nullptr;
+      return n == 1 && entry(kernels_->row_to_f32, dtype_unpacked(d[0])) != nullptr;
     case OpKind::Matmul:
       return n == 1 && entry(kernels_->matmul, d[0]) != nullptr;
     case OpKind::Attention:
@@ -253,7 +238,7 @@ void CpuBackend::embed(const Tensor& table, const Tensor& ids, const Tensor& out
   const auto* id_values = static_cast<const int32_t*>(host(ids, "embed", "ids"));
   auto* out_values = static_cast<float*>(host(out, "embed", "out"));
   const int64_t dim = table.dim(1);
-  const DType unpacked = unpacked_type(table.dtype());
+  const DType unpacked = dtype_unpacked(table.dtype());
   const RowToF32Fn to_f32 = entry(kernels_->row_to_f32, unpacked);
   if (unpacked != table.dtype()) {
     // Rows of a layout's groups are interleaved: unpack each one, then decode it.

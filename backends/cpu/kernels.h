@@ -76,8 +76,10 @@ struct KernelTable {
   AddFn add = nullptr;
   // By weight dtype, the layout this table multiplies such matrices fastest in: the dtype itself,
   // or a load-time layout (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8, F16 -> F16x4) where the table's kernel
-  // for it was measured faster (the CPU backend then asks the loader to repack). Every table can
-  // multiply every layout; the portable kernels are the oracle for the fast ones.
+  // for it was measured faster (the CPU backend then asks the loader to repack), or for Q4_1,
+  // Q5_0 and Q5_1, which have portable kernels only, the table's Q8_0 layout (the loader converts
+  // them). Every table can multiply every layout; the portable kernels are the oracle for the
+  // fast ones.
   std::array<DType, kDTypeCount> matmul_layout = stored_layouts();
   // By weight dtype, where set: decode reads weight rows as two streams (DecodePairsFn). The CPU
   // backend then pairs each row of a weight's first half with one of its second half and splits

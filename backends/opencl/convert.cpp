@@ -42,7 +42,26 @@ void OpenClBackend::cast(const Tensor& src, const Tensor& dst) {
         .run({static_cast<size_t>(n), static_cast<size_t>(rows)}, {64, 1});
     return;
   }
-  const char* kernel = dst.dtype() == DType::Q8_0 ? "cast_to_q8_0" : "cast_to_q4_0";
+  const char* kernel = nullptr;
+  switch (dst.dtype()) {
+    case DType::Q8_0:
+      kernel = "cast_to_q8_0";
+      break;
+    case DType::Q4_0:
+      kernel = "cast_to_q4_0";
+      break;
+    case DType::Q4_1:
+      kernel = "cast_to_q4_1";
+      break;
+    case DType::Q5_0:
+      kernel = "cast_to_q5_0";
+      break;
+    case DType::Q5_1:
+      kernel = "cast_to_q5_1";
+      break;
+    default:
+      EDGELM_FAIL("[opencl] cast: no kernel quantizes to ", dtype_name(dst.dtype()));
+  }
   const int64_t blocks = n / dtype_block_size(dst.dtype());
   call("cast", "convert", kernel)
       .tensor(src, "src")

@@ -40,6 +40,12 @@ const char* gemv_kernel(DType dtype) {
       return "matmul_q8_0_gemv";
     case DType::Q4_0:
       return "matmul_q4_0_gemv";
+    case DType::Q4_1:
+      return "matmul_q4_1_gemv";
+    case DType::Q5_0:
+      return "matmul_q5_0_gemv";
+    case DType::Q5_1:
+      return "matmul_q5_1_gemv";
     default:
       return nullptr;
   }

@@ -30,7 +30,8 @@ OpenClBackend::OpenClBackend(const OpenClOptions& options)
       programs_(device_, build_options(*device_),
                 options.cache_dir.value_or(ProgramCache::default_dir())),
       gemm_min_rows_(options.gemm_min_rows),
-      gemm_tile_bytes_(options.gemm_tile_bytes) {
+      gemm_tile_bytes_(options.gemm_tile_bytes),
+      convert_weights_(options.convert_weights) {
   programs_.build_all();
 }
 
@@ -42,6 +43,12 @@ OpenClBackend::~OpenClBackend() {
 
 std::string OpenClBackend::device() const {
   return device_->info().describe();
+}
+
+DType OpenClBackend::matmul_weight_type(DType dtype) const {
+  const bool offset_or_five_bit =
+      dtype == DType::Q4_1 || dtype == DType::Q5_0 || dtype == DType::Q5_1;
+  return convert_weights_ && offset_or_five_bit ? DType::Q8_0 : dtype;
 }
 
 bool OpenClBackend::can_use(const Buffer& buffer) const {
@@ -57,7 +64,7 @@ bool OpenClBackend::supports(OpKind op, std::initializer_list<DType> dtypes) con
   const DType* d = dtypes.begin();
   auto weight_type = [](DType t) {
     return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
-           t == DType::Q4_0;
+           t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1;
   };
   auto only = [&](DType expected) { return n == 1 && d[0] == expected; };
   switch (op) {

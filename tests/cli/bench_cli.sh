@@ -75,7 +75,7 @@ head -c 3000 "$gguf" > "$work/truncated.gguf"
 expect_error "truncated gguf" "[gguf]" -m "$work/truncated.gguf"
 expect_error "bad --output" "--output" -m "$gguf" -o xml
 expect_error "unknown backend" "--backend" -m "$gguf" --backend vulkan
-expect_error "bad --weight-type" "--weight-type" -m "$gguf" --weight-type q5_1
+expect_error "bad --weight-type" "--weight-type" -m "$gguf" --weight-type q4_0x8
 expect_error "bad --kv-type" "--kv-type" -m "$gguf" --kv-type q8_0
 expect_error "zero threads" "--threads" -m "$gguf" -t 0
 expect_error "no test" "no test to run" -m "$gguf" --n-prompt 0 -n 0

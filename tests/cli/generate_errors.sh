@@ -72,6 +72,9 @@ expect_error "negative seed" "--seed: '-1' is not a whole number" --model-path "
 expect_error "seed past 2^64-1" "is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed 18446744073709551616
 expect_error_from "$make_model" make_model "make_model: negative seed" "--seed: '-2' is not a whole number" \
   --preset tiny --format gguf --seed -2 --out "$work/bad_seed"
+expect_error_from "$make_model" make_model "make_model: q4_1 safetensors" \
+  "--quant q4_1: safetensors folders hold f32, f16 or bf16" --preset tiny --format hf --quant q4_1 \
+  --out "$work/bad_quant"
 expect_error "NaN memory threshold" "--memory-threshold-mb nan" --model-path "$gguf" --prompt-ids 1 --memory-threshold-mb nan
 expect_error "bad simulated memory curve" "step:MiB" --model-path "$gguf" --prompt-ids 1 --simulate-memory 0:10,x
 expect_error "--cl-device on the cpu" "--cl-platform/--cl-device" --model-path "$gguf" --prompt-ids 1 --cl-device 0
@@ -146,6 +149,21 @@ if "$generate" --model-path "$q4" --prompt-ids 1,2,3 -n 6 --greedy --json -q > "
   ok "q4_0 repacked and as stored"
 else
   fail "q4_0 repacked and as stored"
+fi
+
+# A Q4_1 file: the SIMD tables multiply it converted to their Q8_0 layout (q8_0x8 on x86), the
+# portable table and --no-repack as stored; --weight-type q5_1 converts it.
+q41=$("$make_model" --preset tiny --format gguf --quant q4_1 --out "$work/q41" 2> /dev/null)
+if "$generate" --model-path "$q41" --prompt-ids 1,2,3 -n 4 --greedy --json -q > "$work/packed.txt" 2> "$work/err.txt" &&
+  "$generate" --model-path "$q41" --prompt-ids 1,2,3 -n 4 --greedy --json -q --no-repack > "$work/plain.txt" 2>> "$work/err.txt" &&
+  "$generate" --model-path "$q41" --prompt-ids 1,2,3 -n 4 --greedy --json -q --weight-type q5_1 --no-repack > "$work/q51.txt" 2>> "$work/err.txt" &&
+  tail -n 1 "$work/packed.txt" | grep -q '"weight_type":"q4_1"' &&
+  tail -n 1 "$work/packed.txt" | grep -Eq '"weight_layout":"(q4_1|q8_0|q8_0x8)"' &&
+  tail -n 1 "$work/plain.txt" | grep -q '"weight_layout":"q4_1"' &&
+  tail -n 1 "$work/q51.txt" | grep -q '"weight_layout":"q5_1"'; then
+  ok "q4_1 converted, as stored, and as q5_1"
+else
+  fail "q4_1 converted, as stored, and as q5_1"
 fi
 
 # Text in and out, the chat template, and an interactive session fed on stdin.

@@ -29,11 +29,17 @@ constexpr double kFloatMath = 1e-10;
 constexpr double kQuantizedActivations = 3e-4;
 // Quantizing casts are compared with their input, so the tolerance is the format's own error on
 // Gaussian data: Q8_0 ≈ 2e-5 (step max/127), Q4_0 ≈ 6e-3 (step max/8); bounds with 3-5x headroom.
+// Q4_1's step (max - min)/15 is a little smaller than Q4_0's, Q5_0's and Q5_1's (max/16,
+// (max - min)/31) about half that: NMSE ≈ 6e-3, 1.8e-3 and 1.4e-3 (up to 1.1e-2, 2.6e-3 and
+// 2.1e-3 on one-block rows over five seeds).
 constexpr double kQ8_0Format = 1e-4;
 constexpr double kQ4_0Format = 2e-2;
+constexpr double kQ4_1Format = 2e-2;
+constexpr double kQ5Format = 6e-3;
 
 const std::vector<DType> kWeightTypes = {DType::F32,  DType::F16,  DType::BF16,
-                                         DType::Q8_0, DType::Q4_0, DType::I32};
+                                         DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                         DType::Q5_0, DType::Q5_1, DType::I32};
 
 int64_t uniform_int(std::mt19937_64& rng, int64_t low, int64_t high) {  // [low, high]
   return std::uniform_int_distribution<int64_t>(low, high)(rng);
@@ -608,6 +614,9 @@ void cast_cases(std::vector<OpCase>& cases) {
       {DType::BF16, DType::F32, 0.0},         {DType::F16, DType::BF16, 0.0},
       {DType::F32, DType::Q8_0, kQ8_0Format}, {DType::Q8_0, DType::F32, 0.0},
       {DType::F32, DType::Q4_0, kQ4_0Format}, {DType::Q4_0, DType::F32, 0.0},
+      {DType::F32, DType::Q4_1, kQ4_1Format}, {DType::Q4_1, DType::F32, 0.0},
+      {DType::F32, DType::Q5_0, kQ5Format},   {DType::Q5_0, DType::F32, 0.0},
+      {DType::F32, DType::Q5_1, kQ5Format},   {DType::Q5_1, DType::F32, 0.0},
       {DType::I32, DType::F32, 0.0},
   };
   struct S {

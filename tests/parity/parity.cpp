@@ -49,12 +49,21 @@ void Context::fill(const Tensor& tensor, const std::vector<double>& values) {
       }
       break;
     case DType::Q8_0:
-    case DType::Q4_0: {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1: {
       std::vector<float> row(values.begin(), values.end());
       if (tensor.dtype() == DType::Q8_0) {
         quantize_row_q8_0(row.data(), static_cast<BlockQ8_0*>(raw), n);
-      } else {
+      } else if (tensor.dtype() == DType::Q4_0) {
         quantize_row_q4_0(row.data(), static_cast<BlockQ4_0*>(raw), n);
+      } else if (tensor.dtype() == DType::Q4_1) {
+        quantize_row_q4_1(row.data(), static_cast<BlockQ4_1*>(raw), n);
+      } else if (tensor.dtype() == DType::Q5_0) {
+        quantize_row_q5_0(row.data(), static_cast<BlockQ5_0*>(raw), n);
+      } else {
+        quantize_row_q5_1(row.data(), static_cast<BlockQ5_1*>(raw), n);
       }
       break;
     }

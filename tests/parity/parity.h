@@ -29,7 +29,7 @@ class Context {
 
   Backend& backend() { return backend_; }
 
-  // Random input: F32/F16/BF16 from N(0, scale²); Q8_0/Q4_0 by quantizing such values.
+  // Random input: F32/F16/BF16 from N(0, scale²); quantized types by quantizing such values.
   Tensor random(DType dtype, Shape shape, float scale = 1.0f);
   // Input with given values (converted to dtype as random() does; I32 taken as integers).
   Tensor values(DType dtype, Shape shape, const std::vector<double>& values);
@@ -95,7 +95,7 @@ struct CaseResult {
 CaseResult run_case(const OpCase& op_case, Backend& subject, Backend* oracle = nullptr,
                     uint64_t seed = 1234);
 
-// Independent decoding of a tensor's host bytes to doubles (F32, F16, BF16, Q8_0, Q4_0, I32).
+// Independent decoding of a tensor's host bytes to doubles (every DType).
 std::vector<double> decode(const Tensor& tensor);
 std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape);
 // Round-to-nearest-even of x to F16 / BF16, computed in double arithmetic, for references.

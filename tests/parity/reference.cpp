@@ -94,6 +94,29 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape)
         out[i] = half_bits_to_double(load_u16(block)) * (nibble - 8);
       }
       break;
+    case DType::Q4_1:  // blocks of 20 bytes: half d, half m, 16 bytes of nibbles as Q4_0
+      for (int64_t i = 0; i < numel; ++i) {
+        const uint8_t* block = bytes + 20 * (i / 32);
+        const int j = static_cast<int>(i % 32);
+        const int nibble = j < 16 ? (block[4 + j] & 0x0f) : (block[4 + j - 16] >> 4);
+        out[i] = half_bits_to_double(load_u16(block)) * nibble +
+                 half_bits_to_double(load_u16(block + 2));
+      }
+      break;
+    case DType::Q5_0:  // blocks of 22 bytes: half d, 4 bytes of fifth bits, 16 bytes of nibbles
+    case DType::Q5_1:  // blocks of 24 bytes: half d, half m, then as Q5_0
+      for (int64_t i = 0; i < numel; ++i) {
+        const bool offset = dtype == DType::Q5_1;
+        const uint8_t* block = bytes + (offset ? 24 : 22) * (i / 32);
+        const uint8_t* high_bits = block + (offset ? 4 : 2);
+        const uint8_t* nibbles = high_bits + 4;
+        const int j = static_cast<int>(i % 32);
+        const int nibble = j < 16 ? (nibbles[j] & 0x0f) : (nibbles[j - 16] >> 4);
+        const int q = nibble + 16 * ((high_bits[j / 8] >> (j % 8)) & 1);
+        const double d = half_bits_to_double(load_u16(block));
+        out[i] = offset ? d * q + half_bits_to_double(load_u16(block + 2)) : d * (q - 16);
+      }
+      break;
     case DType::Q4_0x8: {  // records of 8 rows x 32 elements: 8 half scales, [4][8][4] bytes
       const int64_t K = shape.last();
       for (int64_t i = 0; i < numel; ++i) {

@@ -29,6 +29,18 @@ void q4_0_to_f32__portable(const void* src, float* dst, int64_t n) {
   dequantize_row_q4_0(static_cast<const BlockQ4_0*>(src), dst, n);
 }
 
+void q4_1_to_f32__portable(const void* src, float* dst, int64_t n) {
+  dequantize_row_q4_1(static_cast<const BlockQ4_1*>(src), dst, n);
+}
+
+void q5_0_to_f32__portable(const void* src, float* dst, int64_t n) {
+  dequantize_row_q5_0(static_cast<const BlockQ5_0*>(src), dst, n);
+}
+
+void q5_1_to_f32__portable(const void* src, float* dst, int64_t n) {
+  dequantize_row_q5_1(static_cast<const BlockQ5_1*>(src), dst, n);
+}
+
 void f32_from_f32__portable(const float* src, void* dst, int64_t n) {
   std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
@@ -49,6 +61,18 @@ void q8_0_from_f32__portable(const float* src, void* dst, int64_t n) {
 
 void q4_0_from_f32__portable(const float* src, void* dst, int64_t n) {
   quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
+}
+
+void q4_1_from_f32__portable(const float* src, void* dst, int64_t n) {
+  quantize_row_q4_1(src, static_cast<BlockQ4_1*>(dst), n);
+}
+
+void q5_0_from_f32__portable(const float* src, void* dst, int64_t n) {
+  quantize_row_q5_0(src, static_cast<BlockQ5_0*>(dst), n);
+}
+
+void q5_1_from_f32__portable(const float* src, void* dst, int64_t n) {
+  quantize_row_q5_1(src, static_cast<BlockQ5_1*>(dst), n);
 }
 
 }  // namespace edgelm::cpu

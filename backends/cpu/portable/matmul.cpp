@@ -70,6 +70,53 @@ void q4_0_matmul__portable(const float* x, const void* w, float* y, int64_t M, i
   });
 }
 
+// The offset types decode q·d + m in double, which is exact (q·d has at most 16 significant bits),
+// so the product is that of x and the blocks' values as written, before any float rounding.
+void q4_1_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  const auto* blocks = static_cast<const BlockQ4_1*>(w);  // [N, K / 32]
+  const int64_t blocks_per_row = K / kQ4_1BlockSize;
+  constexpr int kHalf = kQ4_1BlockSize / 2;
+  matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
+    const BlockQ4_1& block = blocks[n * blocks_per_row + k / kQ4_1BlockSize];
+    const int i = static_cast<int>(k % kQ4_1BlockSize);
+    const int nibble = i < kHalf ? (block.qs[i] & 0x0f) : (block.qs[i - kHalf] >> 4);
+    return static_cast<double>(f16_to_f32(block.d)) * nibble + f16_to_f32(block.m);
+  });
+}
+
+namespace {
+
+// Quant i (0..31) of a Q5_0 or Q5_1 block: the nibble, and bit i of qh as a little-endian uint32.
+int five_bit_quant(const uint8_t* qs, const uint8_t* qh, int i) {
+  const int nibble = i < 16 ? (qs[i] & 0x0f) : (qs[i - 16] >> 4);
+  return nibble | (((qh[i / 8] >> (i % 8)) & 1) << 4);
+}
+
+}  // namespace
+
+void q5_0_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  const auto* blocks = static_cast<const BlockQ5_0*>(w);  // [N, K / 32]
+  const int64_t blocks_per_row = K / kQ5_0BlockSize;
+  matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
+    const BlockQ5_0& block = blocks[n * blocks_per_row + k / kQ5_0BlockSize];
+    const int q = five_bit_quant(block.qs, block.qh, static_cast<int>(k % kQ5_0BlockSize));
+    return static_cast<double>(f16_to_f32(block.d)) * (q - 16);
+  });
+}
+
+void q5_1_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  const auto* blocks = static_cast<const BlockQ5_1*>(w);  // [N, K / 32]
+  const int64_t blocks_per_row = K / kQ5_1BlockSize;
+  matmul_rows(x, y, M, N, K, n_begin, n_end, [&](int64_t n, int64_t k) {
+    const BlockQ5_1& block = blocks[n * blocks_per_row + k / kQ5_1BlockSize];
+    const int q = five_bit_quant(block.qs, block.qh, static_cast<int>(k % kQ5_1BlockSize));
+    return static_cast<double>(f16_to_f32(block.d)) * q + f16_to_f32(block.m);
+  });
+}
+
 void q4_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
                              int64_t K, int64_t n_begin, int64_t n_end) {
   const auto* records = static_cast<const BlockQ4_0x8*>(w);  // N / 8 groups, in K segments

@@ -18,6 +18,12 @@ void q8_0_matmul__portable(const float* x, const void* w, float* y, int64_t M, i
                            int64_t n_begin, int64_t n_end);
 void q4_0_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                            int64_t n_begin, int64_t n_end);
+void q4_1_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
+void q5_0_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
+void q5_1_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
 // Q4_0x8 weights (core/quant.h); n_begin and n_end are multiples of 8.
 void q4_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
                              int64_t K, int64_t n_begin, int64_t n_end);
@@ -33,11 +39,17 @@ void f16_to_f32__portable(const void* src, float* dst, int64_t n);
 void bf16_to_f32__portable(const void* src, float* dst, int64_t n);
 void q8_0_to_f32__portable(const void* src, float* dst, int64_t n);
 void q4_0_to_f32__portable(const void* src, float* dst, int64_t n);
+void q4_1_to_f32__portable(const void* src, float* dst, int64_t n);
+void q5_0_to_f32__portable(const void* src, float* dst, int64_t n);
+void q5_1_to_f32__portable(const void* src, float* dst, int64_t n);
 void f32_from_f32__portable(const float* src, void* dst, int64_t n);
 void f16_from_f32__portable(const float* src, void* dst, int64_t n);
 void bf16_from_f32__portable(const float* src, void* dst, int64_t n);
 void q8_0_from_f32__portable(const float* src, void* dst, int64_t n);
 void q4_0_from_f32__portable(const float* src, void* dst, int64_t n);
+void q4_1_from_f32__portable(const float* src, void* dst, int64_t n);
+void q5_0_from_f32__portable(const float* src, void* dst, int64_t n);
+void q5_1_from_f32__portable(const float* src, void* dst, int64_t n);
 
 void f32_rms_norm__portable(const float* x, const float* weight, float* y, int64_t dim, float eps);
 void f32_rope__portable(const float* x, float* out, int64_t n_heads, int64_t head_dim,
