@@ -467,12 +467,11 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   app.add_option("--backend", backends, "Backends, e.g. cpu or cpu:portable,cpu:avx512")
       ->delimiter(',');
-  app.add_option("--weight-type", weight_type_text,
-                 "Convert weights on load: f32|f16|q8_0|q4_0 (default: the file's)");
+  app.add_option("--weight-type", weight_type_text, edgelm::cli::kWeightTypeHelp);
   bool no_repack = false;
   app.add_flag("--no-repack", no_repack,
-               "CPU: multiply Q4_0, Q8_0 and F16 weights as stored instead of repacking them at "
-               "load");
+               "Multiply weights as stored instead of in the backend's faster layout (the "
+               "CPU's repacked Q4_0, Q8_0, F16; Q8_0 for Q4_1, Q5_0, Q5_1)");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
   app.add_option(flag::kBatchSize, chunk,
                  "Prompt tokens per prefill step (default " +
@@ -520,10 +519,7 @@ int run(int argc, char** argv) {
       edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
   edgelm::LoadOptions load_options;
   if (!weight_type_text.empty()) {
-    load_options.weight_type = edgelm::cli::parse_dtype(
-        weight_type_text, "--weight-type",
-        {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0,
-         edgelm::DType::Q4_1, edgelm::DType::Q5_0, edgelm::DType::Q5_1});
+    load_options.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
   }
   std::vector<TestSpec> pg_tests;
   for (const std::string& text : pg_texts) pg_tests.push_back(parse_pg(text));

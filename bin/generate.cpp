@@ -209,12 +209,11 @@ int run(int argc, char** argv) {
   std::string cpu_list;
   app.add_option("--cpus", cpu_list,
                  "Pin CPU thread i to the i-th CPU of this list, e.g. 4-7 (a phone's big cores)");
-  app.add_option("--weight-type", weight_type_text,
-                 "Convert weights on load: f32|f16|q8_0|q4_0 (default: the file's)");
+  app.add_option("--weight-type", weight_type_text, edgelm::cli::kWeightTypeHelp);
   bool no_repack = false;
   app.add_flag("--no-repack", no_repack,
-               "CPU: multiply Q4_0, Q8_0 and F16 weights as stored instead of repacking them at "
-               "load");
+               "Multiply weights as stored instead of in the backend's faster layout (the "
+               "CPU's repacked Q4_0, Q8_0, F16; Q8_0 for Q4_1, Q5_0, Q5_1)");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16");
   app.add_option(flag::kCtxSize, max_seq_len, "KV cache capacity in tokens (default 2048)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -315,10 +314,7 @@ int run(int argc, char** argv) {
       edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
   edgelm::LoadOptions load_options;
   if (!weight_type_text.empty()) {
-    load_options.weight_type = edgelm::cli::parse_dtype(
-        weight_type_text, "--weight-type",
-        {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0,
-         edgelm::DType::Q4_1, edgelm::DType::Q5_0, edgelm::DType::Q5_1});
+    load_options.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
   }
   std::unique_ptr<edgelm::EvictionPolicy> policy = edgelm::make_policy(eviction);
   // A setting the policy ignores is most likely a mistake (e.g. --kv-budget without a policy, which
@@ -355,6 +351,7 @@ int run(int argc, char** argv) {
   const edgelm::DType weight_layout =
       loaded.weights.layers.empty() ? weight_type : loaded.weights.layers[0].w_gate.dtype();
   const std::string format = loaded.format;
+  const std::string weight_types = loaded.weight_types;  // "q4_1 (token embedding q8_0)"
   edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
   edgelm::KvCache cache = model.make_cache(max_seq_len, kv_type);
   // The tokenizer is needed for text in or out; a model without one still runs on ids.
@@ -373,8 +370,8 @@ int run(int argc, char** argv) {
   const uint64_t copy_bytes_load = backend->host_device_copy_bytes();
   backend->reset_op_timings();
   const edgelm::LlamaConfig& config = model.config();
-  std::fprintf(stderr, "model: %s (%s, %s weights)\n%s\nbackend: %s\n", model_path.c_str(),
-               format.c_str(), edgelm::dtype_name(weight_type), config.describe().c_str(),
+  std::fprintf(stderr, "model: %s (%s; weights %s)\n%s\nbackend: %s\n", model_path.c_str(),
+               format.c_str(), weight_types.c_str(), config.describe().c_str(),
                backend->device().c_str());
   if (tokenizer) std::fprintf(stderr, "tokenizer: %s\n", tokenizer->describe().c_str());
 
@@ -543,6 +540,7 @@ int run(int argc, char** argv) {
         {"backend", backend_name},
         {"device", backend->device()},
         {"weight_type", edgelm::dtype_name(weight_type)},
+        {"weight_types", weight_types},
         {"weight_layout", edgelm::dtype_name(weight_layout)},
         {"kv_type", edgelm::dtype_name(kv_type)},
         {"load_s", load_s},

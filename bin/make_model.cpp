@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
     app.add_option("--format", options.format,
                    "hf (config.json + model.safetensors + tokenizer.json) or gguf")
         ->check(CLI::IsMember({"hf", "gguf"}));
-    app.add_option("--quant", quant, "Weight type: f32|f16|bf16 (hf, gguf), q8_0|q4_0 (gguf)");
+    app.add_option("--quant", quant,
+                   "Weight type: f32|f16|bf16 (hf, gguf), q8_0|q4_0|q4_1|q5_0|q5_1 (gguf)");
     app.add_option(edgelm::cli::flag::kSeed, options.seed, "Seed of the random weights")
         ->check(edgelm::cli::kUint64);
     app.add_option("--out", options.out_dir, "Output folder");

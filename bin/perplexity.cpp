@@ -52,7 +52,8 @@ int run(int argc, char** argv) {
   // The flags, in one block: the tools' shared names (cli_util.h), llama-perplexity's spellings.
   app.add_option(edgelm::cli::flag::kModel, model_path, "Hugging Face model folder or .gguf file");
   app.add_option(edgelm::cli::flag::kFile, file, "Text file to score");
-  app.add_option(edgelm::cli::flag::kCtxSize, n_ctx, "Tokens per window (default 512, as llama.cpp)");
+  app.add_option(edgelm::cli::flag::kCtxSize, n_ctx,
+                 "Tokens per window (default 512, as llama.cpp)");
   app.add_option("--chunks", max_chunks, "Score at most this many windows (default: all)");
   app.add_option(
       edgelm::cli::flag::kBatchSize, batch,
@@ -61,8 +62,7 @@ int run(int argc, char** argv) {
   app.add_option(edgelm::cli::flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
-  app.add_option("--weight-type", weight_type_text,
-                 "Convert weights on load: f32|f16|q8_0|q4_0 (default: the file's)");
+  app.add_option("--weight-type", weight_type_text, edgelm::cli::kWeightTypeHelp);
   app.add_flag("--json", json, "Print a JSON summary as the last line of stdout");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
@@ -80,9 +80,7 @@ int run(int argc, char** argv) {
       edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
   edgelm::LoadOptions load_options;
   if (!weight_type_text.empty()) {
-    load_options.weight_type = edgelm::cli::parse_dtype(
-        weight_type_text, "--weight-type",
-        {edgelm::DType::F32, edgelm::DType::F16, edgelm::DType::Q8_0, edgelm::DType::Q4_0});
+    load_options.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
   }
   const std::string text = read_text(file);
 
@@ -91,6 +89,7 @@ int run(int argc, char** argv) {
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
   const edgelm::DType weight_type = loaded.weight_type;
   const std::string format = loaded.format;
+  const std::string weight_types = loaded.weight_types;  // "q4_1 (token embedding q8_0)"
   edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights),
                            step_tokens);
   const edgelm::LlamaConfig& config = model.config();
@@ -99,9 +98,9 @@ int run(int argc, char** argv) {
                 config.max_position_embeddings, " tokens");
   }
   const edgelm::Tokenizer tokenizer = edgelm::Tokenizer::from_model_path(model_path);
-  std::fprintf(stderr, "model: %s (%s, %s weights)\n%s\nbackend: %s\ntokenizer: %s\n",
-               model_path.c_str(), format.c_str(), edgelm::dtype_name(weight_type),
-               config.describe().c_str(), backend->device().c_str(), tokenizer.describe().c_str());
+  std::fprintf(stderr, "model: %s (%s; weights %s)\n%s\nbackend: %s\ntokenizer: %s\n",
+               model_path.c_str(), format.c_str(), weight_types.c_str(), config.describe().c_str(),
+               backend->device().c_str(), tokenizer.describe().c_str());
 
   // What the tokenizer adds around a text (its add-BOS setting): BOS alone, or nothing. llama.cpp
   // refuses a vocabulary that appends EOS, and so does this.
@@ -177,6 +176,7 @@ int run(int argc, char** argv) {
         {"device", backend->device()},
         {"threads", threads},
         {"weight_type", edgelm::dtype_name(weight_type)},
+        {"weight_types", weight_types},
         {"kv_type", edgelm::dtype_name(kv_type)},
     };
     std::printf("%s\n", summary.dump().c_str());
