@@ -21,7 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 args=${EDGELM_BENCH_ARGS:-"--n-prompt 128,512 -n 128 -r 3"}
 threads=${EDGELM_BENCH_THREADS:-"1 2"}
-types=${EDGELM_BENCH_TYPES:-"q4_0 q8_0 f16"}
+types=${EDGELM_BENCH_TYPES-"q4_0 q8_0 f16"}
+files=${EDGELM_BENCH_FILES:-}
 out=bench-results/$(date +%Y-%m-%d)
 mkdir -p "$out" build/models
 
@@ -38,6 +39,10 @@ for type in $types; do
     build/bin/make_model --preset llama-3.2-1b --format gguf --quant "$type" --seed 1 \
       --out build/models > /dev/null
   fi
+  models+=("$file")
+done
+for file in $files; do
+  [ -f "$file" ] || { echo "bench_suite: $file (EDGELM_BENCH_FILES) does not exist" >&2; exit 1; }
   models+=("$file")
 done
 rm -f "$out"/edgelm-*.json "$out"/llama.cpp-*.json
