@@ -17,6 +17,7 @@
 #include "core/mapped_file.h"
 #include "models/gguf.h"
 #include "models/unicode_nfc.h"
+#include "models/utf8.h"
 
 namespace edgelm {
 namespace {
@@ -206,46 +207,19 @@ bool is_valid_utf8(std::string_view text) {
   return true;
 }
 
-// Decodes one character of valid UTF-8 at p (n bytes available); returns its length.
+// Decodes one character at p (n bytes available); returns its length. An invalid sequence gives
+// U+FFFD and the length of its maximal subpart.
 size_t decode_char(const unsigned char* p, size_t n, uint32_t& code) {
   const Utf8Step step = utf8_step(p, n);
   if (step.status != Utf8Status::Valid) {
     code = 0xFFFD;
     return step.length;
   }
-  switch (step.length) {
-    case 1:
-      code = p[0];
-      break;
-    case 2:
-      code = ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu);
-      break;
-    case 3:
-      code = ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
-      break;
-    default:
-      code =
-          ((p[0] & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
-  }
-  return step.length;
+  return utf8::decode_valid(p, code);
 }
 
 void append_utf8(std::string& out, uint32_t code) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
+  utf8::append(out, code);
 }
 
 // Unicode's White_Space property: what `\s` means to Oniguruma (the engine of the `tokenizers`

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "models/utf8.h"
+
 namespace edgelm {
 namespace {
 
@@ -100,42 +102,6 @@ uint32_t compose(uint32_t first, uint32_t second) {
   return it != table.end() && it->first == key ? it->second : 0;
 }
 
-// Decodes valid UTF-8 at p; returns the length.
-size_t decode(const unsigned char* p, uint32_t& code) {
-  if (p[0] < 0x80) {
-    code = p[0];
-    return 1;
-  }
-  if (p[0] < 0xE0) {
-    code = ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu);
-    return 2;
-  }
-  if (p[0] < 0xF0) {
-    code = ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
-    return 3;
-  }
-  code = ((p[0] & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
-  return 4;
-}
-
-void encode(uint32_t code, std::string& out) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
-}
-
 }  // namespace
 
 std::string nfc_normalize(std::string_view text) {
@@ -149,7 +115,7 @@ std::string nfc_normalize(std::string_view text) {
   codes.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     uint32_t code;
-    i += decode(p + i, code);
+    i += utf8::decode_valid(p + i, code);
     decompose(code, codes);
   }
   // Canonical ordering: each run of non-starters sorted by combining class, stably.
@@ -193,7 +159,7 @@ std::string nfc_normalize(std::string_view text) {
   }
   std::string out;
   out.reserve(text.size());
-  for (uint32_t code : composed) encode(code, out);
+  for (uint32_t code : composed) utf8::append(out, code);
   return out;
 }
 
