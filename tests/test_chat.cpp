@@ -19,6 +19,7 @@
 #include "models/chat.h"
 #include "models/gguf.h"
 #include "models/tokenizer.h"
+#include "tests/temp_dir.h"
 
 namespace edgelm {
 namespace {
@@ -75,27 +76,11 @@ std::string error_of(const std::function<void()>& call) {
 }
 
 // A scratch folder removed at the end of the test.
-class TempDir {
+class TempDir : public edgelm::testing::TempDir {
  public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            (std::string("edgelm_chat_") + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+  TempDir() : edgelm::testing::TempDir("edgelm_chat_") {}
 };
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
+using edgelm::testing::write_text;
 
 // ---- recognition and exact rendering ----
 

@@ -18,6 +18,7 @@
 #include "models/make_model.h"
 #include "models/tokenizer.h"
 #include "models/unicode_nfc.h"
+#include "tests/temp_dir.h"
 
 namespace edgelm {
 namespace {
@@ -59,27 +60,11 @@ std::string from_hex(const std::string& hex) {
 }
 
 // A scratch folder removed at the end of the test.
-class TempDir {
+class TempDir : public edgelm::testing::TempDir {
  public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            (std::string("edgelm_tok_") + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+  TempDir() : edgelm::testing::TempDir("edgelm_tok_") {}
 };
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
+using edgelm::testing::write_text;
 
 const Tokenizer& llama3_style() {
   static const Tokenizer tokenizer = Tokenizer::from_hf_json(kFixtures + "/llama3-style.json");
