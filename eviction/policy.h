@@ -7,10 +7,15 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
+
 namespace edgelm {
+
+class TokenRecord;
 
 enum class Phase { Prefill, Decode };
 
@@ -35,6 +40,24 @@ struct LayerSlots {
   const int32_t* positions = nullptr;  // [n_slots, n_kv_heads]: logical position of each slot
   int64_t next_position = 0;           // logical position of the next token
   int64_t incoming = 0;                // tokens the coming step appends (they count as recent)
+
+  // For policies that score by the cache's contents or protect what it holds.
+  int64_t keep = 0;  // slots the manager keeps per kv head after this eviction
+  Tensor k;          // [n_slots, n_kv_heads, head_dim] F32/F16, after RoPE; host-readable now
+  Tensor v;          // [n_slots, n_kv_heads, head_dim]
+  const TokenRecord* tokens = nullptr;  // what the cached positions hold (eviction/token_record.h)
+};
+
+// One forward step's queries of one layer before RoPE, for policies that keep query statistics
+// (ForwardOptions::export_queries; handed over by CacheManager::observe_queries).
+struct QueryRows {
+  int64_t layer = 0;
+  const float* rows = nullptr;  // [n_tokens, n_heads, head_dim]
+  int64_t n_tokens = 0;
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t first_position = 0;       // logical position of rows[0]
+  std::span<const float> inv_freq;  // [head_dim / 2]: the model's RoPE frequencies
 };
 
 inline constexpr float kAlwaysKeep = std::numeric_limits<float>::infinity();
@@ -74,6 +97,19 @@ class EvictionPolicy {
   // The layer was compacted: head g kept slots keep[g * n_keep + j]; per-slot state must follow.
   virtual void on_compact(int64_t /*layer*/, const int32_t* /*keep*/, int64_t /*n_kv_heads*/,
                           int64_t /*n_keep*/) {}
+
+  // Whether forward steps must hand over their queries (observe_queries); false by default, so
+  // the model exports none.
+  virtual bool wants_queries() const { return false; }
+  // One layer's queries of the step just run, before RoPE.
+  virtual void observe_queries(const QueryRows& /*queries*/) {}
+  // The share of `limit` (the policy's own limit, the budget or the prefill limit, stated per
+  // layer) that `layer` of n_layers may hold: `limit` itself unless per-layer budgets share it
+  // out (eviction/pyramid_budget.h). Memory pressure and the cache's capacity stay alike for
+  // every layer.
+  virtual int64_t layer_limit(int64_t /*layer*/, int64_t /*n_layers*/, int64_t limit) const {
+    return limit;
+  }
 };
 
 // Builds the policy named by config.policy, checking the settings it depends on. Throws
