@@ -4,6 +4,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "eviction/expected_attention_policy.h"
+#include "eviction/keydiff_policy.h"
+#include "eviction/random_policy.h"
 
 namespace edgelm {
 namespace {
@@ -256,7 +259,8 @@ void require(bool ok, const std::string& message) {
 
 const std::vector<std::string>& policy_names() {
   static const std::vector<std::string> names = {"none",   "sliding", "sink",
-                                                 "snapkv", "h2o",     "tova"};
+                                                 "snapkv", "h2o",     "tova",
+                                                 "random", "keydiff", "expected_attention"};
   return names;
 }
 
@@ -268,11 +272,22 @@ std::string policy_list() {
 
 const std::vector<std::string>& eviction_flags() {
   static const std::vector<std::string> flags = {
-      "--eviction-window", "--protected-prefix",    "--sink-tokens",
-      "--kv-budget",       "--memory-threshold-mb", "--simulate-memory",
-      "--snapkv-window",   "--snapkv-kernel",       "--snapkv-pool"};
+      "--eviction-window",     "--protected-prefix", "--sink-tokens",         "--kv-budget",
+      "--memory-threshold-mb", "--simulate-memory",  "--snapkv-window",       "--snapkv-kernel",
+      "--snapkv-pool",         "--eviction-seed",    "--ea-future-positions", "--ea-covariance",
+      "--ea-epsilon"};
   return flags;
 }
+
+namespace {
+
+// Policies whose limit is --kv-budget (the others keep a fixed window, or nothing).
+bool budgeted(const std::string& policy) {
+  return policy == "snapkv" || policy == "h2o" || policy == "tova" || policy == "random" ||
+         policy == "keydiff" || policy == "expected_attention";
+}
+
+}  // namespace
 
 bool policy_reads(const std::string& policy, const std::string& flag) {
   if (policy == "none") return false;
@@ -282,7 +297,10 @@ bool policy_reads(const std::string& policy, const std::string& flag) {
   if (flag == "--eviction-window")
     return policy == "sliding" || policy == "sink" || policy == "h2o";
   if (flag == "--protected-prefix") return policy == "sliding";
-  if (flag == "--sink-tokens") return policy == "sink" || policy == "snapkv";
+  if (flag == "--sink-tokens")
+    return policy == "sink" || policy == "snapkv" || policy == "expected_attention";
+  if (flag == "--eviction-seed") return policy == "random";
+  if (flag.starts_with("--ea-")) return policy == "expected_attention";
   return policy == "snapkv" && flag.starts_with("--snapkv-");
 }
 
@@ -299,8 +317,7 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
   if (c.policy == "none") return std::make_unique<NonePolicy>();
   if (c.policy == "sliding") return std::make_unique<SlidingPolicy>(c);
   if (c.policy == "sink") return std::make_unique<SinkPolicy>(c);
-  const bool budgeted = c.policy == "h2o" || c.policy == "tova" || c.policy == "snapkv";
-  if (budgeted) {
+  if (budgeted(c.policy)) {
     require(c.kv_budget > 0, str_cat("--eviction-policy ", c.policy,
                                      " needs --kv-budget (slots per layer to keep)"));
   }
@@ -322,6 +339,18 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
     require(c.snapkv_pool == "max" || c.snapkv_pool == "avg",
             str_cat("--snapkv-pool '", c.snapkv_pool, "' must be max or avg"));
     return std::make_unique<SnapKvPolicy>(c);
+  }
+  if (c.policy == "random") return make_random_policy(c);
+  if (c.policy == "keydiff") return make_keydiff_policy(c);
+  if (c.policy == "expected_attention") {
+    require(c.sink_tokens < c.kv_budget,
+            str_cat("expected_attention: --sink-tokens ", c.sink_tokens,
+                    " must be below --kv-budget ", c.kv_budget));
+    require(c.ea_future_positions >= 1,
+            str_cat("--ea-future-positions ", c.ea_future_positions, " must be at least 1"));
+    require(c.ea_epsilon >= 0 && std::isfinite(c.ea_epsilon),
+            str_cat("--ea-epsilon ", c.ea_epsilon, " must be finite and >= 0"));
+    return make_expected_attention_policy(c);
   }
   EDGELM_FAIL("[eviction] --eviction-policy '", c.policy, "' is not one of ", policy_list());
 }

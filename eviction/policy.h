@@ -20,7 +20,7 @@ class TokenRecord;
 enum class Phase { Prefill, Decode };
 
 struct EvictionConfig {
-  std::string policy = "none";       // none|sliding|sink|snapkv|h2o|tova
+  std::string policy = "none";       // one of policy_names()
   int64_t window = 512;              // recent tokens kept (sliding, sink, h2o)
   int64_t protected_prefix = 0;      // sliding: first tokens always kept
   int64_t sink_tokens = 4;           // sink (and snapkv's decode): first tokens always kept
@@ -30,6 +30,12 @@ struct EvictionConfig {
   int64_t snapkv_window = 32;        // observation window: the last prompt queries
   int64_t snapkv_kernel = 7;         // pooling kernel over slots (odd)
   std::string snapkv_pool = "max";   // max|avg
+
+  // The attention-free policies (eviction/random_policy.h, eviction/expected_attention_policy.h).
+  uint64_t seed = 0;                  // random: the seed of the kept subset
+  int64_t ea_future_positions = 512;  // expected_attention: future queries averaged over
+  bool ea_covariance = true;          // expected_attention: the query covariance term
+  double ea_epsilon = 0.0;            // expected_attention: added before the value-norm weight
 };
 
 // What a policy sees of one layer when it scores.
@@ -125,8 +131,9 @@ std::string policy_list();
 // plus --simulate-memory), and whether `policy` reads `flag`: every policy that evicts reads
 // --kv-budget, --memory-threshold-mb and --simulate-memory, and each its own settings (sliding
 // --eviction-window and --protected-prefix; sink --eviction-window and --sink-tokens; h2o
-// --eviction-window; snapkv --sink-tokens and the --snapkv-* flags); `none` reads none. generate
-// warns about a flag given that the chosen policy ignores.
+// --eviction-window; snapkv --sink-tokens and the --snapkv-* flags; random --eviction-seed;
+// expected_attention --sink-tokens and the --ea-* flags); `none` reads none. generate warns about
+// a flag given that the chosen policy ignores.
 const std::vector<std::string>& eviction_flags();
 bool policy_reads(const std::string& policy, const std::string& flag);
 
