@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "eviction/expected_attention_policy.h"
 #include "eviction/keydiff_policy.h"
+#include "eviction/protect_policy.h"
+#include "eviction/pyramid_budget.h"
 #include "eviction/random_policy.h"
 
 namespace edgelm {
@@ -275,7 +277,7 @@ const std::vector<std::string>& eviction_flags() {
       "--eviction-window",     "--protected-prefix", "--sink-tokens",         "--kv-budget",
       "--memory-threshold-mb", "--simulate-memory",  "--snapkv-window",       "--snapkv-kernel",
       "--snapkv-pool",         "--eviction-seed",    "--ea-future-positions", "--ea-covariance",
-      "--ea-epsilon"};
+      "--ea-epsilon",          "--protect",          "--layer-budget",        "--pyramid-beta"};
   return flags;
 }
 
@@ -291,9 +293,11 @@ bool budgeted(const std::string& policy) {
 
 bool policy_reads(const std::string& policy, const std::string& flag) {
   if (policy == "none") return false;
-  if (flag == "--kv-budget" || flag == "--memory-threshold-mb" || flag == "--simulate-memory") {
-    return true;  // the CacheManager's triggers, whatever the policy scores
+  if (flag == "--kv-budget" || flag == "--memory-threshold-mb" || flag == "--simulate-memory" ||
+      flag == "--protect") {
+    return true;  // the CacheManager's triggers and the protection wrapper, whatever is scored
   }
+  if (flag == "--layer-budget" || flag == "--pyramid-beta") return budgeted(policy);
   if (flag == "--eviction-window")
     return policy == "sliding" || policy == "sink" || policy == "h2o";
   if (flag == "--protected-prefix") return policy == "sliding";
@@ -304,7 +308,20 @@ bool policy_reads(const std::string& policy, const std::string& flag) {
   return policy == "snapkv" && flag.starts_with("--snapkv-");
 }
 
-std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
+bool policy_reads(const EvictionConfig& config, const std::string& flag) {
+  if (config.policy == "none") return false;
+  if (flag == "--sink-tokens" && !config.protect.empty() &&
+      (parse_protect_classes(config.protect) & kProtectSinks) != 0) {
+    return true;
+  }
+  if (flag == "--pyramid-beta" && config.layer_budget != "pyramid") return false;
+  return policy_reads(config.policy, flag);
+}
+
+namespace {
+
+// The policy config.policy names, without the wrappers.
+std::unique_ptr<EvictionPolicy> make_scored_policy(const EvictionConfig& c) {
   require(c.window >= 1, str_cat("--eviction-window ", c.window, " must be at least 1"));
   require(c.protected_prefix >= 0,
           str_cat("--protected-prefix ", c.protected_prefix, " must be >= 0"));
@@ -353,6 +370,51 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
     return make_expected_attention_policy(c);
   }
   EDGELM_FAIL("[eviction] --eviction-policy '", c.policy, "' is not one of ", policy_list());
+}
+
+// The slots a policy keeps in every layer whatever it scores (PyramidKV keeps SnapKV's window in
+// every layer): the pyramid shares out only the rest.
+int64_t pyramid_floor(const EvictionConfig& c, unsigned protect) {
+  int64_t floor = 0;
+  if (c.policy == "h2o") floor = c.window;
+  if (c.policy == "snapkv") floor = c.snapkv_window;
+  if (c.policy == "expected_attention") floor = c.sink_tokens;
+  if ((protect & kProtectSinks) != 0 && c.policy != "expected_attention") floor += c.sink_tokens;
+  return floor;
+}
+
+}  // namespace
+
+std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
+  const unsigned protect = c.protect.empty() ? 0 : parse_protect_classes(c.protect);
+  require(c.layer_budget == "uniform" || c.layer_budget == "pyramid",
+          str_cat("--layer-budget '", c.layer_budget, "' must be uniform or pyramid"));
+  require(c.pyramid_beta >= 1 && std::isfinite(c.pyramid_beta),
+          str_cat("--pyramid-beta ", c.pyramid_beta, " must be finite and >= 1"));
+  std::unique_ptr<EvictionPolicy> policy = make_scored_policy(c);
+  if (!policy->evicts()) return policy;  // generate warns that the wrappers' flags do nothing
+  if (protect != 0) {
+    if ((protect & kProtectSinks) != 0) {
+      require(c.sink_tokens >= 1, "--protect sinks needs --sink-tokens >= 1");
+      int64_t limit = policy->own_limit().value_or(std::numeric_limits<int64_t>::max());
+      if (c.kv_budget > 0) limit = std::min(limit, c.kv_budget);
+      require(c.sink_tokens < limit, str_cat("--protect sinks: --sink-tokens ", c.sink_tokens,
+                                             " must be below the limit of ", limit, " slots"));
+    }
+    policy = make_protect_policy(std::move(policy), protect, c.sink_tokens);
+  }
+  if (c.layer_budget == "pyramid" && budgeted(c.policy)) {
+    const int64_t floor = pyramid_floor(c, protect);
+    const double top =
+        static_cast<double>(floor) + static_cast<double>(c.kv_budget - floor) / c.pyramid_beta;
+    require(floor < c.kv_budget && top >= 2.0,
+            str_cat("--layer-budget pyramid: the top layer would keep ", top, " slots (", floor,
+                    " kept in every layer + (--kv-budget ", c.kv_budget, " - ", floor,
+                    ") / --pyramid-beta ", c.pyramid_beta,
+                    "); raise --kv-budget or lower --pyramid-beta"));
+    policy = make_pyramid_policy(std::move(policy), floor, c.pyramid_beta);
+  }
+  return policy;
 }
 
 }  // namespace edgelm

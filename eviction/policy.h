@@ -36,6 +36,11 @@ struct EvictionConfig {
   int64_t ea_future_positions = 512;  // expected_attention: future queries averaged over
   bool ea_covariance = true;          // expected_attention: the query covariance term
   double ea_epsilon = 0.0;            // expected_attention: added before the value-norm weight
+
+  // Wrappers around any policy (eviction/protect_policy.h, eviction/pyramid_budget.h).
+  std::string protect;                   // comma-separated of sinks|system|template; empty: none
+  std::string layer_budget = "uniform";  // uniform|pyramid
+  double pyramid_beta = 20.0;            // pyramid: bottom-to-top slope (PyramidKV's beta)
 };
 
 // What a policy sees of one layer when it scores.
@@ -129,12 +134,17 @@ std::string policy_list();
 
 // The command-line flags of the eviction settings (the fields of EvictionConfig but the policy,
 // plus --simulate-memory), and whether `policy` reads `flag`: every policy that evicts reads
-// --kv-budget, --memory-threshold-mb and --simulate-memory, and each its own settings (sliding
-// --eviction-window and --protected-prefix; sink --eviction-window and --sink-tokens; h2o
-// --eviction-window; snapkv --sink-tokens and the --snapkv-* flags; random --eviction-seed;
-// expected_attention --sink-tokens and the --ea-* flags); `none` reads none. generate warns about
-// a flag given that the chosen policy ignores.
+// --kv-budget, --memory-threshold-mb, --simulate-memory and --protect; the budgeted ones (snapkv,
+// h2o, tova, random, keydiff, expected_attention) --layer-budget and --pyramid-beta; and each its
+// own settings (sliding --eviction-window and --protected-prefix; sink --eviction-window and
+// --sink-tokens; h2o --eviction-window; snapkv --sink-tokens and the --snapkv-* flags; random
+// --eviction-seed; expected_attention --sink-tokens and the --ea-* flags); `none` reads none.
+// generate warns about a flag given that the chosen configuration ignores.
 const std::vector<std::string>& eviction_flags();
 bool policy_reads(const std::string& policy, const std::string& flag);
+// The same for a whole configuration, which also knows what the wrappers' settings turn on:
+// --sink-tokens is read by every evicting policy when --protect names sinks, and --pyramid-beta
+// only with --layer-budget pyramid.
+bool policy_reads(const EvictionConfig& config, const std::string& flag);
 
 }  // namespace edgelm
