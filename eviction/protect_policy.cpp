@@ -20,11 +20,17 @@ class ProtectPolicy final : public PolicyWrapper {
       : PolicyWrapper(std::move(inner)), classes_(classes), sinks_(sink_tokens) {}
 
   std::string name() const override {
-    std::string classes;
+    std::string name = PolicyWrapper::name();
+    name += "+protect(";
+    bool first = true;
     for (const auto& [bit, word] : kNames) {
-      if ((classes_ & bit) != 0) classes += (classes.empty() ? "" : ",") + std::string(word);
+      if ((classes_ & bit) == 0) continue;
+      if (!first) name += ',';
+      name += word;
+      first = false;
     }
-    return PolicyWrapper::name() + "+protect(" + classes + ")";
+    name += ')';
+    return name;
   }
 
   void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) override {
