@@ -65,7 +65,8 @@ class CacheManager {
 
   // The most tokens one prefill step may bring so that eviction can always make room for them:
   // half the tightest limit that holds in prefill (policy, budget, capacity; only the capacity for
-  // a policy that compresses the prompt when prefill ends).
+  // a policy that compresses the prompt when prefill ends), less the slots the policy reserves
+  // (EvictionPolicy::reserved_slots: protected sinks and system prompt).
   int64_t max_step_tokens(const KvCache& cache) const;
 
   int64_t evictions() const { return evictions_; }

@@ -121,6 +121,9 @@ class EvictionPolicy {
   virtual int64_t layer_limit(int64_t /*layer*/, int64_t /*n_layers*/, int64_t limit) const {
     return limit;
   }
+  // Slots of every layer kept whatever the policy scores, as far as known before a step (the
+  // protected sinks and system prompt): the manager sizes prefill steps to fit beside them.
+  virtual int64_t reserved_slots(const TokenRecord& /*tokens*/) const { return 0; }
 };
 
 // Builds the policy named by config.policy, checking the settings it depends on. Throws

@@ -45,6 +45,9 @@ class PolicyWrapper : public EvictionPolicy {
   int64_t layer_limit(int64_t layer, int64_t n_layers, int64_t limit) const override {
     return inner_->layer_limit(layer, n_layers, limit);
   }
+  int64_t reserved_slots(const TokenRecord& tokens) const override {
+    return inner_->reserved_slots(tokens);
+  }
 
  protected:
   EvictionPolicy& inner_policy() { return *inner_; }

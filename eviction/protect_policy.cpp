@@ -33,6 +33,16 @@ class ProtectPolicy final : public PolicyWrapper {
     return name;
   }
 
+  // The sinks and the system prompt, counted once where they overlap.
+  int64_t reserved_slots(const TokenRecord& tokens) const override {
+    const int64_t sinks = (classes_ & kProtectSinks) != 0 ? sinks_ : 0;
+    int64_t system = 0;
+    if ((classes_ & kProtectSystem) != 0) {
+      system = std::max<int64_t>(0, tokens.system_end() - std::max(tokens.system_begin(), sinks));
+    }
+    return sinks + system;
+  }
+
   void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) override {
     PolicyWrapper::prepare(n_layers, n_kv_heads, capacity);
     template_positions_.reserve(static_cast<size_t>(capacity));
@@ -60,7 +70,8 @@ class ProtectPolicy final : public PolicyWrapper {
       if (fixed > slots.keep) {
         EDGELM_FAIL("[eviction] --protect: ", fixed, " sink and system-prompt slots of layer ",
                     slots.layer, " do not fit its limit of ", slots.keep,
-                    " slots this step; raise --kv-budget or protect fewer classes");
+                    " slots this step (the limit less the step's tokens); raise --kv-budget, "
+                    "lower -b/--batch-size or protect fewer classes");
       }
       // Template tokens beyond what the layer keeps: the newest stay.
       int32_t oldest_kept_template = std::numeric_limits<int32_t>::min();

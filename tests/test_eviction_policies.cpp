@@ -478,6 +478,27 @@ TEST_P(OnBackend, ProtectionOverflowDropsTheOldestTemplateTokens) {
   }
 }
 
+// Prefill steps are sized to fit beside the protected sinks and system prompt: with 4 sinks
+// inside a 20-token system prompt and a budget of 40, steps of (40 - 20) / 2 tokens, so each step
+// can always be made room for without touching them.
+TEST_P(OnBackend, ProtectionLeavesPrefillStepsRoomBesideTheSystemPrompt) {
+  Synthetic stream(backend(), 1, 64, 1, 4,
+                   [](int64_t position, int64_t) { return axis(4, position % 4, 1.0f); });
+  EvictionConfig config = budgeted("keydiff", 40);
+  config.sink_tokens = 4;
+  config.protect = "sinks,system";
+  CacheManager manager(config, make_policy(config));
+  EXPECT_EQ(manager.max_step_tokens(stream.cache), 18);  // (40 - 4 sinks) / 2
+  manager.tokens().set_system_prompt(0, 20);
+  ASSERT_EQ(manager.max_step_tokens(stream.cache), 10);
+  for (int step = 0; step < 8; ++step) {
+    manager.maybe_evict(stream.cache, Phase::Prefill, 10);
+    stream.append(10);
+  }
+  const std::set<int32_t> kept = stream.kept(0, 0);
+  for (int32_t p = 0; p < 20; ++p) EXPECT_TRUE(kept.count(p)) << "system prompt position " << p;
+}
+
 TEST(TokenRecord, RecordsSpecialPositionsAndForgetsARewoundTail) {
   TokenRecord record;
   record.record(0, std::vector<int32_t>{5, 7, 5});
