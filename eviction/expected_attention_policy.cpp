@@ -41,26 +41,18 @@ class ExpectedAttentionPolicy final : public EvictionPolicy {
     const int64_t n = q.n_tokens - first;
     if (n == 0) return;
     const int64_t d = head_dim_;
-    transposed_.resize(static_cast<size_t>(d * n));  // grows with the first prefill step only
     for (int64_t h = 0; h < n_heads_; ++h) {
-      // The head's rows, transposed to [d, n] so that each product below is a contiguous dot.
-      for (int64_t t = 0; t < n; ++t) {
-        const float* row = q.rows + ((first + t) * n_heads_ + h) * d;
-        for (int64_t i = 0; i < d; ++i) transposed_[i * n + t] = row[i];
-      }
       double* sum = query_sum(q.layer, h);
       double* products = query_products(q.layer, h);
-      for (int64_t i = 0; i < d; ++i) {
-        const float* qi = transposed_.data() + i * n;
-        float total = 0.0f;
-        for (int64_t t = 0; t < n; ++t) total += qi[t];
-        sum[i] += total;
-        // Within one step float sums of at most a chunk of products; across steps double.
-        for (int64_t j = i; j < d; ++j) {
-          const float* qj = transposed_.data() + j * n;
-          float dot = 0.0f;
-          for (int64_t t = 0; t < n; ++t) dot += qi[t] * qj[t];
-          products[i * d + j] += dot;
+      for (int64_t t = first; t < q.n_tokens; ++t) {
+        const float* row = q.rows + (t * n_heads_ + h) * d;
+        // Row by row, so each inner loop updates independent sums (the compiler vectorises it
+        // without reordering any sum).
+        for (int64_t i = 0; i < d; ++i) {
+          const double qi = row[i];
+          sum[i] += qi;
+          double* upper = products + i * d;
+          for (int64_t j = i; j < d; ++j) upper[j] += qi * row[j];
         }
       }
     }
@@ -126,6 +118,7 @@ class ExpectedAttentionPolicy final : public EvictionPolicy {
     const auto per_layer = static_cast<size_t>(n_heads_ * (head_dim_ + head_dim_ * head_dim_));
     statistics_.assign(static_cast<size_t>(n_layers_) * per_layer, 0.0);
     mean_.resize(static_cast<size_t>(head_dim_));
+    along_.resize(static_cast<size_t>(head_dim_));
     covariance_matrix_.resize(static_cast<size_t>(head_dim_ * head_dim_));
     rotated_.resize(static_cast<size_t>(head_dim_ * head_dim_));
     cos_mean_.resize(static_cast<size_t>(head_dim_ / 2));
@@ -182,12 +175,15 @@ class ExpectedAttentionPolicy final : public EvictionPolicy {
       for (int64_t i = 0; i < d; ++i) linear += mean_[i] * key[i];
       float quadratic = 0.0f;
       if (covariance_) {
-        for (int64_t i = 0; i < d; ++i) {
-          const float* row = covariance_matrix_.data() + i * d;
-          float along = 0.0f;
-          for (int64_t j = 0; j < d; ++j) along += row[j] * key[j];
-          quadratic += key[i] * along;
+        // kᵀ (Σ' k) with Σ' k summed column by column (Σ' is symmetric), so that the inner loop
+        // updates independent sums and vectorises.
+        std::fill(along_.begin(), along_.end(), 0.0f);
+        for (int64_t j = 0; j < d; ++j) {
+          const float* column = covariance_matrix_.data() + j * d;
+          const float kj = key[j];
+          for (int64_t i = 0; i < d; ++i) along_[i] += column[i] * kj;
         }
+        for (int64_t i = 0; i < d; ++i) quadratic += key[i] * along_[i];
       }
       logits_[s] = linear * inv_sqrt_d + quadratic * inv_two_d;
       largest = std::max(largest, logits_[s]);
@@ -251,10 +247,10 @@ class ExpectedAttentionPolicy final : public EvictionPolicy {
   std::vector<float> inv_freq_;
   std::vector<double> count_;       // [n_layers] queries summed per layer
   std::vector<double> statistics_;  // [n_layers, n_heads, head_dim + head_dim²]
-  std::vector<float> transposed_;   // [head_dim, rows of the largest step]
   int64_t rotation_position_ = -1;  // the first future position cos_mean_/sin_mean_ are for
   std::vector<double> cos_mean_, sin_mean_;  // [head_dim / 2]
   std::vector<float> mean_;                  // [head_dim] R̄ mu of one head
+  std::vector<float> along_;                 // [head_dim] Σ' k of one key
   std::vector<float> rotated_;               // [head_dim, head_dim] scratch for R̄ Σ
   std::vector<float> covariance_matrix_;     // [head_dim, head_dim] R̄ Σ R̄ᵀ of one head
   std::vector<float> keys_;                  // [capacity, head_dim] one kv head's keys as F32
