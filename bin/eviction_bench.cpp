@@ -23,7 +23,7 @@ namespace {
 int run(int argc, char** argv) {
   CLI::App app{"Measures time per eviction against time per decode step, for every policy."};
   std::string model_path;
-  std::string policies_text = "none,sliding,sink,snapkv,h2o,tova";
+  std::string policies_text;  // default: every policy
   std::string backend_name = "cpu";
   int threads = 0;
   int64_t prompt_tokens = 256;
@@ -38,7 +38,7 @@ int run(int argc, char** argv) {
   app.add_option(flag::kModel, model_path,
                  "Model (default: make_model's tiny-long preset in a temp folder)");
   app.add_option("--policies", policies_text,
-                 "Comma-separated policies, of " + edgelm::policy_list());
+                 "Comma-separated policies, of " + edgelm::policy_list() + " (default: all)");
   app.add_option("--backend", backend_name, "Backend");
   app.add_option(flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
@@ -56,10 +56,18 @@ int run(int argc, char** argv) {
   app.add_option("--kv-budget", base.kv_budget, "Budget (sliding/sink use window + prefix/sinks)");
   app.add_option("--sink-tokens", base.sink_tokens, "Sink tokens");
   app.add_option("--snapkv-window", base.snapkv_window, "SnapKV observation window");
+  app.add_option("--protect", base.protect,
+                 "Protected classes around every policy but none: sinks (synthetic prompts hold "
+                 "no system prompt or special tokens)");
+  app.add_option("--layer-budget", base.layer_budget,
+                 "uniform|pyramid (pyramid: around the budgeted policies)");
+  app.add_option("--pyramid-beta", base.pyramid_beta, "pyramid: steepness (default 20)");
   app.add_option("-o,--output", output, "md|json")->check(CLI::IsMember({"md", "json"}));
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
   std::vector<std::string> policies;
-  {
+  if (policies_text.empty()) {
+    policies = edgelm::policy_names();
+  } else {
     std::stringstream list(policies_text);
     const auto& known = edgelm::policy_names();
     for (std::string policy; std::getline(list, policy, ',');) {
@@ -99,6 +107,7 @@ int run(int argc, char** argv) {
     edgelm::EvictionConfig config = base;
     config.policy = policy;
     if (policy == "sliding" || policy == "sink") config.kv_budget = 0;
+    if (!edgelm::policy_reads(config, "--layer-budget")) config.layer_budget = "uniform";
     edgelm::KvCache cache = model.make_cache(capacity, edgelm::DType::F16);
     edgelm::CacheManager manager(config, edgelm::make_policy(config));
     edgelm::Generator generator(model, cache, &manager);
@@ -123,6 +132,7 @@ int run(int argc, char** argv) {
     const double eviction_ms =
         evictions > 0 ? 1e3 * eviction_s / static_cast<double>(evictions) : 0.0;
     rows.push_back({{"policy", policy},
+                    {"policy_name", manager.policy().name()},
                     {"decode_ms_per_step", step_ms},
                     {"evictions", evictions},
                     {"ms_per_eviction", eviction_ms},
