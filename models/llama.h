@@ -57,7 +57,8 @@ struct ForwardOptions {
   // query statistics read them; nothing is recomputed). The projection writes the queries there
   // and RoPE reads them from there into the workspace, so the export adds no op; the
   // [n_layers, max_chunk, n_heads, head_dim] floats are allocated on the first step that asks.
-  // The step must fit in one chunk, and the last layer then runs for every row.
+  // The step must fit in one chunk; the last layer then projects every row's query, not only the
+  // rows that produce logits (the rest of that layer stays pruned).
   bool export_queries = false;
 };
 

@@ -201,7 +201,7 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
   const bool compute_logits = first_logit_row < n;
   const Rows all = rows_from(0);
   const Rows logit_rows = rows_from(compute_logits ? first_logit_row : n - 1);
-  const bool prune_last_layer = !options.export_mass && !options.export_queries;
+  const bool prune_last_layer = !options.export_mass;
 
   AttentionArgs attention;
   attention.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
@@ -214,12 +214,14 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
     const bool pruned = last_layer && prune_last_layer;
     const Rows& r = pruned ? logit_rows : all;
     // Q reads the same rows as K and V unless the pruned last layer wants it for fewer of them
-    // (or not at all); a decode step's single row is both.
-    const bool q_with_kv = !pruned || first_logit_row == 0;
-    // The queries before RoPE: in the workspace, or kept in the export for this layer (the layer
-    // then runs for every row, so it has one row per token).
+    // (or not at all); a decode step's single row is both. Exported queries are wanted for every
+    // row, so they are projected with K and V into the export (before RoPE), and the rows the
+    // layer runs for are rotated from there into the workspace.
+    const bool q_with_kv = !pruned || first_logit_row == 0 || options.export_queries;
     const Tensor q = options.export_queries ? query_export_.slice(l * max_chunk_, n) : r.q;
     const Tensor q_rows = q.reshape({q.dim(0), c.q_dim()});
+    // The rows of q that r runs for: q is r's own rows unless it is the export of every row.
+    const Tensor q_for_r = options.export_queries ? q.slice(n - r.q.dim(0), r.q.dim(0)) : q;
     if (q_with_kv) {
       // One pass over x for the three projections (CpuBackend: one quantization of x, one split
       // of all their rows over the threads).
@@ -232,7 +234,7 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
     if (pruned && !compute_logits) break;
 
     if (!q_with_kv) b.matmul(r.normed, w.wq, q_rows);
-    b.rope(q, r.positions, ws_.inv_freq, r.q);
+    b.rope(q_for_r, r.positions, ws_.inv_freq, r.q);
     const KvCache::View view = cache.view(l);
     attention.q = r.q;
     attention.q_pos = r.positions;
