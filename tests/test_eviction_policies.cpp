@@ -585,7 +585,19 @@ TEST_P(OnBackend, ModelExportsItsQueriesBeforeRope) {
   KvCache exporting = model.make_cache(32, DType::F32);
   EXPECT_EQ(run(exporting, tokens, true), run(plain, tokens, false));
   expect_rows_near(model.query_rows(0), layer0_queries(config, weights, tokens));
-  EXPECT_EQ(model.query_rows(config.n_layers - 1).dim(0), 5);
+  // The last layer, pruned to the logit row past its projections, still exports every row: the
+  // same rows as a step that runs that layer whole (all logits), on a second model's buffers.
+  const Tensor last = model.query_rows(config.n_layers - 1);
+  ASSERT_EQ(last.dim(0), 5);
+  const std::vector<float> pruned_rows(last.data<float>(), last.data<float>() + last.numel());
+  LlamaModel whole(backend(), config, weights, 16);
+  KvCache whole_cache = whole.make_cache(32, DType::F32);
+  whole.forward(tokens, whole_cache,
+                {.all_logits = true, .logits_from = 0, .export_queries = true});
+  const Tensor whole_last = whole.query_rows(config.n_layers - 1);
+  EXPECT_EQ(
+      std::vector<float>(whole_last.data<float>(), whole_last.data<float>() + whole_last.numel()),
+      pruned_rows);
   EXPECT_EQ(run(exporting, {201}, true), run(plain, {201}, false));
   expect_rows_near(model.query_rows(0), layer0_queries(config, weights, {201}));
 }
