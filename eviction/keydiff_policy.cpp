@@ -14,46 +14,46 @@ class KeyDiffPolicy final : public EvictionPolicy {
   explicit KeyDiffPolicy(const EvictionConfig& c) : budget_(c.kv_budget) {}
   std::string name() const override { return "keydiff"; }
   std::optional<int64_t> own_limit() const override { return budget_; }
+  void prepare(int64_t, int64_t, int64_t capacity) override { capacity_ = capacity; }
   void score(const LayerSlots& slots, Phase, float* scores) override {
     check_cached_rows(slots.k, "keydiff");
-    const int64_t head_dim = slots.k.dim(2);
+    const int64_t d = slots.k.dim(2);
     // Sized by the first eviction, then reused: evicting allocates nothing afterwards.
-    key_.resize(static_cast<size_t>(head_dim));
-    anchor_.resize(static_cast<size_t>(head_dim));
+    units_.resize(static_cast<size_t>(capacity_ * d));
+    anchor_.resize(static_cast<size_t>(d));
     for (int64_t g = 0; g < slots.n_kv_heads; ++g) {
-      std::fill(anchor_.begin(), anchor_.end(), 0.0);
+      // Each key once: converted, normalised (a zero key has no direction and stays 0), summed.
+      std::fill(anchor_.begin(), anchor_.end(), 0.0f);
       for (int64_t s = 0; s < slots.n_slots; ++s) {
-        read_cached_row(slots.k, s, g, key_.data());
-        const double norm = std::sqrt(dot(key_.data(), key_.data(), head_dim));
-        if (norm == 0.0) continue;  // a zero key has no direction
-        for (int64_t i = 0; i < head_dim; ++i) anchor_[i] += key_[i] / norm;
+        float* unit = units_.data() + s * d;
+        read_cached_row(slots.k, s, g, unit);
+        float squares = 0.0f;
+        for (int64_t i = 0; i < d; ++i) squares += unit[i] * unit[i];
+        const float scale = squares > 0.0f ? 1.0f / std::sqrt(squares) : 0.0f;
+        for (int64_t i = 0; i < d; ++i) {
+          unit[i] *= scale;
+          anchor_[i] += unit[i];
+        }
       }
       // The cosine does not depend on the anchor's length, so the sum serves as the mean.
-      double anchor_norm = 0.0;
-      for (double a : anchor_) anchor_norm += a * a;
-      anchor_norm = std::sqrt(anchor_norm);
+      float anchor_squares = 0.0f;
+      for (const float a : anchor_) anchor_squares += a * a;
+      // Keys whose directions cancel out have no angle to speak of: cosine 0.
+      const float inverse = anchor_squares > 0.0f ? 1.0f / std::sqrt(anchor_squares) : 0.0f;
       for (int64_t s = 0; s < slots.n_slots; ++s) {
-        read_cached_row(slots.k, s, g, key_.data());
-        double along = 0.0;
-        for (int64_t i = 0; i < head_dim; ++i) along += key_[i] * anchor_[i];
-        const double norm = std::sqrt(dot(key_.data(), key_.data(), head_dim));
-        // A zero key, or keys whose directions cancel out, have no angle to speak of: cosine 0.
-        const double cosine = norm * anchor_norm > 0.0 ? along / (norm * anchor_norm) : 0.0;
-        scores[g * slots.n_slots + s] = static_cast<float>(-cosine);
+        const float* unit = units_.data() + s * d;
+        float along = 0.0f;
+        for (int64_t i = 0; i < d; ++i) along += unit[i] * anchor_[i];
+        scores[g * slots.n_slots + s] = -along * inverse;
       }
     }
   }
 
  private:
-  static double dot(const float* a, const float* b, int64_t n) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
-    return sum;
-  }
-
   int64_t budget_;
-  std::vector<float> key_;      // [head_dim] one key as F32
-  std::vector<double> anchor_;  // [head_dim] sum of the normalised keys of one kv head
+  int64_t capacity_ = 0;
+  std::vector<float> units_;   // [capacity, head_dim] one kv head's keys, normalised
+  std::vector<float> anchor_;  // [head_dim] their sum
 };
 
 }  // namespace
