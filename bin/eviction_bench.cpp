@@ -56,6 +56,8 @@ int run(int argc, char** argv) {
   app.add_option("--kv-budget", base.kv_budget, "Budget (sliding/sink use window + prefix/sinks)");
   app.add_option("--sink-tokens", base.sink_tokens, "Sink tokens");
   app.add_option("--snapkv-window", base.snapkv_window, "SnapKV observation window");
+  app.add_option("--ea-covariance", base.ea_covariance,
+                 "expected_attention: the query covariance term (on|off, default on)");
   app.add_option("--protect", base.protect,
                  "Protected classes around every policy but none: sinks (synthetic prompts hold "
                  "no system prompt or special tokens)");
