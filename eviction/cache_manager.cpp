@@ -70,6 +70,7 @@ void CacheManager::observe(KvCache& cache, Phase phase, const ForwardOptions& op
 void CacheManager::observe_queries(KvCache& cache, const LlamaModel& model,
                                    int64_t first_position) {
   prepare(cache);
+  const auto start = std::chrono::steady_clock::now();
   cache.backend().synchronize();
   const LlamaConfig& config = model.config();
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
@@ -82,6 +83,7 @@ void CacheManager::observe_queries(KvCache& cache, const LlamaModel& model,
                               .first_position = first_position,
                               .inv_freq = model.rope_inv_freq()});
   }
+  query_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::optional<EvictionEvent> CacheManager::maybe_evict(KvCache& cache, Phase phase,

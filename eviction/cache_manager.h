@@ -72,6 +72,9 @@ class CacheManager {
   int64_t evictions() const { return evictions_; }
   int64_t evicted_tokens() const { return evicted_tokens_; }
   double eviction_seconds() const { return eviction_seconds_; }
+  // Time spent handing queries to the policy (observe_queries: what keeping query statistics
+  // costs beyond the forward pass).
+  double query_seconds() const { return query_seconds_; }
   const std::vector<EvictionEvent>& events() const { return events_; }
 
  private:
@@ -108,6 +111,7 @@ class CacheManager {
   int64_t evictions_ = 0;
   int64_t evicted_tokens_ = 0;
   double eviction_seconds_ = 0.0;
+  double query_seconds_ = 0.0;
   std::vector<EvictionEvent> events_;
 };
 
