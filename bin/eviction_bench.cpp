@@ -1,7 +1,7 @@
 // eviction_bench: the cost of each eviction policy next to the cost of a decode step. For every
 // policy it prefills a prompt, decodes n tokens under the given budget/window, and reports the
-// mean decode step time, the number of evictions and the mean time per eviction (markdown table,
-// or one JSON object with -o json).
+// mean decode step time, the number of evictions, the mean time per eviction and the time per step
+// spent keeping query statistics (markdown table, or one JSON object with -o json).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -23,7 +23,7 @@ namespace {
 int run(int argc, char** argv) {
   CLI::App app{"Measures time per eviction against time per decode step, for every policy."};
   std::string model_path;
-  std::string policies_text = "none,sliding,sink,snapkv,h2o,tova";
+  std::string policies_text;  // default: every policy
   std::string backend_name = "cpu";
   int threads = 0;
   int64_t prompt_tokens = 256;
@@ -38,7 +38,7 @@ int run(int argc, char** argv) {
   app.add_option(flag::kModel, model_path,
                  "Model (default: make_model's tiny-long preset in a temp folder)");
   app.add_option("--policies", policies_text,
-                 "Comma-separated policies, of " + edgelm::policy_list());
+                 "Comma-separated policies, of " + edgelm::policy_list() + " (default: all)");
   app.add_option("--backend", backend_name, "Backend");
   app.add_option(flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
       ->check(CLI::Range(0, 1024));
@@ -56,10 +56,20 @@ int run(int argc, char** argv) {
   app.add_option("--kv-budget", base.kv_budget, "Budget (sliding/sink use window + prefix/sinks)");
   app.add_option("--sink-tokens", base.sink_tokens, "Sink tokens");
   app.add_option("--snapkv-window", base.snapkv_window, "SnapKV observation window");
+  app.add_option("--ea-covariance", base.ea_covariance,
+                 "expected_attention: the query covariance term (on|off, default on)");
+  app.add_option("--protect", base.protect,
+                 "Protected classes around every policy but none: sinks (synthetic prompts hold "
+                 "no system prompt or special tokens)");
+  app.add_option("--layer-budget", base.layer_budget,
+                 "uniform|pyramid (pyramid: around the budgeted policies)");
+  app.add_option("--pyramid-beta", base.pyramid_beta, "pyramid: steepness (default 20)");
   app.add_option("-o,--output", output, "md|json")->check(CLI::IsMember({"md", "json"}));
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
   std::vector<std::string> policies;
-  {
+  if (policies_text.empty()) {
+    policies = edgelm::policy_names();
+  } else {
     std::stringstream list(policies_text);
     const auto& known = edgelm::policy_names();
     for (std::string policy; std::getline(list, policy, ',');) {
@@ -92,21 +102,25 @@ int run(int argc, char** argv) {
                 static_cast<long long>(prompt_tokens), static_cast<long long>(generate_tokens),
                 static_cast<long long>(base.window), static_cast<long long>(base.kv_budget));
     std::printf(
-        "| policy | decode ms/step | evictions | ms/eviction | eviction / step | slots at end |\n");
-    std::printf("| --- | --- | --- | --- | --- | --- |\n");
+        "| policy | decode ms/step | evictions | ms/eviction | eviction / step | slots at end | "
+        "query statistics ms/step |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   }
   for (const std::string& policy : policies) {
     edgelm::EvictionConfig config = base;
     config.policy = policy;
     if (policy == "sliding" || policy == "sink") config.kv_budget = 0;
+    if (!edgelm::policy_reads(config, "--layer-budget")) config.layer_budget = "uniform";
     edgelm::KvCache cache = model.make_cache(capacity, edgelm::DType::F16);
     edgelm::CacheManager manager(config, edgelm::make_policy(config));
     edgelm::Generator generator(model, cache, &manager);
     double prefill_eviction_s = 0.0;
+    double prefill_query_s = 0.0;
     int64_t prefill_evictions = 0;
     try {  // e.g. a cache too small for the prompt under this policy: say which policy it was
       std::span<const float> logits = generator.prefill(prompt);
       prefill_eviction_s = manager.eviction_seconds();
+      prefill_query_s = manager.query_seconds();
       prefill_evictions = manager.evictions();
       for (int64_t i = 0; i < generate_tokens; ++i) {
         const auto token =
@@ -122,18 +136,26 @@ int run(int argc, char** argv) {
         1e3 * generator.decode_seconds() / static_cast<double>(generator.decode_steps());
     const double eviction_ms =
         evictions > 0 ? 1e3 * eviction_s / static_cast<double>(evictions) : 0.0;
+    // Keeping query statistics (expected_attention), outside the forward step's time.
+    const double query_ms = 1e3 * (manager.query_seconds() - prefill_query_s) /
+                            static_cast<double>(generator.decode_steps());
     rows.push_back({{"policy", policy},
+                    {"policy_name", manager.policy().name()},
                     {"decode_ms_per_step", step_ms},
                     {"evictions", evictions},
                     {"ms_per_eviction", eviction_ms},
                     {"eviction_to_step", step_ms > 0 ? eviction_ms / step_ms : 0.0},
                     {"prefill_evictions", prefill_evictions},
                     {"prefill_eviction_s", prefill_eviction_s},
+                    {"prefill_s", generator.prefill_seconds()},
+                    {"prefill_query_s", prefill_query_s},
+                    {"query_ms_per_step", query_ms},
                     {"kv_slots", cache.size(0)}});
     if (output == "md") {
-      std::printf("| %s | %.3f | %lld | %.4f | %.3f | %lld |\n", policy.c_str(), step_ms,
+      std::printf("| %s | %.3f | %lld | %.4f | %.3f | %lld | %.4f |\n", policy.c_str(), step_ms,
                   static_cast<long long>(evictions), eviction_ms,
-                  step_ms > 0 ? eviction_ms / step_ms : 0.0, static_cast<long long>(cache.size(0)));
+                  step_ms > 0 ? eviction_ms / step_ms : 0.0, static_cast<long long>(cache.size(0)),
+                  query_ms);
     }
   }
   if (output == "json") {

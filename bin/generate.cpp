@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/npy.h"
 #include "eviction/cache_manager.h"
+#include "eviction/protect_policy.h"
 #include "models/chat.h"
 #include "models/generator.h"
 #include "models/loader.h"
@@ -259,6 +260,25 @@ int run(int argc, char** argv) {
   app.add_option("--snapkv-pool", eviction.snapkv_pool, "snapkv: max|avg pooling");
   app.add_option("--simulate-memory", simulate_memory,
                  "Replace /proc/meminfo with a scripted curve step:MiB,... (e.g. 0:4000,200:100)");
+  app.add_option("--eviction-seed", eviction.seed, "random: seed of the kept subset")
+      ->check(edgelm::cli::kUint64);
+  app.add_option("--ea-future-positions", eviction.ea_future_positions,
+                 "expected_attention: future positions the query statistics are rotated to "
+                 "(default 512)");
+  app.add_option("--ea-covariance", eviction.ea_covariance,
+                 "expected_attention: include the query covariance term (on|off, default on)");
+  app.add_option("--ea-epsilon", eviction.ea_epsilon,
+                 "expected_attention: added to the expected attention before the value-norm "
+                 "weight (default 0)");
+  app.add_option("--protect", eviction.protect,
+                 "Keep these out of any policy's competition, within its limit: "
+                 "sinks,system,template (the first --sink-tokens, the system prompt, special "
+                 "tokens)");
+  app.add_option("--layer-budget", eviction.layer_budget,
+                 "uniform|pyramid: pyramid shares the budget out over the layers, more below "
+                 "(PyramidKV)");
+  app.add_option("--pyramid-beta", eviction.pyramid_beta,
+                 "pyramid: bottom-to-top steepness (default 20; 1 is uniform)");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   if (list_devices) {
@@ -320,10 +340,18 @@ int run(int argc, char** argv) {
   // A setting the policy ignores is most likely a mistake (e.g. --kv-budget without a policy, which
   // runs with the whole cache); say so, but run, so that one flag set can serve every policy.
   for (const std::string& flag : edgelm::eviction_flags()) {
-    if (app.count(flag) > 0 && !edgelm::policy_reads(eviction.policy, flag)) {
+    if (app.count(flag) > 0 && !edgelm::policy_reads(eviction, flag)) {
       edgelm::log_warn("[eviction] ", flag, " has no effect with --eviction-policy ",
                        eviction.policy);
     }
+  }
+  const unsigned protect = policy->evicts() && !eviction.protect.empty()
+                               ? edgelm::parse_protect_classes(eviction.protect)
+                               : 0;
+  if ((protect & edgelm::kProtectSystem) != 0 && !chat && !interactive) {
+    EDGELM_FAIL(
+        "--protect system needs --chat or --interactive (the chat template says where the "
+        "system prompt lies)");
   }
   std::unique_ptr<edgelm::SystemMonitor> monitor;
   if (!simulate_memory.empty()) {
@@ -356,10 +384,17 @@ int run(int argc, char** argv) {
   edgelm::KvCache cache = model.make_cache(max_seq_len, kv_type);
   // The tokenizer is needed for text in or out; a model without one still runs on ids.
   std::optional<edgelm::Tokenizer> tokenizer;
-  if (!prompt.empty() || interactive || !print_ids) {
+  const bool protect_template = (protect & edgelm::kProtectTemplate) != 0;
+  if (!prompt.empty() || interactive || !print_ids || protect_template) {
     try {
       tokenizer = edgelm::Tokenizer::from_model_path(model_path, tokenizer_options);
     } catch (const edgelm::Error& e) {
+      if (protect_template) {
+        EDGELM_FAIL(
+            "--protect template needs the model's tokenizer, which knows the special "
+            "tokens: ",
+            e.what());
+      }
       if (!prompt.empty() || interactive) throw;
       std::fprintf(stderr, "note: no tokenizer (%s); printing token ids\n", e.what());
     }
@@ -398,6 +433,38 @@ int run(int argc, char** argv) {
   const bool can_evict = policy->evicts();
   edgelm::CacheManager manager(eviction, std::move(policy), std::move(monitor));
   edgelm::Generator generator(model, cache, &manager);
+  // --protect template: every special token of the vocabulary (the chat template's boundaries).
+  std::vector<int32_t> special_ids;
+  if (protect_template) {
+    for (int32_t id = 0; id < static_cast<int32_t>(tokenizer->vocab_size()); ++id) {
+      if (tokenizer->is_special(id)) special_ids.push_back(id);
+    }
+    if (special_ids.empty()) {
+      edgelm::log_warn("[eviction] --protect template: the tokenizer has no special tokens");
+    }
+  }
+  if (protect_template) manager.tokens().set_special_ids(special_ids);
+  // --protect system: the tokens the first feed of a conversation shares with the rendering of its
+  // system message alone.
+  std::string system_prefix;
+  if ((protect & edgelm::kProtectSystem) != 0) {
+    system_prefix = edgelm::ChatSession(*chat_template, system_prompt).system_prefix();
+    if (system_prefix.empty()) {
+      edgelm::log_warn(
+          "[eviction] --protect system: the conversation has no system message that "
+          "the ",
+          std::string(chat_template->name()),
+          " template renders first; no position is protected as the system prompt");
+    }
+  }
+  auto declare_system_prompt = [&](const std::vector<int32_t>& ids) {
+    if (system_prefix.empty()) return;
+    const std::vector<int32_t> prefix_ids = tokenizer->encode(system_prefix, /*add_bos=*/false);
+    size_t n = 0;
+    while (n < prefix_ids.size() && n < ids.size() && prefix_ids[n] == ids[n]) ++n;
+    const int64_t start = cache.next_position();
+    manager.tokens().set_system_prompt(start, start + static_cast<int64_t>(n));
+  };
   std::optional<edgelm::TokenStreamDecoder> stream;
   if (tokenizer && !print_ids) stream.emplace(*tokenizer);
 
@@ -425,6 +492,7 @@ int run(int argc, char** argv) {
       manager = edgelm::CacheManager(
           eviction, edgelm::make_policy(eviction),
           simulate_memory.empty() ? nullptr : edgelm::SimulatedMonitor::parse(simulate_memory));
+      if (protect_template) manager.tokens().set_special_ids(special_ids);
       history.clear();
     };
     std::fprintf(
@@ -451,6 +519,7 @@ int run(int argc, char** argv) {
       }
       const std::vector<int32_t> ids = tokenizer->encode(feed.text, /*add_bos=*/false);
       check_prompt(ids);
+      if (history.empty()) declare_system_prompt(ids);  // a conversation's first feed
       history.insert(history.end(), ids.begin(), ids.end());
       const std::span<const float> logits = generator.prefill(ids);
       const Reply reply =
@@ -487,6 +556,7 @@ int run(int argc, char** argv) {
     }
   }
   check_prompt(prompt_ids);
+  if (chat) declare_system_prompt(prompt_ids);
   std::vector<int32_t> history = prompt_ids;
   std::span<const float> logits = generator.prefill(prompt_ids);
   record(logits);
@@ -555,6 +625,8 @@ int run(int argc, char** argv) {
         {"kv_used_bytes", cache.used_bytes()},
         {"next_position", cache.next_position()},
         {"eviction_policy", manager.policy().name()},
+        {"protected_system_positions",
+         manager.tokens().system_end() - manager.tokens().system_begin()},
         {"evictions", manager.evictions()},
         {"evicted_tokens", manager.evicted_tokens()},
         {"eviction_s", manager.eviction_seconds()},

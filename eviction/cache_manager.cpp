@@ -21,8 +21,11 @@ void CacheManager::prepare(KvCache& cache) {
   order_.resize(static_cast<size_t>(cache.capacity()));
   keep_ =
       Tensor::empty(cache.backend().memory(), DType::I32, {cache.n_kv_heads() * cache.capacity()});
-  const int64_t limit = std::min(policy_->own_limit().value_or(cache.capacity()),
-                                 config_.kv_budget > 0 ? config_.kv_budget : cache.capacity());
+  const int64_t uniform = std::min(policy_->own_limit().value_or(cache.capacity()),
+                                   config_.kv_budget > 0 ? config_.kv_budget : cache.capacity());
+  int64_t limit = 0;  // the largest layer's share
+  for (int64_t l = 0; l < cache.n_layers(); ++l)
+    limit = std::max(limit, policy_->layer_limit(l, cache.n_layers(), uniform));
   EDGELM_CHECK(!policy_->evicts() || limit < cache.capacity(), "[eviction] policy '",
                policy_->name(), "' keeps up to ", limit, " slots but the cache holds only ",
                cache.capacity(), ": raise -c/--ctx-size above the window/budget");
@@ -33,10 +36,14 @@ int64_t CacheManager::max_step_tokens(const KvCache& cache) const {
   if (!policy_->evicts()) return cache.capacity();
   int64_t limit = cache.capacity();
   if (!compresses_prompt()) {
-    if (const auto own = policy_->own_limit()) limit = std::min(limit, *own);
-    if (config_.kv_budget > 0) limit = std::min(limit, config_.kv_budget);
+    auto bound = [&](int64_t uniform) {
+      for (int64_t l = 0; l < cache.n_layers(); ++l)
+        limit = std::min(limit, policy_->layer_limit(l, cache.n_layers(), uniform));
+    };
+    if (const auto own = policy_->own_limit()) bound(*own);
+    if (config_.kv_budget > 0) bound(config_.kv_budget);
   }
-  return std::max<int64_t>(1, limit / 2);
+  return std::max<int64_t>(1, (limit - policy_->reserved_slots(tokens_)) / 2);
 }
 
 ForwardOptions CacheManager::forward_options(Phase phase, int64_t first_position,
@@ -46,6 +53,7 @@ ForwardOptions CacheManager::forward_options(Phase phase, int64_t first_position
     options.export_mass = true;
     options.mass_from_position = *from;
   }
+  options.export_queries = policy_->wants_queries();
   return options;
 }
 
@@ -59,25 +67,62 @@ void CacheManager::observe(KvCache& cache, Phase phase, const ForwardOptions& op
   }
 }
 
+void CacheManager::observe_queries(KvCache& cache, const LlamaModel& model,
+                                   int64_t first_position) {
+  prepare(cache);
+  const auto start = std::chrono::steady_clock::now();
+  cache.backend().synchronize();
+  const LlamaConfig& config = model.config();
+  for (int64_t l = 0; l < cache.n_layers(); ++l) {
+    const Tensor rows = model.query_rows(l);
+    policy_->observe_queries({.layer = l,
+                              .rows = rows.data<float>(),
+                              .n_tokens = rows.dim(0),
+                              .n_heads = config.n_heads,
+                              .head_dim = config.head_dim,
+                              .first_position = first_position,
+                              .inv_freq = model.rope_inv_freq()});
+  }
+  query_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 std::optional<EvictionEvent> CacheManager::maybe_evict(KvCache& cache, Phase phase,
                                                        int64_t need_free) {
   prepare(cache);
   ++steps_;
   if (!policy_->evicts()) return std::nullopt;
   const int64_t slots = cache.size(0);
-  int64_t target = slots;
+  Targets targets;
+  targets.reserve = need_free;
+  int64_t tightest = std::numeric_limits<int64_t>::max();  // the reason is the tightest bound's
   const char* reason = nullptr;
-  auto bound = [&](int64_t limit, const char* why) {
-    if (slots + need_free > limit && limit - need_free < target) {
-      target = limit - need_free;
+  auto note = [&](int64_t limit, const char* why) {
+    if (limit < tightest) {
+      tightest = limit;
       reason = why;
+    }
+  };
+  auto bound = [&](int64_t limit, const char* why) {
+    if (slots + need_free > limit) {
+      targets.flat = std::min(targets.flat, limit - need_free);
+      note(limit, why);
+    }
+  };
+  // The policy's own limit and the budget hold per layer, each layer to its share.
+  auto bound_layers = [&](int64_t limit, const char* why) {
+    for (int64_t l = 0; l < cache.n_layers(); ++l) {
+      if (cache.size(l) + need_free > policy_->layer_limit(l, cache.n_layers(), limit)) {
+        targets.layered = std::min(targets.layered.value_or(limit), limit);
+        note(limit, why);
+        return;
+      }
     }
   };
   // A policy that compresses the prompt when prefill ends needs it whole until then: in prefill
   // only the capacity and memory pressure bound it.
   if (phase == Phase::Decode || !compresses_prompt()) {
-    if (const auto limit = policy_->own_limit()) bound(*limit, "policy");
-    if (config_.kv_budget > 0) bound(config_.kv_budget, "budget");
+    if (const auto limit = policy_->own_limit()) bound_layers(*limit, "policy");
+    if (config_.kv_budget > 0) bound_layers(config_.kv_budget, "budget");
   }
   bound(cache.capacity(), "full");
   if (monitor_ != nullptr) {
@@ -93,21 +138,41 @@ std::optional<EvictionEvent> CacheManager::maybe_evict(KvCache& cache, Phase pha
     }
   }
   if (reason == nullptr) return std::nullopt;
-  EDGELM_CHECK(target >= 0, "[eviction] cannot free ", need_free, " slots under a limit of ",
-               target + need_free);
-  return evict_to(cache, phase, target, need_free, reason);
+  for (int64_t l = 0; l < cache.n_layers(); ++l) {
+    EDGELM_CHECK(layer_target(cache, l, targets) >= 0, "[eviction] cannot free ", need_free,
+                 " slots in layer ", l, " under a limit of ",
+                 layer_target(cache, l, targets) + need_free);
+  }
+  return evict_to(cache, phase, targets, need_free, reason);
 }
 
 std::optional<EvictionEvent> CacheManager::end_prefill(KvCache& cache) {
   prepare(cache);
   const auto limit = policy_->prefill_limit();
+  if (!limit) return std::nullopt;
   // Keep one slot free so the first decode token does not take the cache over the limit.
-  if (!limit || cache.size(0) <= *limit - 1) return std::nullopt;
-  return evict_to(cache, Phase::Prefill, *limit - 1, 0, "prefill");
+  Targets targets;
+  targets.layered = *limit;
+  targets.reserve = 1;
+  bool over = false;
+  for (int64_t l = 0; l < cache.n_layers(); ++l)
+    over = over || cache.size(l) > layer_target(cache, l, targets);
+  if (!over) return std::nullopt;
+  return evict_to(cache, Phase::Prefill, targets, 0, "prefill");
 }
 
-EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, int64_t target, int64_t incoming,
-                                     const char* reason) {
+int64_t CacheManager::layer_target(const KvCache& cache, int64_t layer,
+                                   const Targets& targets) const {
+  int64_t target = targets.flat;
+  if (targets.layered) {
+    target = std::min(
+        target, policy_->layer_limit(layer, cache.n_layers(), *targets.layered) - targets.reserve);
+  }
+  return target;
+}
+
+EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets& targets,
+                                     int64_t incoming, const char* reason) {
   const auto start = std::chrono::steady_clock::now();
   const int64_t n_kv_heads = cache.n_kv_heads();
   EvictionEvent event;
@@ -117,11 +182,12 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, int64_t target
   cache.backend().synchronize();
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
     const int64_t n_slots = cache.size(l);
-    const int64_t n_keep = std::min(target, n_slots);
+    const int64_t n_keep = std::min(layer_target(cache, l, targets), n_slots);
     if (n_keep == n_slots) continue;
     const KvCache::View view = cache.view(l);
     const auto* positions = view.kv_pos.data<int32_t>();
-    LayerSlots slots{l, n_slots, n_kv_heads, positions, cache.next_position(), incoming};
+    LayerSlots slots{l,        n_slots, n_kv_heads, positions, cache.next_position(),
+                     incoming, n_keep,  view.k,     view.v,    &tokens_};
     policy_->score(slots, phase, scores_.data());
     Tensor keep = keep_.view(DType::I32, {n_kv_heads, n_keep});
     int32_t* keep_values = keep.data<int32_t>();

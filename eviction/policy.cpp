@@ -4,6 +4,11 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "eviction/expected_attention_policy.h"
+#include "eviction/keydiff_policy.h"
+#include "eviction/protect_policy.h"
+#include "eviction/pyramid_budget.h"
+#include "eviction/random_policy.h"
 
 namespace edgelm {
 namespace {
@@ -256,7 +261,8 @@ void require(bool ok, const std::string& message) {
 
 const std::vector<std::string>& policy_names() {
   static const std::vector<std::string> names = {"none",   "sliding", "sink",
-                                                 "snapkv", "h2o",     "tova"};
+                                                 "snapkv", "h2o",     "tova",
+                                                 "random", "keydiff", "expected_attention"};
   return names;
 }
 
@@ -268,25 +274,54 @@ std::string policy_list() {
 
 const std::vector<std::string>& eviction_flags() {
   static const std::vector<std::string> flags = {
-      "--eviction-window", "--protected-prefix",    "--sink-tokens",
-      "--kv-budget",       "--memory-threshold-mb", "--simulate-memory",
-      "--snapkv-window",   "--snapkv-kernel",       "--snapkv-pool"};
+      "--eviction-window",     "--protected-prefix", "--sink-tokens",         "--kv-budget",
+      "--memory-threshold-mb", "--simulate-memory",  "--snapkv-window",       "--snapkv-kernel",
+      "--snapkv-pool",         "--eviction-seed",    "--ea-future-positions", "--ea-covariance",
+      "--ea-epsilon",          "--protect",          "--layer-budget",        "--pyramid-beta"};
   return flags;
 }
 
+namespace {
+
+// Policies whose limit is --kv-budget (the others keep a fixed window, or nothing).
+bool budgeted(const std::string& policy) {
+  return policy == "snapkv" || policy == "h2o" || policy == "tova" || policy == "random" ||
+         policy == "keydiff" || policy == "expected_attention";
+}
+
+}  // namespace
+
 bool policy_reads(const std::string& policy, const std::string& flag) {
   if (policy == "none") return false;
-  if (flag == "--kv-budget" || flag == "--memory-threshold-mb" || flag == "--simulate-memory") {
-    return true;  // the CacheManager's triggers, whatever the policy scores
+  if (flag == "--kv-budget" || flag == "--memory-threshold-mb" || flag == "--simulate-memory" ||
+      flag == "--protect") {
+    return true;  // the CacheManager's triggers and the protection wrapper, whatever is scored
   }
+  if (flag == "--layer-budget" || flag == "--pyramid-beta") return budgeted(policy);
   if (flag == "--eviction-window")
     return policy == "sliding" || policy == "sink" || policy == "h2o";
   if (flag == "--protected-prefix") return policy == "sliding";
-  if (flag == "--sink-tokens") return policy == "sink" || policy == "snapkv";
+  if (flag == "--sink-tokens")
+    return policy == "sink" || policy == "snapkv" || policy == "expected_attention";
+  if (flag == "--eviction-seed") return policy == "random";
+  if (flag.starts_with("--ea-")) return policy == "expected_attention";
   return policy == "snapkv" && flag.starts_with("--snapkv-");
 }
 
-std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
+bool policy_reads(const EvictionConfig& config, const std::string& flag) {
+  if (config.policy == "none") return false;
+  if (flag == "--sink-tokens" && !config.protect.empty() &&
+      (parse_protect_classes(config.protect) & kProtectSinks) != 0) {
+    return true;
+  }
+  if (flag == "--pyramid-beta" && config.layer_budget != "pyramid") return false;
+  return policy_reads(config.policy, flag);
+}
+
+namespace {
+
+// The policy config.policy names, without the wrappers.
+std::unique_ptr<EvictionPolicy> make_scored_policy(const EvictionConfig& c) {
   require(c.window >= 1, str_cat("--eviction-window ", c.window, " must be at least 1"));
   require(c.protected_prefix >= 0,
           str_cat("--protected-prefix ", c.protected_prefix, " must be >= 0"));
@@ -299,8 +334,7 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
   if (c.policy == "none") return std::make_unique<NonePolicy>();
   if (c.policy == "sliding") return std::make_unique<SlidingPolicy>(c);
   if (c.policy == "sink") return std::make_unique<SinkPolicy>(c);
-  const bool budgeted = c.policy == "h2o" || c.policy == "tova" || c.policy == "snapkv";
-  if (budgeted) {
+  if (budgeted(c.policy)) {
     require(c.kv_budget > 0, str_cat("--eviction-policy ", c.policy,
                                      " needs --kv-budget (slots per layer to keep)"));
   }
@@ -323,7 +357,64 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
             str_cat("--snapkv-pool '", c.snapkv_pool, "' must be max or avg"));
     return std::make_unique<SnapKvPolicy>(c);
   }
+  if (c.policy == "random") return make_random_policy(c);
+  if (c.policy == "keydiff") return make_keydiff_policy(c);
+  if (c.policy == "expected_attention") {
+    require(c.sink_tokens < c.kv_budget,
+            str_cat("expected_attention: --sink-tokens ", c.sink_tokens,
+                    " must be below --kv-budget ", c.kv_budget));
+    require(c.ea_future_positions >= 1,
+            str_cat("--ea-future-positions ", c.ea_future_positions, " must be at least 1"));
+    require(c.ea_epsilon >= 0 && std::isfinite(c.ea_epsilon),
+            str_cat("--ea-epsilon ", c.ea_epsilon, " must be finite and >= 0"));
+    return make_expected_attention_policy(c);
+  }
   EDGELM_FAIL("[eviction] --eviction-policy '", c.policy, "' is not one of ", policy_list());
+}
+
+// The slots a policy keeps in every layer whatever it scores (PyramidKV keeps SnapKV's window in
+// every layer): the pyramid shares out only the rest.
+int64_t pyramid_floor(const EvictionConfig& c, unsigned protect) {
+  int64_t floor = 0;
+  if (c.policy == "h2o") floor = c.window;
+  if (c.policy == "snapkv") floor = c.snapkv_window;
+  if (c.policy == "expected_attention") floor = c.sink_tokens;
+  if ((protect & kProtectSinks) != 0 && c.policy != "expected_attention") floor += c.sink_tokens;
+  return floor;
+}
+
+}  // namespace
+
+std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
+  const unsigned protect = c.protect.empty() ? 0 : parse_protect_classes(c.protect);
+  require(c.layer_budget == "uniform" || c.layer_budget == "pyramid",
+          str_cat("--layer-budget '", c.layer_budget, "' must be uniform or pyramid"));
+  require(c.pyramid_beta >= 1 && std::isfinite(c.pyramid_beta),
+          str_cat("--pyramid-beta ", c.pyramid_beta, " must be finite and >= 1"));
+  std::unique_ptr<EvictionPolicy> policy = make_scored_policy(c);
+  if (!policy->evicts()) return policy;  // generate warns that the wrappers' flags do nothing
+  if (protect != 0) {
+    if ((protect & kProtectSinks) != 0) {
+      require(c.sink_tokens >= 1, "--protect sinks needs --sink-tokens >= 1");
+      int64_t limit = policy->own_limit().value_or(std::numeric_limits<int64_t>::max());
+      if (c.kv_budget > 0) limit = std::min(limit, c.kv_budget);
+      require(c.sink_tokens < limit, str_cat("--protect sinks: --sink-tokens ", c.sink_tokens,
+                                             " must be below the limit of ", limit, " slots"));
+    }
+    policy = make_protect_policy(std::move(policy), protect, c.sink_tokens);
+  }
+  if (c.layer_budget == "pyramid" && budgeted(c.policy)) {
+    const int64_t floor = pyramid_floor(c, protect);
+    const double top =
+        static_cast<double>(floor) + static_cast<double>(c.kv_budget - floor) / c.pyramid_beta;
+    require(floor < c.kv_budget && top >= 2.0,
+            str_cat("--layer-budget pyramid: the top layer would keep ", top, " slots (", floor,
+                    " kept in every layer + (--kv-budget ", c.kv_budget, " - ", floor,
+                    ") / --pyramid-beta ", c.pyramid_beta,
+                    "); raise --kv-budget or lower --pyramid-beta"));
+    policy = make_pyramid_policy(std::move(policy), floor, c.pyramid_beta);
+  }
+  return policy;
 }
 
 }  // namespace edgelm

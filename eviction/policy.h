@@ -7,15 +7,20 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
+
 namespace edgelm {
+
+class TokenRecord;
 
 enum class Phase { Prefill, Decode };
 
 struct EvictionConfig {
-  std::string policy = "none";       // none|sliding|sink|snapkv|h2o|tova
+  std::string policy = "none";       // one of policy_names()
   int64_t window = 512;              // recent tokens kept (sliding, sink, h2o)
   int64_t protected_prefix = 0;      // sliding: first tokens always kept
   int64_t sink_tokens = 4;           // sink (and snapkv's decode): first tokens always kept
@@ -25,6 +30,17 @@ struct EvictionConfig {
   int64_t snapkv_window = 32;        // observation window: the last prompt queries
   int64_t snapkv_kernel = 7;         // pooling kernel over slots (odd)
   std::string snapkv_pool = "max";   // max|avg
+
+  // The attention-free policies (eviction/random_policy.h, eviction/expected_attention_policy.h).
+  uint64_t seed = 0;                  // random: the seed of the kept subset
+  int64_t ea_future_positions = 512;  // expected_attention: future queries averaged over
+  bool ea_covariance = true;          // expected_attention: the query covariance term
+  double ea_epsilon = 0.0;            // expected_attention: added before the value-norm weight
+
+  // Wrappers around any policy (eviction/protect_policy.h, eviction/pyramid_budget.h).
+  std::string protect;                   // comma-separated of sinks|system|template; empty: none
+  std::string layer_budget = "uniform";  // uniform|pyramid
+  double pyramid_beta = 20.0;            // pyramid: bottom-to-top slope (PyramidKV's beta)
 };
 
 // What a policy sees of one layer when it scores.
@@ -35,6 +51,24 @@ struct LayerSlots {
   const int32_t* positions = nullptr;  // [n_slots, n_kv_heads]: logical position of each slot
   int64_t next_position = 0;           // logical position of the next token
   int64_t incoming = 0;                // tokens the coming step appends (they count as recent)
+
+  // For policies that score by the cache's contents or protect what it holds.
+  int64_t keep = 0;  // slots the manager keeps per kv head after this eviction
+  Tensor k;          // [n_slots, n_kv_heads, head_dim] F32/F16, after RoPE; host-readable now
+  Tensor v;          // [n_slots, n_kv_heads, head_dim]
+  const TokenRecord* tokens = nullptr;  // what the cached positions hold (eviction/token_record.h)
+};
+
+// One forward step's queries of one layer before RoPE, for policies that keep query statistics
+// (ForwardOptions::export_queries; handed over by CacheManager::observe_queries).
+struct QueryRows {
+  int64_t layer = 0;
+  const float* rows = nullptr;  // [n_tokens, n_heads, head_dim]
+  int64_t n_tokens = 0;
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t first_position = 0;       // logical position of rows[0]
+  std::span<const float> inv_freq;  // [head_dim / 2]: the model's RoPE frequencies
 };
 
 inline constexpr float kAlwaysKeep = std::numeric_limits<float>::infinity();
@@ -74,6 +108,22 @@ class EvictionPolicy {
   // The layer was compacted: head g kept slots keep[g * n_keep + j]; per-slot state must follow.
   virtual void on_compact(int64_t /*layer*/, const int32_t* /*keep*/, int64_t /*n_kv_heads*/,
                           int64_t /*n_keep*/) {}
+
+  // Whether forward steps must hand over their queries (observe_queries); false by default, so
+  // the model exports none.
+  virtual bool wants_queries() const { return false; }
+  // One layer's queries of the step just run, before RoPE.
+  virtual void observe_queries(const QueryRows& /*queries*/) {}
+  // The share of `limit` (the policy's own limit, the budget or the prefill limit, stated per
+  // layer) that `layer` of n_layers may hold: `limit` itself unless per-layer budgets share it
+  // out (eviction/pyramid_budget.h). Memory pressure and the cache's capacity stay alike for
+  // every layer.
+  virtual int64_t layer_limit(int64_t /*layer*/, int64_t /*n_layers*/, int64_t limit) const {
+    return limit;
+  }
+  // Slots of every layer kept whatever the policy scores, as far as known before a step (the
+  // protected sinks and system prompt): the manager sizes prefill steps to fit beside them.
+  virtual int64_t reserved_slots(const TokenRecord& /*tokens*/) const { return 0; }
 };
 
 // Builds the policy named by config.policy, checking the settings it depends on. Throws
@@ -87,11 +137,17 @@ std::string policy_list();
 
 // The command-line flags of the eviction settings (the fields of EvictionConfig but the policy,
 // plus --simulate-memory), and whether `policy` reads `flag`: every policy that evicts reads
-// --kv-budget, --memory-threshold-mb and --simulate-memory, and each its own settings (sliding
-// --eviction-window and --protected-prefix; sink --eviction-window and --sink-tokens; h2o
-// --eviction-window; snapkv --sink-tokens and the --snapkv-* flags); `none` reads none. generate
-// warns about a flag given that the chosen policy ignores.
+// --kv-budget, --memory-threshold-mb, --simulate-memory and --protect; the budgeted ones (snapkv,
+// h2o, tova, random, keydiff, expected_attention) --layer-budget and --pyramid-beta; and each its
+// own settings (sliding --eviction-window and --protected-prefix; sink --eviction-window and
+// --sink-tokens; h2o --eviction-window; snapkv --sink-tokens and the --snapkv-* flags; random
+// --eviction-seed; expected_attention --sink-tokens and the --ea-* flags); `none` reads none.
+// generate warns about a flag given that the chosen configuration ignores.
 const std::vector<std::string>& eviction_flags();
 bool policy_reads(const std::string& policy, const std::string& flag);
+// The same for a whole configuration, which also knows what the wrappers' settings turn on:
+// --sink-tokens is read by every evicting policy when --protect names sinks, and --pyramid-beta
+// only with --layer-budget pyramid.
+bool policy_reads(const EvictionConfig& config, const std::string& flag);
 
 }  // namespace edgelm

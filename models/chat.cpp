@@ -462,6 +462,33 @@ void ChatSession::clear() {
   replied_ = false;
 }
 
+std::string ChatSession::system_prefix() const {
+  const std::string& system = !system_.empty() ? system_ : chat_.default_system();
+  if (system.empty()) return {};
+  // A private-use character as the user's message: no template strips or rewrites it.
+  constexpr std::string_view kUser = "\xEE\x80\x80";
+  const std::vector<ChatMessage> first_turn = {{"system", system}, {"user", std::string(kUser)}};
+  std::string whole;
+  try {
+    whole = chat_.render(first_turn, true);
+  } catch (const Error&) {
+    return {};  // a template that takes no system message
+  }
+  const size_t user = whole.find(kUser);
+  const size_t at = whole.find(system);
+  if (user == std::string::npos || at == std::string::npos || at + system.size() > user) return {};
+  // The system message rendered alone, with the text that closes it, where that starts the turn.
+  try {
+    const std::string alone = chat_.render(std::vector<ChatMessage>{{"system", system}}, false);
+    if (whole.starts_with(alone) && alone.find(system) != std::string::npos) return alone;
+  } catch (const Error&) {
+  }
+  // Otherwise up to the end of its content (Llama 2 and Gemma write it inside the first user
+  // turn), unless later renderings move it (Mistral v3 writes it into the last user turn).
+  if (!chat_.prefix_stable()) return {};
+  return whole.substr(0, at + system.size());
+}
+
 ChatSession::Feed ChatSession::add_user(std::string content) {
   std::vector<ChatMessage> messages = messages_;
   messages.push_back({"user", std::move(content)});

@@ -124,6 +124,14 @@ class ChatSession {
   void add_reply(std::string text);
   // Forgets the conversation (the system message stays); the caller empties the KV cache.
   void clear();
+  // The start of the first feed up to the end of the system message (the explicit one, else the
+  // template's default), so that a caller can tell which cached positions hold the system prompt,
+  // e.g. to protect them from eviction: the system message rendered alone with the text that
+  // closes it where that starts the first turn (ChatML, Llama 3), else the first turn up to the end
+  // of the message's content (Llama 2 and Gemma write it inside the first user turn). Empty when
+  // there is no system message, the template refuses one, or later turns move it (Mistral v3
+  // writes it into the last user turn).
+  std::string system_prefix() const;
 
   const std::vector<ChatMessage>& messages() const { return messages_; }
   const ChatTemplate& chat_template() const { return chat_; }

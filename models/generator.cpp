@@ -13,12 +13,14 @@ Generator::Generator(LlamaModel& model, KvCache& cache, CacheManager* manager)
 std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase phase,
                                        std::optional<int64_t> logits_from) {
   const auto n = static_cast<int64_t>(tokens.size());
+  const int64_t first_position = cache_.next_position();
   ForwardOptions options;
   if (manager_ != nullptr) {
     // Evict before the step so that after it the cache holds at most the policy's limit/budget
     // (and fits its capacity); then run with what the policy needs exported.
     manager_->maybe_evict(cache_, phase, n);
-    options = manager_->forward_options(phase, cache_.next_position(), n);
+    options = manager_->forward_options(phase, first_position, n);
+    manager_->tokens().record(first_position, tokens);
   }
   if (logits_from) {
     options.all_logits = true;
@@ -29,7 +31,10 @@ std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase ph
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   (phase == Phase::Prefill ? prefill_seconds_ : decode_seconds_) += seconds;
-  if (manager_ != nullptr) manager_->observe(cache_, phase, options);
+  if (manager_ != nullptr) {
+    manager_->observe(cache_, phase, options);
+    if (options.export_queries) manager_->observe_queries(cache_, model_, first_position);
+  }
   return logits;
 }
 

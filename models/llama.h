@@ -52,6 +52,14 @@ struct ForwardOptions {
   // rows are allocated on the first such step, so generation's memory does not grow.
   bool all_logits = false;
   int64_t logits_from = 0;
+  // Keep every layer's query rows of this step before RoPE, readable through
+  // LlamaModel::query_rows(layer) once the backend is synchronised (eviction policies that keep
+  // query statistics read them; nothing is recomputed). The projection writes the queries there
+  // and RoPE reads them from there into the workspace, so the export adds no op; the
+  // [n_layers, max_chunk, n_heads, head_dim] floats are allocated on the first step that asks.
+  // The step must fit in one chunk; the last layer then projects every row's query, not only the
+  // rows that produce logits (the rest of that layer stays pruned).
+  bool export_queries = false;
 };
 
 // Tokens per prefill step unless the caller picks another count (bench and generate --chunk). On
@@ -87,6 +95,13 @@ class LlamaModel {
   // Bytes of weights one decode step reads (every matrix once, the embedding row aside).
   size_t weight_bytes_per_token() const;
 
+  // The queries before RoPE of `layer` in the last step run with options.export_queries:
+  // F32 [n, n_heads, head_dim] for its n tokens (a view; valid until the next such step). Throws
+  // when no step has exported queries.
+  Tensor query_rows(int64_t layer) const;
+  // The RoPE frequencies the model rotates by (rope_inv_freq of its config): [head_dim / 2].
+  std::span<const float> rope_inv_freq() const { return inv_freq_; }
+
  private:
   // Runs one chunk; computes the logits of its rows [first_logit_row, n) into the first rows of
   // `logits` ([>= n - first_logit_row, vocab]); none when first_logit_row == n.
@@ -116,6 +131,12 @@ class LlamaModel {
   // [max_chunk, vocab]: the logits of every position (ForwardOptions::all_logits), allocated by the
   // first step that asks for them.
   Tensor all_logits_;
+  // [n_layers * max_chunk, n_heads, head_dim]: each layer's queries before RoPE
+  // (ForwardOptions::export_queries), allocated by the first step that asks for them; rows of the
+  // last such step.
+  Tensor query_export_;
+  int64_t query_export_rows_ = 0;
+  std::vector<float> inv_freq_;  // [head_dim / 2], the host copy of ws_.inv_freq
 };
 
 }  // namespace edgelm

@@ -69,8 +69,15 @@ LlamaModel::LlamaModel(Backend& backend, LlamaConfig config, LlamaWeights weight
   ws_.gate = Tensor::empty(memory, DType::F32, {n, c.intermediate_size});
   ws_.up = Tensor::empty(memory, DType::F32, {n, c.intermediate_size});
   ws_.logits = Tensor::empty(memory, DType::F32, {1, c.vocab_size});
-  const std::vector<float> inv_freq = rope_inv_freq(c.rope);
-  std::copy(inv_freq.begin(), inv_freq.end(), ws_.inv_freq.data<float>());
+  inv_freq_ = edgelm::rope_inv_freq(c.rope);
+  std::copy(inv_freq_.begin(), inv_freq_.end(), ws_.inv_freq.data<float>());
+}
+
+Tensor LlamaModel::query_rows(int64_t layer) const {
+  EDGELM_CHECK(query_export_.defined(), "[llama] no step has exported its queries");
+  EDGELM_CHECK(layer >= 0 && layer < config_.n_layers, "[llama] layer ", layer, " of ",
+               config_.n_layers);
+  return query_export_.slice(layer * max_chunk_, query_export_rows_);
 }
 
 KvCache LlamaModel::make_cache(int64_t capacity, DType kv_type) const {
@@ -106,6 +113,17 @@ std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCa
   EDGELM_CHECK(!options.export_mass || n <= max_chunk_,
                "[llama] attention mass export needs the step to fit in one chunk (", n,
                " tokens, chunk ", max_chunk_, ")");
+  EDGELM_CHECK(!options.export_queries || n <= max_chunk_,
+               "[llama] query export needs the step to fit in one chunk (", n, " tokens, chunk ",
+               max_chunk_, ")");
+  if (options.export_queries) {
+    if (!query_export_.defined()) {
+      query_export_ =
+          Tensor::empty(backend_.memory(), DType::F32,
+                        {config_.n_layers * max_chunk_, config_.n_heads, config_.head_dim});
+    }
+    query_export_rows_ = n;
+  }
   if (options.all_logits) {
     EDGELM_CHECK(n <= max_chunk_, "[llama] the logits of every position need the step to fit in ",
                  "one chunk (", n, " tokens, chunk ", max_chunk_, ")");
@@ -196,12 +214,18 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
     const bool pruned = last_layer && prune_last_layer;
     const Rows& r = pruned ? logit_rows : all;
     // Q reads the same rows as K and V unless the pruned last layer wants it for fewer of them
-    // (or not at all); a decode step's single row is both.
-    const bool q_with_kv = !pruned || first_logit_row == 0;
+    // (or not at all); a decode step's single row is both. Exported queries are wanted for every
+    // row, so they are projected with K and V into the export (before RoPE), and the rows the
+    // layer runs for are rotated from there into the workspace.
+    const bool q_with_kv = !pruned || first_logit_row == 0 || options.export_queries;
+    const Tensor q = options.export_queries ? query_export_.slice(l * max_chunk_, n) : r.q;
+    const Tensor q_rows = q.reshape({q.dim(0), c.q_dim()});
+    // The rows of q that r runs for: q is r's own rows unless it is the export of every row.
+    const Tensor q_for_r = options.export_queries ? q.slice(n - r.q.dim(0), r.q.dim(0)) : q;
     if (q_with_kv) {
       // One pass over x for the three projections (CpuBackend: one quantization of x, one split
       // of all their rows over the threads).
-      b.matmul_shared_x(normed, {w.wk, w.wv, w.wq}, {k_rows, v_rows, r.q_rows});
+      b.matmul_shared_x(normed, {w.wk, w.wv, w.wq}, {k_rows, v_rows, q_rows});
     } else {
       b.matmul_shared_x(normed, {w.wk, w.wv}, {k_rows, v_rows});
     }
@@ -209,8 +233,8 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
     cache.append(l, k, v, chunk_positions);
     if (pruned && !compute_logits) break;
 
-    if (!q_with_kv) b.matmul(r.normed, w.wq, r.q_rows);
-    b.rope(r.q, r.positions, ws_.inv_freq, r.q);
+    if (!q_with_kv) b.matmul(r.normed, w.wq, q_rows);
+    b.rope(q_for_r, r.positions, ws_.inv_freq, r.q);
     const KvCache::View view = cache.view(l);
     attention.q = r.q;
     attention.q_pos = r.positions;

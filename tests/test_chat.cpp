@@ -416,6 +416,47 @@ TEST(ChatSession, FeedsOnlyWhatTheCacheLacks) {
   EXPECT_FALSE(session.add_user("Hi").from_scratch);
 }
 
+// The system prompt's rendering, for protecting its positions from eviction: SmolLM2's default
+// system message when none is given, the explicit one otherwise; in every format that gives one,
+// the start of the first feed, holding the system message and nothing of the user's.
+TEST(ChatSession, SystemPrefixStartsTheFirstFeed) {
+  const ChatTemplate smollm2 = ChatTemplate::from_text(read_file(kChatFixtures + "/smollm2.jinja"),
+                                                       "<|im_start|>", "<|im_end|>");
+  EXPECT_EQ(ChatSession(smollm2).system_prefix(),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n");
+  EXPECT_EQ(ChatSession(smollm2, "Be brief.").system_prefix(),
+            "<|im_start|>system\nBe brief.<|im_end|>\n");
+  int with_prefix = 0;
+  for (const std::string& name : chat_template_names()) {
+    ChatSession session(ChatTemplate::by_name(name, "<s>", "</s>"), "Be brief.");
+    const std::string prefix = session.system_prefix();
+    if (prefix.empty()) continue;
+    ++with_prefix;
+    std::string feed;
+    try {
+      feed = session.add_user("Hi").text;
+    } catch (const Error&) {
+      ADD_FAILURE() << name << " gives a system prefix but refuses the system message";
+      continue;
+    }
+    EXPECT_TRUE(feed.starts_with(prefix)) << name;
+    EXPECT_NE(prefix.find("Be brief."), std::string::npos) << name;
+    EXPECT_EQ(prefix.find("Hi"), std::string::npos) << name;
+  }
+  EXPECT_GE(with_prefix, 15);
+  // Gemma 3 writes the system message at the start of the first user turn: up to its end.
+  EXPECT_EQ(
+      ChatSession(ChatTemplate::by_name("gemma3", "<bos>", "<eos>"), "Be brief.").system_prefix(),
+      "<bos><start_of_turn>user\nBe brief.");
+  // Mistral v3 writes the system message into the last user turn: no prefix holds it alone.
+  EXPECT_EQ(
+      ChatSession(ChatTemplate::by_name("mistral-v3", "<s>", "</s>"), "Be brief.").system_prefix(),
+      "");
+  // No system message and no default: nothing to protect.
+  EXPECT_EQ(ChatSession(ChatTemplate::by_name("chatml", "<s>", "</s>")).system_prefix(), "");
+}
+
 TEST(ChatSession, EveryPrefixStableFormatStaysIncremental) {
   const std::vector<std::string> users = {"Hi", "Tell me a joke.", "Another one, please."};
   const std::vector<std::string> replies = {"Hello! How can I help?", "Why did the chicken...",

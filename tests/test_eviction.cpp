@@ -51,7 +51,9 @@ std::vector<int32_t> prompt(int n) {
   return ids;
 }
 
-EvictionConfig config_for(const std::string& policy) {
+// A policy name, optionally with wrappers: "h2o+protect" (sinks protected), "tova+pyramid".
+EvictionConfig config_for(const std::string& variant) {
+  const std::string policy = variant.substr(0, variant.find('+'));
   EvictionConfig c;
   c.policy = policy;
   c.window = 12;
@@ -60,14 +62,20 @@ EvictionConfig config_for(const std::string& policy) {
   c.kv_budget = policy == "sliding" || policy == "sink" ? 0 : 24;
   c.snapkv_window = 6;
   c.snapkv_kernel = 3;
+  c.seed = 3;
+  c.pyramid_beta = 4;  // the top layer of a 24-slot budget keeps 6 slots beyond the floor
+  if (variant.find("+protect") != std::string::npos) c.protect = "sinks";
+  if (variant.find("+pyramid") != std::string::npos) c.layer_budget = "pyramid";
   return c;
 }
 
-// The limit each policy promises with config_for().
-int64_t limit_for(const std::string& policy) {
+// The limit each policy promises with config_for(), in layer `layer` of the tiny model.
+int64_t limit_for(const std::string& variant, int64_t layer) {
+  const std::string policy = variant.substr(0, variant.find('+'));
   if (policy == "sliding") return 12 + 3;
   if (policy == "sink") return 12 + 4;
-  return 24;
+  const EvictionConfig c = config_for(variant);
+  return make_policy(c)->layer_limit(layer, tiny_model().config().n_layers, 24);
 }
 
 struct GenerationRun {
@@ -102,10 +110,10 @@ class EveryPolicy : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryPolicy, StaysWithinLimitAndKeepsPromises) {
   const std::string policy = GetParam();
-  generate(policy, 64, 60, config_for(policy), [&](const KvCache& cache, const std::string& p) {
-    const int64_t limit = limit_for(p);
+  generate(policy, 64, 60, config_for(policy), [&](const KvCache& cache, const std::string& v) {
+    const std::string p = v.substr(0, v.find('+'));
     for (int64_t l = 0; l < cache.n_layers(); ++l) {
-      ASSERT_LE(cache.size(l), limit) << p << " layer " << l;
+      ASSERT_LE(cache.size(l), limit_for(v, l)) << v << " layer " << l;
       for (int64_t g = 0; g < cache.n_kv_heads(); ++g) {
         std::set<int32_t> kept;
         for (int64_t s = 0; s < cache.size(l); ++s) kept.insert(cache.position(l, s, g));
@@ -122,7 +130,7 @@ TEST_P(EveryPolicy, StaysWithinLimitAndKeepsPromises) {
           if (p == "sink")
             for (int32_t q = next - 12; q < next; ++q) expect_kept(q, "recent window");
         }
-        if (p == "sink")
+        if (p == "sink" || p == "expected_attention" || v.find("+protect") != std::string::npos)
           for (int32_t q = 0; q < 4; ++q) expect_kept(q, "sink");
         if (p == "h2o")
           for (int32_t q = next - 12; q < next; ++q) expect_kept(q, "recent window");
@@ -146,9 +154,10 @@ TEST_P(EveryPolicy, BudgetCoveringTheSequenceChangesNothing) {
   const std::string policy = GetParam();
   EvictionConfig generous = config_for(policy);
   generous.window = 200;
-  generous.kv_budget = policy == "sliding" || policy == "sink" ? 0 : 400;
+  generous.kv_budget = generous.policy == "sliding" || generous.policy == "sink" ? 0 : 400;
   generous.snapkv_window = 6;
-  const GenerationRun with_policy = generate(policy, 512, 30, generous);
+  generous.pyramid_beta = 1.5;  // the top layer's share, 267+ slots, still covers the sequence
+  const GenerationRun with_policy = generate(policy, 1024, 30, generous);
   const GenerationRun without = generate("none", 512, 30, config_for("none"));
   EXPECT_EQ(with_policy.tokens, without.tokens);
   ASSERT_EQ(with_policy.logits.size(), without.logits.size());
@@ -157,8 +166,18 @@ TEST_P(EveryPolicy, BudgetCoveringTheSequenceChangesNothing) {
   }
 }
 
+// Per-layer budgets: the limits differ per layer, so the tiny model's two layers keep different
+// counts; the protection wrapper around a policy that keeps no sinks of its own.
 INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy,
-                         ::testing::Values("sliding", "sink", "snapkv", "h2o", "tova"));
+                         ::testing::Values("sliding", "sink", "snapkv", "h2o", "tova", "random",
+                                           "keydiff", "expected_attention", "tova+protect",
+                                           "keydiff+pyramid", "h2o+pyramid+protect",
+                                           "expected_attention+pyramid", "snapkv+pyramid"),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           std::replace(name.begin(), name.end(), '+', '_');
+                           return name;
+                         });
 
 // After an eviction the next token's key is rotated by its logical position (start_pos), not by
 // its slot: layer 0's key depends only on the token and its position, so it must equal, bit for
@@ -428,6 +447,14 @@ TEST(EvictionFlags, OnlyTheSettingsAPolicyReadsChangeWhatItKeeps) {
       {"--snapkv-window", [](EvictionConfig& c) { c.snapkv_window = 3; }},
       {"--snapkv-kernel", [](EvictionConfig& c) { c.snapkv_kernel = 5; }},
       {"--snapkv-pool", [](EvictionConfig& c) { c.snapkv_pool = "avg"; }},
+      {"--eviction-seed", [](EvictionConfig& c) { c.seed = 4; }},
+      {"--ea-future-positions", [](EvictionConfig& c) { c.ea_future_positions = 8; }},
+      {"--ea-covariance", [](EvictionConfig& c) { c.ea_covariance = false; }},
+      {"--ea-epsilon", [](EvictionConfig& c) { c.ea_epsilon = 1.0; }},
+      {"--protect", [](EvictionConfig& c) { c.protect = "sinks"; }},
+      {"--layer-budget", [](EvictionConfig& c) { c.layer_budget = "pyramid"; }},
+      // Read only with --layer-budget pyramid, so changed alone it must change nothing.
+      {"--pyramid-beta", [](EvictionConfig& c) { c.pyramid_beta = 2; }},
   };
   // The two memory flags need a monitor and are checked in MemoryPressure; the rest are here.
   ASSERT_EQ(changes.size() + 2, eviction_flags().size());
@@ -437,9 +464,16 @@ TEST(EvictionFlags, OnlyTheSettingsAPolicyReadsChangeWhatItKeeps) {
       EvictionConfig changed = config_for(policy);
       change.apply(changed);
       const GenerationRun run = generate(policy, 128, 40, changed);
-      const bool reads = policy_reads(policy, change.flag);
+      const bool reads = policy_reads(changed, change.flag);
+      const std::string flag = change.flag;
+      // Where the setting is read but cannot bind here: the budget above the own limits of
+      // sliding and sink, and protected sinks that the policy keeps anyway (sink and
+      // expected_attention by rule; here also h2o, whose heavy hitters include positions 0-3,
+      // and snapkv, whose decode rule keeps 4 sinks).
       const bool cannot_bind =
-          std::string(change.flag) == "--kv-budget" && (policy == "sliding" || policy == "sink");
+          (flag == "--kv-budget" && (policy == "sliding" || policy == "sink")) ||
+          (flag == "--protect" && (policy == "sink" || policy == "expected_attention" ||
+                                   policy == "h2o" || policy == "snapkv"));
       if (!reads) {
         EXPECT_EQ(run.kept, base.kept) << policy << " ignores " << change.flag;
         EXPECT_EQ(run.tokens, base.tokens) << policy << " ignores " << change.flag;
@@ -451,6 +485,28 @@ TEST(EvictionFlags, OnlyTheSettingsAPolicyReadsChangeWhatItKeeps) {
   EXPECT_TRUE(policy_reads("tova", "--memory-threshold-mb"));
   EXPECT_TRUE(policy_reads("sliding", "--simulate-memory"));
   EXPECT_FALSE(policy_reads("none", "--memory-threshold-mb"));
+  // The wrappers' settings turn on what they read: --pyramid-beta with a pyramid, --sink-tokens
+  // for any policy once sinks are protected.
+  EvictionConfig pyramid = config_for("tova");
+  pyramid.layer_budget = "pyramid";
+  for (const double beta : {2.0, 6.0}) {
+    pyramid.pyramid_beta = beta;
+    EXPECT_TRUE(policy_reads(pyramid, "--pyramid-beta"));
+  }
+  EXPECT_NE(generate("tova", 128, 40, pyramid).kept, generate("tova", 128, 40,
+                                                              [&] {
+                                                                EvictionConfig steeper = pyramid;
+                                                                steeper.pyramid_beta = 2.0;
+                                                                return steeper;
+                                                              }())
+                                                         .kept);
+  EvictionConfig protect = config_for("tova");
+  protect.protect = "sinks";
+  EXPECT_FALSE(policy_reads(config_for("tova"), "--sink-tokens"));
+  EXPECT_TRUE(policy_reads(protect, "--sink-tokens"));
+  EvictionConfig fewer_sinks = protect;
+  fewer_sinks.sink_tokens = 1;
+  EXPECT_NE(generate("tova", 128, 40, protect).kept, generate("tova", 128, 40, fewer_sinks).kept);
 }
 
 TEST(EvictionConfigErrors, NameTheFlag) {

@@ -1,11 +1,13 @@
 // Zero heap allocations per decoded token: a counting replacement of the global operator new
 // records every allocation while decode steps run (model forward through the KV cache, the
-// sampler, and the generator with an idle cache manager), for every CPU kernel table.
+// sampler, and the generator with an idle cache manager), for every CPU kernel table; and with a
+// policy that has the forward pass export its queries and keeps their statistics.
 // Kernel scratch grows to the largest size seen and is then reused, so the run first warms up
 // to the cache length it measures at, clears the cache and measures a whole second run.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -91,7 +93,8 @@ TEST(ZeroAllocationHook, CountsAllocations) {
 
 TEST_P(ZeroAllocation, DecodeStepsAllocateNothing) {
   cpu::CpuBackend backend(cpu::CpuOptions{.n_threads = 2, .isa = GetParam()});
-  const fs::path dir = fs::path(::testing::TempDir()) / ("edgelm_zero_alloc_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_zero_alloc_" + std::to_string(::getpid()));
   for (DType weights : {DType::F32, DType::Q8_0, DType::Q4_0}) {
     const std::string path = make_model(
         {.preset = "tiny", .format = "gguf", .quant = weights, .seed = 2, .out_dir = dir.string()});
@@ -131,6 +134,44 @@ TEST_P(ZeroAllocation, DecodeStepsAllocateNothing) {
     EXPECT_EQ(g_allocations.load(), 0) << "heap allocations during 80 decode steps with "
                                        << dtype_name(weights) << " weights on " << GetParam();
   }
+}
+
+// A policy that keeps query statistics (expected_attention, with template tokens protected, so
+// every fed token is also recorded): the query export and the statistics allocate nothing per
+// decoded token either, once the first steps have sized them (the budget does not bind here).
+TEST(ZeroAllocationQueries, QueryExportAndStatisticsAllocateNothing) {
+  cpu::CpuBackend backend(cpu::CpuOptions{.n_threads = 2});
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_zero_alloc_queries_" + std::to_string(::getpid()));
+  const std::string path = make_model({.preset = "tiny",
+                                       .format = "gguf",
+                                       .quant = DType::F32,
+                                       .seed = 2,
+                                       .out_dir = dir.string()});
+  LoadedModel loaded = load_llama(path, backend);
+  LlamaModel model(backend, std::move(loaded.config), std::move(loaded.weights), 16);
+  KvCache cache = model.make_cache(128, DType::F16);
+  EvictionConfig config;
+  config.policy = "expected_attention";
+  config.kv_budget = 120;
+  config.protect = "sinks,template";
+  CacheManager manager(config, make_policy(config));
+  manager.tokens().set_special_ids({5, 17, 42});
+  Generator generator(model, cache, &manager);
+  const std::vector<int32_t> prompt = {300, 5, 17, 42, 9, 88, 120};
+  std::span<const float> logits = generator.prefill(prompt);
+  auto next = [&](int i) {
+    return static_cast<int32_t>(
+        i % 3 == 0 ? 17 : std::max_element(logits.begin(), logits.end()) - logits.begin());
+  };
+  for (int i = 0; i < 4; ++i) logits = generator.decode(next(i));
+  g_allocations = 0;
+  g_counting = true;
+  for (int i = 0; i < 80; ++i) logits = generator.decode(next(i));
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0)
+      << "heap allocations during 80 decode steps with queries exported";
+  EXPECT_EQ(manager.evictions(), 0);
 }
 
 std::vector<std::string> isas() {

@@ -19,14 +19,30 @@ expect_error() { expect_error_from "$eviction_bench" eviction_bench "$@"; }
 # Budget and window below prompt + decoded tokens, so the evicting policies do evict.
 if "$eviction_bench" -m "$gguf" --n-prompt 48 -n 16 --eviction-window 16 --kv-budget 24 --snapkv-window 8 \
     -o json > "$work/out.json" 2> "$work/err.txt" &&
-  [ "$(grep -o '"policy":"[a-z0-9]*"' "$work/out.json" | tr '\n' ' ')" = \
-    '"policy":"none" "policy":"sliding" "policy":"sink" "policy":"snapkv" "policy":"h2o" "policy":"tova" ' ] &&
+  [ "$(grep -o '"policy":"[a-z0-9_]*"' "$work/out.json" | tr '\n' ' ')" = \
+    '"policy":"none" "policy":"sliding" "policy":"sink" "policy":"snapkv" "policy":"h2o" "policy":"tova" "policy":"random" "policy":"keydiff" "policy":"expected_attention" ' ] &&
+  grep -o '{[^{}]*"policy":"expected_attention"[^{}]*}' "$work/out.json" | grep -q '"evictions":[1-9]' &&
   grep -o '{[^{}]*"policy":"h2o"[^{}]*}' "$work/out.json" | grep -q '"evictions":[1-9]' &&
   grep -o '{[^{}]*"policy":"none"[^{}]*}' "$work/out.json" | grep -q '"evictions":0,'; then
   ok "every policy, one JSON row each, evictions counted"
 else
   cat "$work/out.json" 2> /dev/null; fail "every policy, one JSON row each, evictions counted"
 fi
+
+# The wrappers around the budgeted policies (pyramid: the bottom layer holds more than the budget;
+# the sink policy keeps its fixed window, so only --protect applies to it).
+if "$eviction_bench" -m "$gguf" --n-prompt 48 -n 16 --kv-budget 24 --eviction-window 8 \
+    --policies keydiff,sink --layer-budget pyramid --pyramid-beta 2 --protect sinks -o json \
+    > "$work/wrapped.json" 2> "$work/err.txt" &&
+  grep -q '"kv_slots":34,"ms_per_eviction":[0-9.e-]*,"policy":"keydiff","policy_name":"keydiff+protect(sinks)+pyramid"' \
+    "$work/wrapped.json" &&
+  grep -q '"policy":"sink","policy_name":"sink+protect(sinks)"' "$work/wrapped.json"; then
+  ok "wrapped policies: protect and pyramid named, the bottom layer holds its share"
+else
+  cat "$work/wrapped.json" 2> /dev/null; fail "wrapped policies"
+fi
+expect_error "unknown protected class" "--protect 'sink': 'sink' is not one of" -m "$gguf" \
+  --policies keydiff --protect sink
 
 expect_error "prompt of 0 tokens" "--n-prompt: Value 0 not in range" -m "$gguf" --n-prompt 0
 expect_error "negative decode count" "--n-predict: Value -1 not in range" -m "$gguf" -n -1

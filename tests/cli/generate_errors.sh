@@ -67,6 +67,30 @@ expect_error "--chat-template without --chat" "--chat-template and --system need
 expect_error "no prompt" "--prompt" --model-path "$gguf"
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
+# The attention-free policies and the wrappers: one line naming the flag for each bad setting.
+expect_error "keydiff without a budget" "--eviction-policy keydiff needs --kv-budget" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy keydiff
+expect_error "random with a budget of 0" "--eviction-policy random needs --kv-budget" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy random --kv-budget 0
+expect_error "expected_attention sinks >= budget" \
+  "expected_attention: --sink-tokens 8 must be below --kv-budget 8" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy expected_attention --kv-budget 8 --sink-tokens 8
+expect_error "no future positions" "--ea-future-positions 0 must be at least 1" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy expected_attention --kv-budget 8 --ea-future-positions 0
+expect_error "covariance neither on nor off" "--ea-covariance" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy expected_attention --kv-budget 8 --ea-covariance maybe
+expect_error "unknown protected class" "--protect 'sinks,prompt': 'prompt' is not one of sinks|system|template" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy tova --kv-budget 8 --protect sinks,prompt
+expect_error "protected sinks >= budget" "--protect sinks: --sink-tokens 8 must be below the limit of 8 slots" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy tova --kv-budget 8 --protect sinks --sink-tokens 8
+expect_error "--protect system without a chat" "--protect system needs --chat or --interactive" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy tova --kv-budget 8 --protect system
+expect_error "unknown layer budget" "--layer-budget 'steep' must be uniform or pyramid" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy tova --kv-budget 8 --layer-budget steep
+expect_error "pyramid beta below 1" "--pyramid-beta 0.5 must be finite and >= 1" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy tova --kv-budget 8 --layer-budget pyramid --pyramid-beta 0.5
+expect_error "pyramid top layer too small" "--layer-budget pyramid: the top layer would keep 0.4 slots" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy tova --kv-budget 8 --layer-budget pyramid
 expect_error "flag out of range" "--ctx-size: Value 0 not in range" --model-path "$gguf" --prompt-ids 1 --max-seq-len 0
 expect_error "negative seed" "--seed: '-1' is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed -1
 expect_error "seed past 2^64-1" "is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed 18446744073709551616
@@ -111,7 +135,14 @@ if "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 2 --kv-budget 8 > "$wo
   "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 2 --eviction-policy tova --kv-budget 8 \
     --sink-tokens 2 > "$work/out.txt" 2> "$work/err.txt" &&
   grep -q 'sink-tokens has no effect with --eviction-policy tova$' "$work/err.txt" &&
-  ! grep -q 'kv-budget has no effect' "$work/err.txt"; then
+  ! grep -q 'kv-budget has no effect' "$work/err.txt" &&
+  "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 2 --eviction-policy tova --kv-budget 8 \
+    --eviction-seed 3 --pyramid-beta 4 > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q 'eviction-seed has no effect with --eviction-policy tova$' "$work/err.txt" &&
+  grep -q 'pyramid-beta has no effect with --eviction-policy tova$' "$work/err.txt" &&
+  "$generate" --model-path "$gguf" --prompt-ids 1,2,3 -n 2 --eviction-policy tova --kv-budget 8 \
+    --sink-tokens 2 --protect sinks > "$work/out.txt" 2> "$work/err.txt" &&
+  ! grep -q 'has no effect' "$work/err.txt"; then
   ok "eviction flag the policy ignores: warning"
 else
   fail "eviction flag the policy ignores: warning"
@@ -196,6 +227,25 @@ if "$generate" --model-path "$d" --prompt "Hi" --chat -n 2 -q > "$work/out.txt" 
 else
   fail "chat template from chat_template.jinja"
 fi
+# --protect system finds the system prompt in the first feed (SmolLM2's default system message,
+# 98 tokens of this byte-level vocabulary in a prompt of 176); with a budget below the prompt,
+# every eviction keeps it, and a budget that cannot hold it is one error line.
+if "$generate" --model-path "$d" --prompt "Hi there, how are you today?" --chat -n 4 -q --json \
+    --eviction-policy random --kv-budget 150 --protect sinks,system,template --sink-tokens 2 \
+    > "$work/out.txt" 2> "$work/err.txt" &&
+  tail -n 1 "$work/out.txt" | grep -q '"eviction_policy":"random+protect(sinks,system,template)"' &&
+  tail -n 1 "$work/out.txt" | grep -Eq '"protected_system_positions":[1-9][0-9]*' &&
+  tail -n 1 "$work/out.txt" | grep -Eq '"evictions":[1-9]'; then
+  ok "--protect system in a chat"
+else
+  cat "$work/out.txt"; fail "--protect system in a chat"
+fi
+expect_error "system prompt past the budget" "sink and system-prompt slots of layer 0 do not fit" \
+  --model-path "$d" --prompt "Hi" --chat -n 4 --eviction-policy random --kv-budget 40 --protect system
+d=$(broken no_tokenizer); rm -f "$d"/tokenizer*.json
+expect_error "--protect template without a tokenizer" "--protect template needs the model's tokenizer" \
+  --model-path "$d" --prompt-ids 1,2 --print-ids --eviction-policy tova \
+  --kv-budget 8 --protect template
 # Turns after the first prefill only what the cache lacks: the cache grows by the new turn.
 if printf 'Hello\nAnd then?\n/reset\nHi again\n/quit\n' |
   "$generate" --model-path "$work/hf" --interactive --chat-template llama3 -n 3 --greedy \
