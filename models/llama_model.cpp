@@ -73,9 +73,9 @@ LlamaModel::LlamaModel(Backend& backend, LlamaConfig config, LlamaWeights weight
   std::copy(inv_freq.begin(), inv_freq.end(), ws_.inv_freq.data<float>());
 }
 
-KvCache LlamaModel::make_cache(int64_t capacity, DType kv_type) const {
+KvCache LlamaModel::make_cache(int64_t capacity, DType kv_type, int64_t max_positions) const {
   return KvCache(backend_, config_.n_layers, capacity, config_.n_kv_heads, config_.head_dim,
-                 kv_type);
+                 kv_type, max_positions);
 }
 
 size_t LlamaModel::weight_bytes_per_token() const {
