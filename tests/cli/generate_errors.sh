@@ -68,6 +68,23 @@ expect_error "no prompt" "--prompt" --model-path "$gguf"
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
 expect_error "flag out of range" "--ctx-size: Value 0 not in range" --model-path "$gguf" --prompt-ids 1 --max-seq-len 0
+# Budgets that cannot work, each named (tiny f16: a slot of K and V over all layers is 256 bytes).
+expect_error "budget of 0" "--kv-budget 0 keeps nothing" --model-path "$gguf" --prompt-ids 1 \
+  --eviction-policy sink --kv-budget 0
+expect_error "budget of 0 bytes" "--budget-bytes 0 keeps nothing" --model-path "$gguf" \
+  --prompt-ids 1 --eviction-policy sink --budget-bytes 0
+expect_error "budget in slots and bytes" "--kv-budget and --budget-bytes are exclusive" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy sink --kv-budget 8 --budget-bytes 4096
+expect_error "budget below one slot" "--budget-bytes 255 holds no KV slot: one slot (K and V over all layers) takes 256 bytes" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o --budget-bytes 255
+expect_error "sinks fill the budget" "sink: --sink-tokens 8 leave no room for a window in --kv-budget 8" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy sink --kv-budget 8 --sink-tokens 8
+expect_error "capacity past the context" "--kv-capacity 100 is above -c/--ctx-size 50" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy sink --kv-budget 8 -c 50 --kv-capacity 100
+expect_error "capacity below the budget" "keeps up to 16 slots but the cache holds only 12" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy tova --kv-budget 16 --kv-capacity 12
+expect_error "prompt past the logical context" "the logical context, -c/--ctx-size 5, leaves 5 positions" \
+  --model-path "$gguf" --prompt-ids 1,2,3,4,5,6,7,8 -c 5 --eviction-policy sink --kv-budget 4
 expect_error "negative seed" "--seed: '-1' is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed -1
 expect_error "seed past 2^64-1" "is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed 18446744073709551616
 expect_error_from "$make_model" make_model "make_model: negative seed" "--seed: '-2' is not a whole number" \
