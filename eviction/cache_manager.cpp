@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -16,7 +17,8 @@ int64_t kv_budget_from_bytes(uint64_t budget_bytes, size_t slot_bytes) {
                 " holds no KV slot: one slot (K and V over all layers) takes ", slot_bytes,
                 " bytes");
   }
-  return static_cast<int64_t>(std::min<uint64_t>(slots, uint64_t{1} << 40));
+  return static_cast<int64_t>(
+      std::min<uint64_t>(slots, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
 }
 
 CacheManager::CacheManager(const EvictionConfig& config, std::unique_ptr<EvictionPolicy> policy,
