@@ -1,7 +1,8 @@
 // eviction_bench: the cost of each eviction policy next to the cost of a decode step. For every
 // policy it prefills a prompt, decodes n tokens under the given budget/window, and reports the
-// mean decode step time, the number of evictions, the mean time per eviction and the time per step
-// spent keeping query statistics (markdown table, or one JSON object with -o json).
+// mean decode step time, the number of evictions, the mean time per eviction, the time per step
+// spent keeping query statistics and the KV memory each allocated (markdown table, or one JSON
+// object with -o json).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -31,7 +32,6 @@ int run(int argc, char** argv) {
   int64_t capacity = 1024;
   std::string output = "md";
   edgelm::EvictionConfig base;
-  base.window = 128;
   base.kv_budget = 192;
   int64_t chunk = 64;
   namespace flag = edgelm::cli::flag;
@@ -48,13 +48,23 @@ int run(int argc, char** argv) {
   app.add_option(std::string(flag::kPredict) + ",--n-gen", generate_tokens,
                  "Decoded tokens (default 256)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option(flag::kCtxSize, capacity, "KV cache capacity in tokens (default 1024)")
+  app.add_option(flag::kCtxSize, capacity,
+                 "Logical context in tokens (default 1024); the cache allocates each policy's "
+                 "limit (plus one prefill step for snapkv), the whole context for none")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option(flag::kBatchSize, chunk, "Prompt tokens per prefill step (default 64)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
-  app.add_option("--eviction-window", base.window, "Recent window");
-  app.add_option("--kv-budget", base.kv_budget, "Budget (sliding/sink use window + prefix/sinks)");
-  app.add_option("--sink-tokens", base.sink_tokens, "Sink tokens");
+  int64_t window = 128;
+  app.add_option("--eviction-window", window, "Recent window (default 128)");
+  app.add_option("--kv-budget", base.kv_budget, "Budget (sliding/sink use window + prefix/sinks)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  uint64_t budget_bytes = 0;
+  app.add_option("--budget-bytes", budget_bytes,
+                 "The budget in bytes of K and V (F16) over all layers, instead of --kv-budget: "
+                 "rounded down to whole slots")
+      ->check(edgelm::cli::kUint64);
+  int64_t sink_tokens = 0;
+  app.add_option("--sink-tokens", sink_tokens, "Sink tokens (default: budget/64 in [1, 4])");
   app.add_option("--snapkv-window", base.snapkv_window, "SnapKV observation window");
   app.add_option("--ea-covariance", base.ea_covariance,
                  "expected_attention: the query covariance term (on|off, default on)");
@@ -66,6 +76,17 @@ int run(int argc, char** argv) {
   app.add_option("--pyramid-beta", base.pyramid_beta, "pyramid: steepness (default 20)");
   app.add_option("-o,--output", output, "md|json")->check(CLI::IsMember({"md", "json"}));
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
+  base.window = window;
+  if (app.count("--sink-tokens") > 0) base.sink_tokens = sink_tokens;
+  if (app.count("--budget-bytes") > 0) {
+    if (app.count("--kv-budget") > 0) EDGELM_FAIL("--kv-budget and --budget-bytes are exclusive");
+    if (budget_bytes == 0)
+      EDGELM_FAIL("--budget-bytes 0 keeps nothing: give the bytes K and V may take");
+  }
+  if (prompt_tokens + generate_tokens > capacity) {
+    EDGELM_FAIL("--n-prompt ", prompt_tokens, " and -n ", generate_tokens,
+                " tokens pass the logical context, -c/--ctx-size ", capacity);
+  }
   std::vector<std::string> policies;
   if (policies_text.empty()) {
     policies = edgelm::policy_names();
@@ -91,6 +112,12 @@ int run(int argc, char** argv) {
   auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend);
   edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
+  const edgelm::LlamaConfig& shape = model.config();
+  if (budget_bytes > 0) {
+    base.kv_budget = edgelm::kv_budget_from_bytes(
+        budget_bytes, edgelm::KvCache::slot_bytes(shape.n_layers, shape.n_kv_heads, shape.head_dim,
+                                                  edgelm::DType::F16));
+  }
   std::vector<int32_t> prompt;
   for (int64_t i = 0; i < prompt_tokens; ++i)
     prompt.push_back(static_cast<int32_t>((i * 7919 + 17) % (model.config().vocab_size - 8)));
@@ -100,19 +127,21 @@ int run(int argc, char** argv) {
     std::printf("model: %s | backend: %s | prompt %lld, decode %lld, window %lld, budget %lld\n\n",
                 model_path.c_str(), backend->device().c_str(),
                 static_cast<long long>(prompt_tokens), static_cast<long long>(generate_tokens),
-                static_cast<long long>(base.window), static_cast<long long>(base.kv_budget));
+                static_cast<long long>(*base.window), static_cast<long long>(base.kv_budget));
     std::printf(
         "| policy | decode ms/step | evictions | ms/eviction | eviction / step | slots at end | "
-        "query statistics ms/step |\n");
-    std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+        "query statistics ms/step | KV MiB |\n");
+    std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   }
   for (const std::string& policy : policies) {
     edgelm::EvictionConfig config = base;
     config.policy = policy;
     if (policy == "sliding" || policy == "sink") config.kv_budget = 0;
     if (!edgelm::policy_reads(config, "--layer-budget")) config.layer_budget = "uniform";
-    edgelm::KvCache cache = model.make_cache(capacity, edgelm::DType::F16);
     edgelm::CacheManager manager(config, edgelm::make_policy(config));
+    edgelm::KvCache cache =
+        model.make_cache(manager.capacity_for(capacity, chunk, model.config().n_layers),
+                         edgelm::DType::F16, capacity);
     edgelm::Generator generator(model, cache, &manager);
     double prefill_eviction_s = 0.0;
     double prefill_query_s = 0.0;
@@ -150,17 +179,23 @@ int run(int argc, char** argv) {
                     {"prefill_s", generator.prefill_seconds()},
                     {"prefill_query_s", prefill_query_s},
                     {"query_ms_per_step", query_ms},
-                    {"kv_slots", cache.size(0)}});
+                    {"kv_slots", cache.size(0)},
+                    {"kv_capacity", cache.capacity()},
+                    {"kv_bytes", cache.memory_bytes()},
+                    {"kv_resident_bytes", cache.resident_bytes()},
+                    {"eviction_fallbacks", manager.fallback_count()}});
     if (output == "md") {
-      std::printf("| %s | %.3f | %lld | %.4f | %.3f | %lld | %.4f |\n", policy.c_str(), step_ms,
-                  static_cast<long long>(evictions), eviction_ms,
+      std::printf("| %s | %.3f | %lld | %.4f | %.3f | %lld | %.4f | %.2f |\n", policy.c_str(),
+                  step_ms, static_cast<long long>(evictions), eviction_ms,
                   step_ms > 0 ? eviction_ms / step_ms : 0.0, static_cast<long long>(cache.size(0)),
-                  query_ms);
+                  query_ms, static_cast<double>(cache.memory_bytes()) / 1048576.0);
     }
   }
   if (output == "json") {
     std::cout << nlohmann::json{{"model", model_path},
                                 {"device", backend->device()},
+                                {"kv_budget", base.kv_budget},
+                                {"kv_context", capacity},
                                 {"rows", rows}}
                      .dump()
               << "\n";

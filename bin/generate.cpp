@@ -70,13 +70,38 @@ void print_profile(const char* phase, const std::vector<edgelm::OpTiming>& rows,
   }
 }
 
+// --dump-kv-positions: the logical position of every (layer, kv head, slot), -1 past a layer's
+// filled slots, as float32 .npy [layers, kv heads, slots] (exact below 2^24 positions).
+void write_kv_positions(const std::string& path, const edgelm::KvCache& cache) {
+  int64_t slots = 1;
+  for (int64_t l = 0; l < cache.n_layers(); ++l) slots = std::max(slots, cache.size(l));
+  const int64_t heads = cache.n_kv_heads();
+  std::vector<float> values(static_cast<size_t>(cache.n_layers() * heads * slots), -1.0f);
+  cache.backend().synchronize();
+  for (int64_t l = 0; l < cache.n_layers(); ++l) {
+    const edgelm::KvCache::View view = cache.view(l);
+    const auto* positions = view.kv_pos.data<int32_t>();  // [size, heads]
+    for (int64_t s = 0; s < cache.size(l); ++s) {
+      for (int64_t g = 0; g < heads; ++g)
+        values[static_cast<size_t>((l * heads + g) * slots + s)] =
+            static_cast<float>(positions[s * heads + g]);
+    }
+  }
+  edgelm::write_npy(path, {cache.n_layers(), heads, slots}, values.data());
+}
+
 // One line for the whole run, in place of the line per eviction (debug level: EDGELM_LOG=debug).
 void log_eviction_summary(edgelm::CacheManager& manager) {
   if (!manager.policy().evicts() && manager.evictions() == 0) return;
   char time[32];
   std::snprintf(time, sizeof time, "%.3f ms", manager.eviction_seconds() * 1e3);
+  const int64_t fallbacks = manager.fallback_count();
   edgelm::log_info("[eviction] ", manager.policy().name(), ": ", manager.evictions(),
-                   " evictions, ", manager.evicted_tokens(), " tokens evicted, ", time);
+                   " evictions, ", manager.evicted_tokens(), " tokens evicted, ", time,
+                   manager.released_bytes() > 0
+                       ? edgelm::str_cat(", ", manager.released_bytes(), " bytes given back")
+                       : std::string(),
+                   fallbacks > 0 ? edgelm::str_cat(", fallbacks: ", fallbacks) : std::string());
 }
 
 struct Reply {
@@ -121,7 +146,7 @@ Reply generate_reply(edgelm::Generator& generator, edgelm::Sampler& sampler,
       std::fflush(stdout);
     }
     if (i + 1 == n) break;
-    if (!can_evict && cache.free_slots() == 0) {
+    if ((!can_evict && cache.free_slots() == 0) || cache.next_position() >= cache.max_positions()) {
       reply.stop_reason = "context_full";
       break;
     }
@@ -216,7 +241,9 @@ int run(int argc, char** argv) {
                "Multiply weights as stored instead of in the backend's faster layout (the "
                "CPU's repacked Q4_0, Q8_0, F16; Q8_0 for Q4_1, Q5_0, Q5_1)");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16");
-  app.add_option(flag::kCtxSize, max_seq_len, "KV cache capacity in tokens (default 2048)")
+  app.add_option(flag::kCtxSize, max_seq_len,
+                 "Logical context in tokens (default 2048): the most positions prompt and reply "
+                 "take; also the KV cache's capacity unless an eviction limit sizes it")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option(flag::kBatchSize, chunk,
                  "Prompt tokens per prefill step (default " +
@@ -245,12 +272,34 @@ int run(int argc, char** argv) {
                  "Write float32 .npy [steps, vocab]: logits of the last prompt position and of "
                  "every decode step");
   app.add_option("--eviction-policy", eviction.policy, "KV eviction: " + edgelm::policy_list());
-  app.add_option("--eviction-window", eviction.window, "Recent tokens kept (sliding, sink, h2o)");
+  int64_t window = 0;
+  app.add_option("--eviction-window", window,
+                 "Recent tokens kept (sliding, sink, h2o; default: 512, or what the budget "
+                 "leaves: budget - sinks, budget - prefix, budget/2 for h2o)");
   app.add_option("--protected-prefix", eviction.protected_prefix,
                  "sliding: first tokens always kept");
-  app.add_option("--sink-tokens", eviction.sink_tokens, "sink/snapkv: attention-sink tokens kept");
+  int64_t sink_tokens = 0;
+  app.add_option("--sink-tokens", sink_tokens,
+                 "sink/snapkv: attention-sink tokens kept (default: 4, or budget/64 in [1, 4])");
   app.add_option("--kv-budget", eviction.kv_budget,
-                 "Most KV slots per layer (0: no budget; needed by snapkv, h2o, tova)");
+                 "Most KV slots per layer and kv head (needed by snapkv, h2o, tova); the cache "
+                 "allocates this, not -c")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  uint64_t budget_bytes = 0;
+  app.add_option("--budget-bytes", budget_bytes,
+                 "The KV budget in bytes of K and V over all layers (instead of --kv-budget): "
+                 "rounded down to whole slots")
+      ->check(edgelm::cli::kUint64);
+  int64_t kv_capacity = 0;
+  app.add_option("--kv-capacity", kv_capacity,
+                 "KV slots to allocate (default: the eviction limit, plus one prefill step for "
+                 "snapkv; -c without a limit); a snapkv cache that holds the whole prompt "
+                 "compresses it in one shot")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  std::string dump_kv_positions;
+  app.add_option("--dump-kv-positions", dump_kv_positions,
+                 "Write float32 .npy [layers, kv heads, slots]: the logical position each slot "
+                 "holds when prefill ends (-1: empty)");
   app.add_option("--memory-threshold-mb", eviction.memory_threshold_mb,
                  "Evict while available memory is below this (MiB)");
   app.add_option("--snapkv-window", eviction.snapkv_window,
@@ -280,6 +329,8 @@ int run(int argc, char** argv) {
   app.add_option("--pyramid-beta", eviction.pyramid_beta,
                  "pyramid: bottom-to-top steepness (default 20; 1 is uniform)");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
+  if (app.count("--eviction-window") > 0) eviction.window = window;
+  if (app.count("--sink-tokens") > 0) eviction.sink_tokens = sink_tokens;
 
   if (list_devices) {
     for (const std::string& line : edgelm::opencl_device_lines()) std::printf("%s\n", line.c_str());
@@ -336,7 +387,17 @@ int run(int argc, char** argv) {
   if (!weight_type_text.empty()) {
     load_options.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
   }
-  std::unique_ptr<edgelm::EvictionPolicy> policy = edgelm::make_policy(eviction);
+  if (app.count("--kv-budget") > 0 && eviction.kv_budget == 0)
+    EDGELM_FAIL("--kv-budget 0 keeps nothing: give at least 1 slot (or leave the flag out)");
+  if (app.count("--budget-bytes") > 0) {
+    if (app.count("--kv-budget") > 0) EDGELM_FAIL("--kv-budget and --budget-bytes are exclusive");
+    if (budget_bytes == 0)
+      EDGELM_FAIL("--budget-bytes 0 keeps nothing: give the bytes K and V may take");
+  }
+  // A budget in bytes becomes slots once the model's geometry is known; the other settings are
+  // checked now.
+  std::unique_ptr<edgelm::EvictionPolicy> policy;
+  if (budget_bytes == 0) policy = edgelm::make_policy(eviction);
   // A setting the policy ignores is most likely a mistake (e.g. --kv-budget without a policy, which
   // runs with the whole cache); say so, but run, so that one flag set can serve every policy.
   for (const std::string& flag : edgelm::eviction_flags()) {
@@ -345,13 +406,17 @@ int run(int argc, char** argv) {
                        eviction.policy);
     }
   }
-  const unsigned protect = policy->evicts() && !eviction.protect.empty()
+  const unsigned protect = eviction.policy != "none" && !eviction.protect.empty()
                                ? edgelm::parse_protect_classes(eviction.protect)
                                : 0;
   if ((protect & edgelm::kProtectSystem) != 0 && !chat && !interactive) {
     EDGELM_FAIL(
         "--protect system needs --chat or --interactive (the chat template says where the "
         "system prompt lies)");
+  }
+  if (budget_bytes > 0 && !edgelm::policy_reads(eviction.policy, "--kv-budget")) {
+    edgelm::log_warn("[eviction] --budget-bytes has no effect with --eviction-policy ",
+                     eviction.policy);
   }
   std::unique_ptr<edgelm::SystemMonitor> monitor;
   if (!simulate_memory.empty()) {
@@ -381,7 +446,29 @@ int run(int argc, char** argv) {
   const std::string format = loaded.format;
   const std::string weight_types = loaded.weight_types;  // "q4_1 (token embedding q8_0)"
   edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
-  edgelm::KvCache cache = model.make_cache(max_seq_len, kv_type);
+  if (budget_bytes > 0) {  // the budget in bytes, as slots of this model's cache
+    const edgelm::LlamaConfig& shape = model.config();
+    eviction.kv_budget = edgelm::kv_budget_from_bytes(
+        budget_bytes,
+        edgelm::KvCache::slot_bytes(shape.n_layers, shape.n_kv_heads, shape.head_dim, kv_type));
+    policy = edgelm::make_policy(eviction);
+  }
+  const bool can_evict = policy->evicts();
+  edgelm::CacheManager manager(eviction, std::move(policy), std::move(monitor));
+  // With an eviction limit the cache allocates what the limit holds; -c stays the logical context
+  // (the positions, RoPE) either way.
+  if (kv_capacity > max_seq_len) {
+    EDGELM_FAIL("--kv-capacity ", kv_capacity, " is above -c/--ctx-size ", max_seq_len,
+                ": slots past the logical context are never used");
+  }
+  if (can_evict && eviction.kv_budget >= max_seq_len) {
+    edgelm::log_warn("[eviction] --kv-budget ", eviction.kv_budget, " is not below -c/--ctx-size ",
+                     max_seq_len, ": the context never fills it");
+  }
+  const int64_t capacity = kv_capacity > 0
+                               ? kv_capacity
+                               : manager.capacity_for(max_seq_len, chunk, model.config().n_layers);
+  edgelm::KvCache cache = model.make_cache(capacity, kv_type, max_seq_len);
   // The tokenizer is needed for text in or out; a model without one still runs on ids.
   std::optional<edgelm::Tokenizer> tokenizer;
   const bool protect_template = (protect & edgelm::kProtectTemplate) != 0;
@@ -430,8 +517,6 @@ int run(int argc, char** argv) {
   std::vector<int32_t> banned_ids;  // --ignore-eos: the stop ids are never sampled
   if (ignore_eos) banned_ids = std::exchange(stop_ids, {});
 
-  const bool can_evict = policy->evicts();
-  edgelm::CacheManager manager(eviction, std::move(policy), std::move(monitor));
   edgelm::Generator generator(model, cache, &manager);
   // --protect template: every special token of the vocabulary (the chat template's boundaries).
   std::vector<int32_t> special_ids;
@@ -472,6 +557,7 @@ int run(int argc, char** argv) {
   auto record = [&](std::span<const float> logits) {
     if (!dump_logits.empty()) logit_rows.insert(logit_rows.end(), logits.begin(), logits.end());
   };
+  auto context_used_up = [&] { return cache.next_position() >= cache.max_positions(); };
   auto check_prompt = [&](const std::vector<int32_t>& ids) {
     for (int32_t id : ids) {
       if (id >= config.vocab_size)
@@ -481,6 +567,11 @@ int run(int argc, char** argv) {
       EDGELM_FAIL("prompt: ", ids.size(), " tokens do not fit: -c/--ctx-size ", max_seq_len,
                   " leaves ", cache.free_slots(),
                   " free slots (raise it or use --eviction-policy)");
+    }
+    const int64_t positions_left = max_seq_len - cache.next_position();
+    if (static_cast<int64_t>(ids.size()) > positions_left) {
+      EDGELM_FAIL("prompt: ", ids.size(), " tokens do not fit: the logical context, -c/--ctx-size ",
+                  max_seq_len, ", leaves ", positions_left, " positions (raise it)");
     }
   };
 
@@ -533,9 +624,9 @@ int run(int argc, char** argv) {
                    static_cast<long long>(cache.size(0)),
                    static_cast<long long>(cache.next_position()));
       if (reply.stop_reason == "context_full") {
-        std::fprintf(stderr,
-                     "the KV cache is full; /reset or restart with a larger -c/--ctx-size or an "
-                     "eviction policy\n");
+        std::fprintf(stderr, "%s; /reset or restart with a larger -c/--ctx-size%s\n",
+                     context_used_up() ? "the logical context is used up" : "the KV cache is full",
+                     can_evict ? "" : " or an eviction policy");
       }
     }
     // Without a newline typed at the last "> " (Ctrl-D, or input from a pipe), end that line, so
@@ -560,13 +651,18 @@ int run(int argc, char** argv) {
   std::vector<int32_t> history = prompt_ids;
   std::span<const float> logits = generator.prefill(prompt_ids);
   record(logits);
+  if (!dump_kv_positions.empty()) write_kv_positions(dump_kv_positions, cache);
   const uint64_t copy_bytes_after_prefill = backend->host_device_copy_bytes();
   const std::vector<edgelm::OpTiming> prefill_profile = backend->op_timings();
   backend->reset_op_timings();
   const Reply reply =
       generate_reply(generator, sampler, cache, can_evict, logits, n_generate, stop_ids, banned_ids,
                      history, stream ? &*stream : nullptr, quiet, record);
-  if (reply.stop_reason == "context_full") {
+  if (reply.stop_reason == "context_full" && context_used_up()) {
+    std::fprintf(stderr,
+                 "stopped: the logical context of %lld positions is used up; raise -c/--ctx-size\n",
+                 static_cast<long long>(max_seq_len));
+  } else if (reply.stop_reason == "context_full") {
     std::fprintf(stderr,
                  "stopped: the KV cache is full (%lld slots); raise -c/--ctx-size or use "
                  "--eviction-policy\n",
@@ -596,13 +692,14 @@ int run(int argc, char** argv) {
   log_eviction_summary(manager);
   std::fprintf(stderr,
                "load %.3f s | prefill %zu tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
-               "KV cache %.2f MiB (%s, %lld slots) | evictions %lld (%.3f s) | peak RSS %.1f MiB | "
-               "stop: %s\n",
+               "KV cache %.2f MiB (%s, %lld slots, context %lld) | evictions %lld (%.3f s) | "
+               "peak RSS %.1f MiB | stop: %s\n",
                load_s, prompt_ids.size(), prefill_tok_s, static_cast<long long>(decode_steps),
                decode_tok_s, static_cast<double>(cache.memory_bytes()) / 1048576.0,
                edgelm::dtype_name(kv_type), static_cast<long long>(cache.capacity()),
-               static_cast<long long>(manager.evictions()), manager.eviction_seconds(),
-               static_cast<double>(peak) / 1048576.0, reply.stop_reason.c_str());
+               static_cast<long long>(max_seq_len), static_cast<long long>(manager.evictions()),
+               manager.eviction_seconds(), static_cast<double>(peak) / 1048576.0,
+               reply.stop_reason.c_str());
   if (json) {
     nlohmann::json summary = {
         {"model", model_path},
@@ -621,6 +718,10 @@ int run(int argc, char** argv) {
         {"prefill_tok_s", prefill_tok_s},
         {"decode_tok_s", decode_tok_s},
         {"kv_bytes", cache.memory_bytes()},
+        {"kv_resident_bytes", cache.resident_bytes()},
+        {"kv_capacity", cache.capacity()},
+        {"kv_context", max_seq_len},
+        {"kv_budget", manager.config().kv_budget},
         {"kv_slots", cache.size(0)},
         {"kv_used_bytes", cache.used_bytes()},
         {"next_position", cache.next_position()},
@@ -630,6 +731,11 @@ int run(int argc, char** argv) {
         {"evictions", manager.evictions()},
         {"evicted_tokens", manager.evicted_tokens()},
         {"eviction_s", manager.eviction_seconds()},
+        {"eviction_fallbacks", manager.fallback_count()},
+        {"eviction_fallback_kinds", manager.fallbacks()},
+        {"released_bytes", manager.released_bytes()},
+        {"rss_drop_bytes", manager.rss_drop_bytes()},
+        {"rss_bytes", edgelm::resident_set_bytes()},
         {"peak_rss_bytes", peak},
         {"weight_bytes_per_token", model.weight_bytes_per_token()},
         {"host_device_copy_bytes", copy_bytes_decode},
@@ -638,6 +744,7 @@ int run(int argc, char** argv) {
         {"stop", reply.stop_reason},
         {"tokens", reply.tokens},
     };
+    if (budget_bytes > 0) summary["kv_budget_bytes"] = budget_bytes;
     if (stream) summary["text"] = reply.text;
     std::printf("%s\n",
                 summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

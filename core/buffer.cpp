@@ -13,11 +13,66 @@
 
 namespace edgelm {
 
-Buffer::Buffer(void* host_ptr, size_t size, void* handle, Release release)
-    : host_ptr_(host_ptr), size_(size), handle_(handle), release_(std::move(release)) {}
+Buffer::Buffer(void* host_ptr, size_t size, void* handle, Release release, bool owns_host_pages)
+    : host_ptr_(host_ptr),
+      size_(size),
+      handle_(handle),
+      release_(std::move(release)),
+      owns_host_pages_(owns_host_pages && host_ptr != nullptr) {}
 
 Buffer::~Buffer() {
   if (release_) release_();
+}
+
+namespace {
+
+size_t page_size() {
+  static const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+}  // namespace
+
+size_t Buffer::release_pages(size_t offset, size_t size) {
+  EDGELM_CHECK(offset <= size_ && size <= size_ - offset, "[memory] release of bytes [", offset,
+               ", ", offset + size, ") outside a buffer of ", size_);
+  if (!owns_host_pages_ || size == 0) return 0;
+  const size_t page = page_size();
+  const auto begin = reinterpret_cast<uintptr_t>(host_ptr_) + offset;
+  const uintptr_t first = (begin + page - 1) / page * page;  // whole pages only
+  const uintptr_t last = (begin + size) / page * page;
+  if (last <= first) return 0;
+  // On private anonymous memory the kernel frees the pages now and maps zero-filled ones on the
+  // next touch. MADV_FREE would free them only under pressure, which no report could show.
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
+}
+
+size_t Buffer::resident_bytes(size_t offset, size_t size) const {
+  EDGELM_CHECK(offset <= size_ && size <= size_ - offset, "[memory] residency of bytes [", offset,
+               ", ", offset + size, ") outside a buffer of ", size_);
+  if (host_ptr_ == nullptr || size == 0) return 0;
+  const size_t page = page_size();
+  const auto begin = reinterpret_cast<uintptr_t>(host_ptr_) + offset;
+  const uintptr_t end = begin + size;
+  const uintptr_t first = begin / page * page;
+  const size_t n_pages = (end - first + page - 1) / page;
+  // One byte per page; queried in blocks so a large buffer needs no large vector.
+  constexpr size_t kBlock = 4096;
+  unsigned char status[kBlock];
+  size_t resident = 0;
+  for (size_t done = 0; done < n_pages; done += kBlock) {
+    const size_t count = std::min(kBlock, n_pages - done);
+    const uintptr_t block = first + done * page;
+    if (::mincore(reinterpret_cast<void*>(block), count * page, status) != 0) return size;
+    for (size_t i = 0; i < count; ++i) {
+      if ((status[i] & 1) == 0) continue;
+      const uintptr_t page_begin = std::max(block + i * page, begin);
+      const uintptr_t page_end = std::min(block + (i + 1) * page, end);
+      resident += page_end - page_begin;
+    }
+  }
+  return resident;
 }
 
 std::shared_ptr<Buffer> Buffer::wrap(void* host_ptr, size_t size,
@@ -77,10 +132,13 @@ void* heap_allocate(size_t size) {
 
 // The buffer over `pointer` from heap_allocate: frees it, then runs `untrack`.
 std::shared_ptr<Buffer> heap_buffer(void* pointer, size_t size, std::function<void()> untrack) {
-  return std::make_shared<Buffer>(pointer, size, nullptr, [pointer, untrack = std::move(untrack)] {
-    std::free(pointer);
-    untrack();
-  });
+  return std::make_shared<Buffer>(
+      pointer, size, nullptr,
+      [pointer, untrack = std::move(untrack)] {
+        std::free(pointer);
+        untrack();
+      },
+      /*owns_host_pages=*/true);
 }
 
 }  // namespace
@@ -91,11 +149,13 @@ std::shared_ptr<Buffer> HostMemory::allocate(size_t size) {
     void* pointer = map_aligned(size, kLargeHostAllocation, &mapped);
     if (pointer == nullptr) EDGELM_FAIL("[memory] host allocation of ", size, " bytes failed");
     auto untrack = track(size);
-    return std::make_shared<Buffer>(pointer, size, nullptr,
-                                    [pointer, mapped, untrack = std::move(untrack)] {
-                                      ::munmap(pointer, mapped);
-                                      untrack();
-                                    });
+    return std::make_shared<Buffer>(
+        pointer, size, nullptr,
+        [pointer, mapped, untrack = std::move(untrack)] {
+          ::munmap(pointer, mapped);
+          untrack();
+        },
+        /*owns_host_pages=*/true);
   }
   void* pointer = heap_allocate(size);
   return heap_buffer(pointer, size, track(size));
@@ -136,11 +196,13 @@ std::shared_ptr<Buffer> SlabHostMemory::allocate(size_t size) {
     used_ += rounded;
   }
   auto untrack = track(size);
-  return std::make_shared<Buffer>(pointer, size, nullptr,
-                                  [slab = std::move(slab), untrack = std::move(untrack)]() mutable {
-                                    slab.reset();
-                                    untrack();
-                                  });
+  return std::make_shared<Buffer>(
+      pointer, size, nullptr,
+      [slab = std::move(slab), untrack = std::move(untrack)]() mutable {
+        slab.reset();
+        untrack();
+      },
+      /*owns_host_pages=*/true);
 }
 
 }  // namespace edgelm

@@ -22,7 +22,10 @@ class Buffer {
   using Release = std::function<void()>;
 
   // `release` runs once when the buffer is destroyed (frees memory, unmaps, updates counters).
-  Buffer(void* host_ptr, size_t size, void* handle, Release release);
+  // owns_host_pages: every whole page inside [host_ptr, host_ptr + size) is private anonymous
+  // memory of this buffer alone, so release_pages() may give it back (false: file mappings,
+  // memory a driver owns or has pinned).
+  Buffer(void* host_ptr, size_t size, void* handle, Release release, bool owns_host_pages = false);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -34,12 +37,25 @@ class Buffer {
   void* host_ptr() const { return host_ptr_; }
   size_t size() const { return size_; }
   void* handle() const { return handle_; }
+  bool owns_host_pages() const { return owns_host_pages_; }
+
+  // Gives the whole pages inside [offset, offset + size) back to the system
+  // (madvise(MADV_DONTNEED)): resident memory drops at once, the bytes there read as zeros
+  // afterwards, and a later write faults a fresh page in. The partial pages at either end are
+  // kept. Returns the bytes given back: 0 when the buffer does not own its pages (see the
+  // constructor) or the range holds no whole page. The caller must make sure no queued work
+  // still reads or writes the range.
+  size_t release_pages(size_t offset, size_t size);
+  // Bytes of [offset, offset + size) that lie on pages resident in memory now (mincore), for
+  // reports and tests; the whole range when the system cannot say.
+  size_t resident_bytes(size_t offset, size_t size) const;
 
  private:
   void* host_ptr_;
   size_t size_;
   void* handle_;
   Release release_;
+  bool owns_host_pages_;
 };
 
 // An allocator. Each backend exposes the Memory its ops can read and write.
@@ -71,13 +87,14 @@ class Memory {
   std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();
 };
 
-// Plain host memory, 64-byte aligned. Allocations of kLargeHostAllocation bytes or more (weight
-// matrices, KV caches) are mapped on their own at a 2 MiB boundary and offered to the kernel for
-// transparent huge pages (Linux madvise(MADV_HUGEPAGE)): streaming a matrix through 4 KiB pages
-// costs a TLB miss every 4 KiB, which under a hypervisor's nested page tables cut one core's read
-// bandwidth by about a third on the dev VM (docs/memory_model.md). Where the kernel has no
-// transparent huge pages the mapping simply keeps 4 KiB pages. Smaller allocations, and all of
-// them in AddressSanitizer builds (so overflows stay detectable), come from the C heap.
+// Plain host memory, 64-byte aligned; its buffers own their pages (Buffer::release_pages).
+// Allocations of kLargeHostAllocation bytes or more (weight matrices, KV caches) are mapped on
+// their own at a 2 MiB boundary and offered to the kernel for transparent huge pages (Linux
+// madvise(MADV_HUGEPAGE)): streaming a matrix through 4 KiB pages costs a TLB miss every 4 KiB,
+// which under a hypervisor's nested page tables cut one core's read bandwidth by about a third on
+// the dev VM (docs/memory_model.md). Where the kernel has no transparent huge pages the mapping
+// simply keeps 4 KiB pages. Smaller allocations, and all of them in AddressSanitizer builds (so
+// overflows stay detectable), come from the C heap.
 class HostMemory final : public Memory {
  public:
   static constexpr size_t kLargeHostAllocation = size_t{2} << 20;
@@ -107,7 +124,8 @@ class HostMemory final : public Memory {
 // from weights laid out this way took 1.5-2.3 % less time per token in the dev VM's fast bandwidth
 // phase (docs/performance.md). A slab is unmapped once every buffer in it is gone; the unused end
 // of a slab is never touched, so it holds address space, not memory. AddressSanitizer builds take
-// every allocation from the C heap, as HostMemory does.
+// every allocation from the C heap, as HostMemory does. Its buffers own the whole pages inside
+// them (the pages at either end may hold a neighbour's bytes too).
 class SlabHostMemory final : public Memory {
  public:
   static constexpr size_t kSlabBytes = size_t{256} << 20;

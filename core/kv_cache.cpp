@@ -8,15 +8,18 @@
 namespace edgelm {
 
 KvCache::KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n_kv_heads,
-                 int64_t head_dim, DType dtype)
+                 int64_t head_dim, DType dtype, int64_t max_positions)
     : backend_(backend),
       capacity_(capacity),
       n_kv_heads_(n_kv_heads),
       head_dim_(head_dim),
-      dtype_(dtype) {
+      dtype_(dtype),
+      max_positions_(max_positions > 0 ? max_positions : std::numeric_limits<int64_t>::max()) {
   EDGELM_CHECK(n_layers > 0 && capacity > 0 && n_kv_heads > 0 && head_dim > 0,
                "[kv_cache] invalid geometry: ", n_layers, " layers, capacity ", capacity, ", ",
                n_kv_heads, " kv heads, head_dim ", head_dim);
+  EDGELM_CHECK(max_positions >= 0, "[kv_cache] logical context ", max_positions,
+               " must be >= 0 (0: no limit)");
   EDGELM_CHECK(dtype == DType::F32 || dtype == DType::F16, "[kv_cache] unsupported KV dtype ",
                dtype_name(dtype), " (use f32 or f16)");
   Memory& memory = backend.memory();
@@ -42,6 +45,11 @@ KvCache::KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n
   keep_ = Tensor::empty(memory, DType::I32, {n_kv_heads, capacity});
 }
 
+size_t KvCache::slot_bytes(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType dtype) {
+  return 2 * static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_heads) *
+         dtype_row_bytes(dtype, head_dim);
+}
+
 int64_t KvCache::free_slots() const {
   int64_t fullest = 0;
   for (const Layer& layer : layers_) fullest = std::max(fullest, layer.size);
@@ -57,6 +65,9 @@ void KvCache::append(int64_t layer_index, const Tensor& k, const Tensor& v,
   EDGELM_CHECK(layer.size + n <= capacity_, "[kv_cache] layer ", layer_index,
                " is full: ", layer.size, " + ", n, " tokens exceed the capacity of ", capacity_,
                " (raise -c/--ctx-size or enable eviction)");
+  EDGELM_CHECK(n == 0 || positions.back() < max_positions_, "[kv_cache] position ",
+               positions.back(), " is past the logical context of ", max_positions_,
+               " positions (-c/--ctx-size)");
   // The new position rows are written from the host without waiting for the queue: nothing
   // queued reads rows past the filled slots, and compact() drains the queue before `size` drops.
   auto* kv_pos = layer.positions.data<int32_t>();
@@ -126,6 +137,41 @@ size_t KvCache::used_bytes() const {
   for (const Layer& layer : layers_)
     bytes += 2 * static_cast<size_t>(layer.size) * layer.k.row_bytes() * n_kv_heads_;
   return bytes;
+}
+
+size_t KvCache::resident_bytes() const {
+  size_t bytes = 0;
+  for (const Layer& layer : layers_) {
+    for (const Tensor* t : {&layer.k, &layer.v})
+      bytes += t->buffer()->resident_bytes(t->byte_offset(), t->nbytes());
+  }
+  return bytes;
+}
+
+size_t KvCache::release_free_slots(int64_t first_slot) {
+  EDGELM_CHECK(first_slot >= 0 && first_slot <= capacity_, "[kv_cache] slot ", first_slot,
+               " is outside the capacity of ", capacity_);
+  for (int64_t l = 0; l < n_layers(); ++l) {
+    EDGELM_CHECK(layers_[l].size <= first_slot, "[kv_cache] layer ", l, " holds ", layers_[l].size,
+                 " slots: slots from ", first_slot, " on are not free");
+  }
+  backend_.synchronize();  // queued appends or compactions may still touch those rows
+  // The bytes of `t` from element row `first_row` of `rows` on, given back.
+  auto release_rows = [](const Tensor& t, int64_t first_row, int64_t rows) {
+    if (!t.defined()) return size_t{0};
+    const size_t row = t.nbytes() / static_cast<size_t>(rows);
+    const size_t from = static_cast<size_t>(first_row) * row;
+    return t.buffer()->release_pages(t.byte_offset() + from, t.nbytes() - from);
+  };
+  size_t released = 0;
+  for (Layer& layer : layers_) {
+    released += release_rows(layer.k, first_slot, capacity_);
+    released += release_rows(layer.v, first_slot, capacity_);
+    released += release_rows(layer.positions, first_slot, capacity_);
+    // The mass export is [n_kv_heads, size] packed from the start of its buffer.
+    released += release_rows(layer.mass, first_slot * n_kv_heads_, n_kv_heads_ * capacity_);
+  }
+  return released;
 }
 
 Tensor KvCache::mass(int64_t layer_index) {

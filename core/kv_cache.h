@@ -1,10 +1,13 @@
 // The per-layer KV cache. Each layer holds K and V as [capacity, n_kv_heads, head_dim] (K stored
 // after RoPE) and the logical position of every (slot, kv head). Logical positions (what RoPE and
 // the attention mask use) grow by one per token forever; physical slots are reused: eviction
-// compacts the kept slots to the front and the next token goes to the first free slot.
+// compacts the kept slots to the front and the next token goes to the first free slot. Capacity
+// (slots allocated) and the logical context (positions allowed) are separate: with an eviction
+// budget the cache allocates the budget's slots while positions run up to the context.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -16,9 +19,13 @@ namespace edgelm {
 class KvCache {
  public:
   // Allocates everything up front from backend.memory(); nothing is allocated afterwards.
-  // dtype: F32 or F16.
+  // dtype: F32 or F16. max_positions: the logical context, the most positions tokens may take
+  // (-c/--ctx-size); 0: no limit, positions grow as long as eviction makes room.
   KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n_kv_heads,
-          int64_t head_dim, DType dtype);
+          int64_t head_dim, DType dtype, int64_t max_positions = 0);
+
+  // K and V bytes of one slot over all layers: what each slot of capacity or budget costs.
+  static size_t slot_bytes(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType dtype);
 
   Backend& backend() const { return backend_; }
   int64_t n_layers() const { return static_cast<int64_t>(layers_.size()); }
@@ -31,12 +38,16 @@ class KvCache {
   int64_t size(int64_t layer) const { return layers_.at(layer).size; }
   // Logical position the next token will get.
   int64_t next_position() const { return next_position_; }
+  // The logical context: positions [0, max_positions()) may be taken; the largest int64_t when
+  // the cache was made without a limit.
+  int64_t max_positions() const { return max_positions_; }
   // Free slots left in the fullest layer.
   int64_t free_slots() const;
 
   // Stores n new tokens for `layer` in slots [size, size + n): k and v are F32
   // [n, n_kv_heads, head_dim] (k after RoPE); positions are their logical positions. Throws
-  // edgelm::Error when the layer has fewer than n free slots.
+  // edgelm::Error when the layer has fewer than n free slots or a position is past the logical
+  // context.
   void append(int64_t layer, const Tensor& k, const Tensor& v, std::span<const int32_t> positions);
 
   // Declares that n tokens were appended to every layer: the next logical position moves on.
@@ -61,6 +72,15 @@ class KvCache {
   // Bytes of K and V storage allocated (all layers, full capacity), and of the filled slots.
   size_t memory_bytes() const;
   size_t used_bytes() const;
+  // Bytes of K and V storage on pages resident in memory now (mincore): memory_bytes() from the
+  // start (the cache writes all of it when made), less what release_free_slots() gave back.
+  size_t resident_bytes() const;
+  // Gives the memory of every layer's slots from `first_slot` on back to the system: the whole
+  // pages of K, V, the position table and the attention-mass export past that slot
+  // (Buffer::release_pages). Those slots must be empty (first_slot >= size(layer) for every
+  // layer); appends fault the pages in again. Returns the bytes given back: 0 on memory that is
+  // not the process's own to give (OpenCL shared buffers). Waits for queued work first.
+  size_t release_free_slots(int64_t first_slot);
   // Logical position of slot `slot`, kv head `head` of `layer` (host read; for tests and logs).
   int32_t position(int64_t layer, int64_t slot, int64_t head) const;
 
@@ -83,6 +103,7 @@ class KvCache {
   int64_t n_kv_heads_;
   int64_t head_dim_;
   DType dtype_;
+  int64_t max_positions_;
   int64_t next_position_ = 0;
   std::vector<Layer> layers_;
   Tensor slots_;  // I32 [capacity]: slots_[s] = s; kv_append's slot lists are windows of it

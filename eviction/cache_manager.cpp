@@ -2,16 +2,63 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "core/error.h"
 #include "core/log.h"
 
 namespace edgelm {
 
+int64_t kv_budget_from_bytes(uint64_t budget_bytes, size_t slot_bytes) {
+  EDGELM_CHECK(slot_bytes > 0, "[eviction] a KV slot of 0 bytes");
+  const uint64_t slots = budget_bytes / slot_bytes;
+  if (slots == 0) {
+    EDGELM_FAIL("[eviction] --budget-bytes ", budget_bytes,
+                " holds no KV slot: one slot (K and V over all layers) takes ", slot_bytes,
+                " bytes");
+  }
+  return static_cast<int64_t>(
+      std::min<uint64_t>(slots, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+}
+
 CacheManager::CacheManager(const EvictionConfig& config, std::unique_ptr<EvictionPolicy> policy,
                            std::unique_ptr<SystemMonitor> monitor)
-    : config_(config), policy_(std::move(policy)), monitor_(std::move(monitor)) {
+    : config_(with_budget_defaults(config)),
+      policy_(std::move(policy)),
+      monitor_(std::move(monitor)) {
   EDGELM_CHECK(policy_ != nullptr, "[eviction] no policy");
+}
+
+std::optional<int64_t> CacheManager::limit() const {
+  std::optional<int64_t> limit = policy_->own_limit();
+  if (config_.kv_budget > 0) limit = std::min(limit.value_or(config_.kv_budget), config_.kv_budget);
+  return limit;
+}
+
+int64_t CacheManager::largest_share(int64_t uniform, int64_t n_layers) const {
+  int64_t share = 0;
+  for (int64_t l = 0; l < n_layers; ++l)
+    share = std::max(share, policy_->layer_limit(l, n_layers, uniform));
+  return share;
+}
+
+int64_t CacheManager::smallest_share(int64_t uniform, int64_t n_layers) const {
+  int64_t share = std::numeric_limits<int64_t>::max();
+  for (int64_t l = 0; l < n_layers; ++l)
+    share = std::min(share, policy_->layer_limit(l, n_layers, uniform));
+  return share;
+}
+
+int64_t CacheManager::capacity_for(int64_t context, int64_t max_chunk, int64_t n_layers) const {
+  EDGELM_CHECK(context > 0 && max_chunk > 0 && n_layers > 0, "[eviction] a context of ", context,
+               " positions in steps of ", max_chunk, " tokens over ", n_layers, " layers");
+  const std::optional<int64_t> held = limit();
+  if (!policy_->evicts() || !held) return context;
+  // A policy that evicts before each step to its limit minus the step never holds more than
+  // the limit (in each layer, that layer's share). One that compresses the prompt appends a
+  // prompt step before ranking it.
+  const int64_t step = compresses_prompt() ? max_chunk : 0;
+  return std::min(context, largest_share(*held, n_layers) + step);
 }
 
 void CacheManager::prepare(KvCache& cache) {
@@ -21,29 +68,32 @@ void CacheManager::prepare(KvCache& cache) {
   order_.resize(static_cast<size_t>(cache.capacity()));
   keep_ =
       Tensor::empty(cache.backend().memory(), DType::I32, {cache.n_kv_heads() * cache.capacity()});
-  const int64_t uniform = std::min(policy_->own_limit().value_or(cache.capacity()),
-                                   config_.kv_budget > 0 ? config_.kv_budget : cache.capacity());
-  int64_t limit = 0;  // the largest layer's share
-  for (int64_t l = 0; l < cache.n_layers(); ++l)
-    limit = std::max(limit, policy_->layer_limit(l, cache.n_layers(), uniform));
-  EDGELM_CHECK(!policy_->evicts() || limit < cache.capacity(), "[eviction] policy '",
-               policy_->name(), "' keeps up to ", limit, " slots but the cache holds only ",
-               cache.capacity(), ": raise -c/--ctx-size above the window/budget");
+  // A cache that holds the whole logical context never fills; otherwise the limit must fit,
+  // with room for a prompt step beyond it where the prompt is compressed as it streams.
+  if (policy_->evicts() && cache.max_positions() > cache.capacity()) {
+    const int64_t held = largest_share(limit().value_or(cache.capacity()), cache.n_layers());
+    const int64_t needed = held + (compresses_prompt() ? 1 : 0);
+    if (needed > cache.capacity()) {
+      EDGELM_FAIL("[eviction] policy '", policy_->name(), "' keeps up to ", held,
+                  " slots but the cache holds only ", cache.capacity(), " (it needs at least ",
+                  needed, "): raise the cache's capacity or lower the window/budget");
+    }
+  }
   prepared_ = true;
 }
 
 int64_t CacheManager::max_step_tokens(const KvCache& cache) const {
   if (!policy_->evicts()) return cache.capacity();
-  int64_t limit = cache.capacity();
-  if (!compresses_prompt()) {
-    auto bound = [&](int64_t uniform) {
-      for (int64_t l = 0; l < cache.n_layers(); ++l)
-        limit = std::min(limit, policy_->layer_limit(l, cache.n_layers(), uniform));
-    };
-    if (const auto own = policy_->own_limit()) bound(*own);
-    if (config_.kv_budget > 0) bound(config_.kv_budget);
+  if (compresses_prompt()) {
+    // A prompt step is appended whole and the cache compressed back to the room for the next
+    // one, which keeps at least the prefill limit (in every layer, its share of it).
+    const int64_t held = largest_share(*policy_->prefill_limit(), cache.n_layers());
+    if (cache.capacity() > held) return cache.capacity() - held;
+    return std::max<int64_t>(1, cache.capacity() / 2);
   }
-  return std::max<int64_t>(1, (limit - policy_->reserved_slots(tokens_)) / 2);
+  int64_t held = cache.capacity();
+  if (const auto uniform = limit()) held = std::min(held, smallest_share(*uniform, cache.n_layers()));
+  return std::max<int64_t>(1, (held - policy_->reserved_slots(tokens_)) / 2);
 }
 
 ForwardOptions CacheManager::forward_options(Phase phase, int64_t first_position,
@@ -57,9 +107,27 @@ ForwardOptions CacheManager::forward_options(Phase phase, int64_t first_position
   return options;
 }
 
+ForwardOptions CacheManager::forward_options(const KvCache& cache, Phase phase,
+                                             int64_t n_tokens) const {
+  const int64_t first = cache.next_position();
+  ForwardOptions options = forward_options(phase, first, n_tokens);
+  if (options.export_mass || phase != Phase::Prefill || !compresses_prompt()) return options;
+  // Will the prompt's next step find the cache full? Then this step's window ranks what stays.
+  const int64_t remaining = prompt_end_ - (first + n_tokens);
+  if (remaining <= 0) return options;
+  const int64_t next_step = std::min(remaining, max_step_tokens(cache));
+  if (cache.size(0) + n_tokens + next_step <= cache.capacity()) return options;
+  if (const auto from = policy_->mass_from(phase, first, n_tokens, first + n_tokens)) {
+    options.export_mass = true;
+    options.mass_from_position = *from;
+  }
+  return options;
+}
+
 void CacheManager::observe(KvCache& cache, Phase phase, const ForwardOptions& options) {
   prepare(cache);
   if (!options.export_mass) return;
+  if (phase == Phase::Prefill) window_observed_ = true;
   cache.backend().synchronize();
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
     const Tensor mass = cache.mass(l);
@@ -84,6 +152,16 @@ void CacheManager::observe_queries(KvCache& cache, const LlamaModel& model,
                               .inv_freq = model.rope_inv_freq()});
   }
   query_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int64_t CacheManager::fallback_count() const {
+  int64_t count = 0;
+  for (const auto& [kind, n] : fallbacks_) count += n;
+  return count;
+}
+
+void CacheManager::fall_back(const std::string& kind, const std::string& what) {
+  if (fallbacks_[kind]++ == 0) log_warn("[eviction] ", policy_->name(), ": ", what);
 }
 
 std::optional<EvictionEvent> CacheManager::maybe_evict(KvCache& cache, Phase phase,
@@ -119,22 +197,33 @@ std::optional<EvictionEvent> CacheManager::maybe_evict(KvCache& cache, Phase pha
     }
   };
   // A policy that compresses the prompt when prefill ends needs it whole until then: in prefill
-  // only the capacity and memory pressure bound it.
-  if (phase == Phase::Decode || !compresses_prompt()) {
-    if (const auto limit = policy_->own_limit()) bound_layers(*limit, "policy");
+  // only the capacity (the prompt then streams: compressed as each step needs room) and memory
+  // pressure bound it.
+  const bool streams_prompt = phase == Phase::Prefill && compresses_prompt();
+  if (!streams_prompt) {
+    if (const auto own = policy_->own_limit()) bound_layers(*own, "policy");
     if (config_.kv_budget > 0) bound_layers(config_.kv_budget, "budget");
   }
-  bound(cache.capacity(), "full");
+  bound(cache.capacity(), streams_prompt ? "chunk" : "full");
   if (monitor_ != nullptr) {
     if (monitor_->available_mb() < config_.memory_threshold_mb) {
       // Under pressure, cap the cache at a share of what it held when pressure began; the cap
       // holds (like a budget) until memory recovers.
-      if (!pressure_cap_)
+      if (!pressure_cap_) {
         pressure_cap_ =
             std::max<int64_t>(1, static_cast<int64_t>(slots * config_.pressure_keep_ratio));
+        const std::optional<int64_t> held = limit();
+        if (held && *pressure_cap_ < *held) {
+          fall_back("pressure", str_cat("memory pressure caps the cache at ", *pressure_cap_,
+                                        " slots, below the policy's limit of ", *held,
+                                        ": it keeps less than its rule asks until memory "
+                                        "recovers"));
+        }
+      }
       bound(*pressure_cap_, "memory");
     } else {
       pressure_cap_.reset();
+      released_from_.reset();  // the cache may grow into the released pages again
     }
   }
   if (reason == nullptr) return std::nullopt;
@@ -142,6 +231,16 @@ std::optional<EvictionEvent> CacheManager::maybe_evict(KvCache& cache, Phase pha
     EDGELM_CHECK(layer_target(cache, l, targets) >= 0, "[eviction] cannot free ", need_free,
                  " slots in layer ", l, " under a limit of ",
                  layer_target(cache, l, targets) + need_free);
+  }
+  const std::string why = reason;
+  if (why == "full") {
+    fall_back("full", str_cat("the cache of ", cache.capacity(),
+                              " slots filled before the policy's limit: slots are dropped by its "
+                              "scores to make room"));
+  } else if (why == "chunk" && !window_observed_) {
+    fall_back("no-window", str_cat("the prompt is compressed at position ", cache.next_position(),
+                                   " without an observation window from the step before: "
+                                   "slots are ranked by older scores"));
   }
   return evict_to(cache, phase, targets, need_free, reason);
 }
@@ -179,6 +278,8 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
   event.step = steps_;
   event.reason = reason;
   event.slots_before = cache.size(0);
+  int64_t promised = 0;  // the most always-kept slots of one kv head beyond its layer's target
+  int64_t promised_target = 0;
   cache.backend().synchronize();
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
     const int64_t n_slots = cache.size(l);
@@ -193,6 +294,11 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
     int32_t* keep_values = keep.data<int32_t>();
     for (int64_t g = 0; g < n_kv_heads; ++g) {
       const float* score = scores_.data() + g * n_slots;
+      const auto kept = static_cast<int64_t>(std::count(score, score + n_slots, kAlwaysKeep));
+      if (kept > n_keep && kept - n_keep > promised - promised_target) {
+        promised = kept;
+        promised_target = n_keep;
+      }
       auto* order = order_.data();
       for (int64_t s = 0; s < n_slots; ++s) order[s] = static_cast<int32_t>(s);
       // Highest score first; ties go to the more recent token, then the lower slot, so the
@@ -211,6 +317,25 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
     policy_->on_compact(l, keep_values, n_kv_heads, n_keep);
   }
   cache.backend().synchronize();
+  if (promised > promised_target) {
+    fall_back("protected",
+              str_cat("it promises to keep ", promised, " slots (sinks, windows) ", "but the ",
+                      reason, " limit leaves ", promised_target, ": the oldest of them go"));
+  }
+  // Under memory pressure the cache stays at the cap until memory recovers: the pages past it
+  // go back to the system now (once per cap: while it holds, no append reaches past it).
+  if (event.reason == "memory" && pressure_cap_ &&
+      (!released_from_ || *pressure_cap_ < *released_from_)) {
+    const int64_t cap = *pressure_cap_;
+    event.rss_before_bytes = resident_set_bytes();
+    event.released_bytes = cache.release_free_slots(cap);
+    event.rss_after_bytes = resident_set_bytes();
+    released_from_ = cap;
+    released_bytes_ += event.released_bytes;
+    if (event.rss_before_bytes > event.rss_after_bytes)
+      rss_drop_bytes_ += event.rss_before_bytes - event.rss_after_bytes;
+  }
+  window_observed_ = false;
   event.slots_after = cache.size(0);
   event.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++evictions_;
@@ -218,8 +343,9 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
   eviction_seconds_ += event.seconds;
   events_.push_back(event);
   log_debug("[eviction] step ", event.step, ": ", policy_->name(), " (", reason, ") ",
-            event.slots_before, " -> ", event.slots_after, " slots in ", event.seconds * 1e3,
-            " ms");
+            event.slots_before, " -> ", event.slots_after, " slots in ", event.seconds * 1e3, " ms",
+            event.released_bytes > 0 ? str_cat(", ", event.released_bytes, " bytes released")
+                                     : std::string());
   return event;
 }
 

@@ -1,11 +1,13 @@
 // The CacheManager runs between forward steps: it hands the step's attention mass to the
 // policy, decides whether a trigger fires (the policy's own limit, the KV budget, memory pressure
 // reported by a SystemMonitor, or a full cache), asks the policy for scores, keeps the top slots
-// per kv head, and compacts every layer through the backend's kv_compact op.
+// per kv head, and compacts every layer through the backend's kv_compact op. It also sizes the
+// cache: with a limit, the allocation follows the limit (capacity_for), not the logical context.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,15 +24,26 @@ namespace edgelm {
 
 struct EvictionEvent {
   int64_t step = 0;    // forward steps run so far
-  std::string reason;  // "policy", "budget", "memory", "full", "prefill"
+  std::string reason;  // "policy", "budget", "memory", "full", "chunk", "prefill"
   int64_t slots_before = 0;
   int64_t slots_after = 0;
   double seconds = 0.0;
+  // Memory-pressure evictions give the pages past the pressure cap back to the system: the bytes
+  // given back, and the process's resident set just before and after (0 for other evictions).
+  size_t released_bytes = 0;
+  size_t rss_before_bytes = 0;
+  size_t rss_after_bytes = 0;
 };
+
+// The budget in slots that budget_bytes of K and V hold: floor(budget_bytes / slot_bytes), with
+// slot_bytes the K and V bytes of one slot over all layers (KvCache::slot_bytes), so the budget's
+// K and V never exceed budget_bytes. Throws edgelm::Error naming --budget-bytes when it holds less
+// than one slot.
+int64_t kv_budget_from_bytes(uint64_t budget_bytes, size_t slot_bytes);
 
 class CacheManager {
  public:
-  // monitor may be null (no memory trigger).
+  // monitor may be null (no memory trigger). Keeps with_budget_defaults(config).
   CacheManager(const EvictionConfig& config, std::unique_ptr<EvictionPolicy> policy,
                std::unique_ptr<SystemMonitor> monitor = nullptr);
 
@@ -38,13 +51,27 @@ class CacheManager {
   EvictionPolicy& policy() { return *policy_; }
   SystemMonitor* monitor() { return monitor_.get(); }
 
+  // The slots to allocate for a logical context of `context` positions fed in prefill steps of
+  // at most `max_chunk` tokens: the limit L (the tighter of the policy's own and the budget) for
+  // a policy that evicts before each step (after the step it holds at most L), L + max_chunk for
+  // one that compresses the prompt (SnapKV: a step of a prompt longer than the cache is appended
+  // whole, then ranked with the cached slots by its window), and never more than the context.
+  // With per-layer budgets every layer is allocated the largest layer's share (one capacity for
+  // all layers). Without a limit (none), the context.
+  int64_t capacity_for(int64_t context, int64_t max_chunk, int64_t n_layers) const;
+
   // Declares the prompt: its tokens end at logical position `prompt_end`.
   void begin_prefill(int64_t prompt_end) {
     prompt_end_ = prompt_end;
     policy_->begin_prefill();
   }
-  // What the coming step must export (attention mass for the policy, if it needs any).
+  // What the coming step (tokens at [first_position, first_position + n_tokens)) must export
+  // (attention mass for the policy, if it needs any).
   ForwardOptions forward_options(Phase phase, int64_t first_position, int64_t n_tokens) const;
+  // The same for the coming step of n_tokens on `cache` (after maybe_evict()); for a policy that
+  // compresses the prompt, also the step's own window when the cache must be compressed before
+  // the prompt's next step (a prompt longer than the cache: SnapKV scores it chunk by chunk).
+  ForwardOptions forward_options(const KvCache& cache, Phase phase, int64_t n_tokens) const;
   // After a step run with forward_options(): passes the exported mass of every layer to the policy.
   void observe(KvCache& cache, Phase phase, const ForwardOptions& options);
   // After a step run with forward_options() that asked for queries (export_queries): passes every
@@ -57,16 +84,19 @@ class CacheManager {
   TokenRecord& tokens() { return tokens_; }
   // Run before each forward step of `need_free` tokens: evicts when a trigger fires, so that after
   // the step the cache holds at most the policy's limit and the budget (for SnapKV from decode on:
-  // end_prefill compresses the prompt), and fits its capacity.
-  // Samples the memory monitor once per call.
+  // end_prefill compresses the prompt), and fits its capacity. A prompt longer than the cache of
+  // a policy that compresses it is compressed here to make room for the step ("chunk"), ranked
+  // by the window the step before exported. Memory pressure gives the freed pages back to the
+  // system. Samples the memory monitor once per call.
   std::optional<EvictionEvent> maybe_evict(KvCache& cache, Phase phase, int64_t need_free = 1);
   // At the end of prefill: applies the policy's prefill limit (SnapKV), if any.
   std::optional<EvictionEvent> end_prefill(KvCache& cache);
 
   // The most tokens one prefill step may bring so that eviction can always make room for them:
-  // half the tightest limit that holds in prefill (policy, budget, capacity; only the capacity for
-  // a policy that compresses the prompt when prefill ends), less the slots the policy reserves
-  // (EvictionPolicy::reserved_slots: protected sinks and system prompt).
+  // half the tightest limit that holds in prefill (policy, budget, capacity; each layer's share
+  // of them), less the slots the policy reserves (EvictionPolicy::reserved_slots: protected sinks
+  // and system prompt); for a policy that compresses the prompt, the room the cache has beyond
+  // the largest layer's prefill limit.
   int64_t max_step_tokens(const KvCache& cache) const;
 
   int64_t evictions() const { return evictions_; }
@@ -76,12 +106,30 @@ class CacheManager {
   // costs beyond the forward pass).
   double query_seconds() const { return query_seconds_; }
   const std::vector<EvictionEvent>& events() const { return events_; }
+  // Bytes given back to the system by memory-pressure evictions, and the resident set they took
+  // away (the sum over those evictions of RSS before minus after).
+  size_t released_bytes() const { return released_bytes_; }
+  size_t rss_drop_bytes() const { return rss_drop_bytes_; }
+  // How often the policy could not do what it promises, by kind (each logged once, as a warning,
+  // when it first happens): "full" (the cache filled before the policy's limit), "no-window" (a
+  // streaming prompt compressed without a window from the step before), "protected" (more
+  // always-kept slots than the limit holds: the oldest go), "pressure" (memory pressure capped the
+  // cache below the policy's limit).
+  const std::map<std::string, int64_t>& fallbacks() const { return fallbacks_; }
+  // All of them.
+  int64_t fallback_count() const;
 
  private:
   void prepare(KvCache& cache);
   // SnapKV: the policy keeps a share of the prompt chosen once prefill has seen all of it, so its
   // own limit and the budget hold from decode on.
   bool compresses_prompt() const { return policy_->prefill_limit().has_value(); }
+  // The tighter of the policy's own limit and the budget (before per-layer shares); nullopt when
+  // neither is set.
+  std::optional<int64_t> limit() const;
+  // The largest and the smallest share of `uniform` over the n_layers layers.
+  int64_t largest_share(int64_t uniform, int64_t n_layers) const;
+  int64_t smallest_share(int64_t uniform, int64_t n_layers) const;
   // How many slots each layer keeps: at most `flat` in every layer, and at most the layer's
   // share (EvictionPolicy::layer_limit) of `layered` minus `reserve` (slots left free for what
   // comes next).
@@ -93,13 +141,17 @@ class CacheManager {
   int64_t layer_target(const KvCache& cache, int64_t layer, const Targets& targets) const;
   EvictionEvent evict_to(KvCache& cache, Phase phase, const Targets& targets, int64_t incoming,
                          const char* reason);
+  // Counts a fallback of `kind`; the first of each kind is logged as a warning.
+  void fall_back(const std::string& kind, const std::string& what);
 
   EvictionConfig config_;
   std::unique_ptr<EvictionPolicy> policy_;
   std::unique_ptr<SystemMonitor> monitor_;
   int64_t prompt_end_ = 0;
   int64_t steps_ = 0;
-  std::optional<int64_t> pressure_cap_;  // set while memory is below the threshold
+  std::optional<int64_t> pressure_cap_;   // set while memory is below the threshold
+  std::optional<int64_t> released_from_;  // pages past this slot were given back under pressure
+  bool window_observed_ = false;          // a prefill window was observed since the last compaction
   bool prepared_ = false;
   TokenRecord tokens_;
 
@@ -112,7 +164,10 @@ class CacheManager {
   int64_t evicted_tokens_ = 0;
   double eviction_seconds_ = 0.0;
   double query_seconds_ = 0.0;
+  size_t released_bytes_ = 0;
+  size_t rss_drop_bytes_ = 0;
   std::vector<EvictionEvent> events_;
+  std::map<std::string, int64_t> fallbacks_;
 };
 
 }  // namespace edgelm

@@ -14,7 +14,7 @@ class ExpectedAttentionPolicy final : public EvictionPolicy {
  public:
   explicit ExpectedAttentionPolicy(const EvictionConfig& c)
       : budget_(c.kv_budget),
-        sinks_(c.sink_tokens),
+        sinks_(*c.sink_tokens),
         future_(c.ea_future_positions),
         covariance_(c.ea_covariance),
         epsilon_(static_cast<float>(c.ea_epsilon)) {}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "eviction/expected_attention_policy.h"
@@ -36,7 +37,7 @@ class NonePolicy final : public EvictionPolicy {
 class SlidingPolicy final : public EvictionPolicy {
  public:
   explicit SlidingPolicy(const EvictionConfig& c)
-      : window_(c.window), prefix_(c.protected_prefix) {}
+      : window_(*c.window), prefix_(c.protected_prefix) {}
   std::string name() const override { return "sliding"; }
   std::optional<int64_t> own_limit() const override { return window_ + prefix_; }
   void score(const LayerSlots& slots, Phase, float* scores) override {
@@ -52,7 +53,7 @@ class SlidingPolicy final : public EvictionPolicy {
 // window of recent tokens.
 class SinkPolicy final : public EvictionPolicy {
  public:
-  explicit SinkPolicy(const EvictionConfig& c) : window_(c.window), sinks_(c.sink_tokens) {}
+  explicit SinkPolicy(const EvictionConfig& c) : window_(*c.window), sinks_(*c.sink_tokens) {}
   std::string name() const override { return "sink"; }
   std::optional<int64_t> own_limit() const override { return window_ + sinks_; }
   void score(const LayerSlots& slots, Phase, float* scores) override {
@@ -117,7 +118,7 @@ class SlotValues {
 // accumulated over every query so far (prompt and decode); keep them plus a recent window.
 class H2oPolicy final : public EvictionPolicy {
  public:
-  explicit H2oPolicy(const EvictionConfig& c) : budget_(c.kv_budget), recent_(c.window) {}
+  explicit H2oPolicy(const EvictionConfig& c) : budget_(c.kv_budget), recent_(*c.window) {}
   std::string name() const override { return "h2o"; }
   std::optional<int64_t> own_limit() const override { return budget_; }
   void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) override {
@@ -188,7 +189,10 @@ class TovaPolicy final : public EvictionPolicy {
 // the last `snapkv_window` prompt queries pay it (summed over the query heads of its group, i.e.
 // the group average up to a constant), pool the scores over neighbouring slots so kept tokens
 // carry their context, and keep the best slots per kv head plus the window itself, to the budget.
-// Decode then appends; a sink + recent-window rule bounds further growth at the same budget.
+// A prompt longer than the cache is scored the same way chunk by chunk: before each compression
+// the CacheManager has the step before it export its own last queries' attention (a chunk's
+// window), which ranks the cached slots and the chunk's. Decode then appends; a sink +
+// recent-window rule bounds further growth at the same budget.
 class SnapKvPolicy final : public EvictionPolicy {
  public:
   explicit SnapKvPolicy(const EvictionConfig& c)
@@ -196,25 +200,43 @@ class SnapKvPolicy final : public EvictionPolicy {
         window_(c.snapkv_window),
         kernel_(c.snapkv_kernel),
         max_pool_(c.snapkv_pool == "max"),
-        sinks_(c.sink_tokens) {}
+        sinks_(*c.sink_tokens) {}
   std::string name() const override { return "snapkv"; }
   std::optional<int64_t> own_limit() const override { return budget_; }
   std::optional<int64_t> prefill_limit() const override { return budget_; }
   void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) override {
     observed_.prepare(n_layers, n_kv_heads, capacity);
+    observed_window_.assign(static_cast<size_t>(n_layers), kNoWindow);
     pooled_.resize(static_cast<size_t>(capacity));
   }
   // Each prompt is compressed by its own observation window: the attention an earlier turn's
   // window paid to the slots still cached must not add to this one's.
-  void begin_prefill() override { observed_.clear(); }
+  void begin_prefill() override {
+    observed_.clear();
+    std::fill(observed_window_.begin(), observed_window_.end(), kNoWindow);
+  }
+  // The window is the `window_` queries before prompt_end (the prompt's own end, or a chunk's
+  // when the manager asks for the window that scores a compression while the prompt streams).
+  // Noted here, as the manager asks once before each step that exports, so that observe() knows
+  // whether the step's mass opens a new window or continues one begun in an earlier step.
   std::optional<int64_t> mass_from(Phase phase, int64_t first, int64_t n,
                                    int64_t prompt_end) const override {
     const int64_t window_start = prompt_end - window_;
     if (phase != Phase::Prefill || first + n <= window_start) return std::nullopt;
+    asked_window_ = window_start;
     return window_start;
   }
+  // A new window replaces the scores of the one before (each compression is ranked by the latest
+  // window alone, as one-shot SnapKV ranks by the prompt's last); the steps of one window add up.
   void observe(int64_t layer, Phase phase, const float* mass, int64_t, int64_t n_slots) override {
-    if (phase == Phase::Prefill) observed_.add(layer, mass, n_slots);
+    if (phase != Phase::Prefill) return;
+    int64_t& current = observed_window_[static_cast<size_t>(layer)];
+    if (current != asked_window_) {
+      observed_.set(layer, mass, n_slots);
+      current = asked_window_;
+    } else {
+      observed_.add(layer, mass, n_slots);
+    }
   }
   void score(const LayerSlots& slots, Phase phase, float* scores) override {
     if (phase == Phase::Decode) {
@@ -233,6 +255,7 @@ class SnapKvPolicy final : public EvictionPolicy {
         }
         pooled_[s] = max_pool_ ? pooled : pooled / static_cast<float>(kernel_);
       }
+      // The window's own tokens (the last fed) are always kept.
       for (int64_t s = 0; s < n; ++s) {
         const int32_t position = slots.positions[s * slots.n_kv_heads + g];
         scores[g * n + s] = position >= slots.next_position - window_ ? kAlwaysKeep : pooled_[s];
@@ -244,12 +267,16 @@ class SnapKvPolicy final : public EvictionPolicy {
   }
 
  private:
+  static constexpr int64_t kNoWindow = std::numeric_limits<int64_t>::min();
+
   int64_t budget_;
   int64_t window_;
   int64_t kernel_;
   bool max_pool_;
   int64_t sinks_;
   SlotValues observed_;
+  std::vector<int64_t> observed_window_;      // per layer: the window whose mass observed_ holds
+  mutable int64_t asked_window_ = kNoWindow;  // the window of the step that will export next
   std::vector<float> pooled_;
 };
 
@@ -318,30 +345,77 @@ bool policy_reads(const EvictionConfig& config, const std::string& flag) {
   return policy_reads(config.policy, flag);
 }
 
+EvictionConfig with_budget_defaults(const EvictionConfig& config) {
+  EvictionConfig c = config;
+  const int64_t budget = c.kv_budget;
+  if (!c.sink_tokens) {
+    // A 64th of the budget, 1 to 4: StreamingLLM's 4 sinks from 256 slots on; below that the
+    // recent window needs the slots more (4 of 64 would be 6 %), and one sink already holds most
+    // of the attention that a cut-off beginning would otherwise scatter. Never the whole budget.
+    c.sink_tokens = budget > 0 ? std::min(std::clamp<int64_t>(budget / 64, 1, 4), budget - 1) : 4;
+  }
+  if (!c.window) {
+    if (budget <= 0) {
+      c.window = 512;
+    } else if (c.policy == "sliding") {
+      c.window = budget - c.protected_prefix;
+    } else if (c.policy == "sink") {
+      c.window = budget - *c.sink_tokens;
+    } else {
+      c.window = std::max<int64_t>(1, budget / 2);  // h2o: half heavy hitters, half recent
+    }
+  }
+  return c;
+}
+
 namespace {
 
-// The policy config.policy names, without the wrappers.
-std::unique_ptr<EvictionPolicy> make_scored_policy(const EvictionConfig& c) {
-  require(c.window >= 1, str_cat("--eviction-window ", c.window, " must be at least 1"));
+// The policy config.policy names, without the wrappers: c is `given` with the budget's defaults.
+std::unique_ptr<EvictionPolicy> make_scored_policy(const EvictionConfig& c,
+                                                   const EvictionConfig& given) {
+  const int64_t window = *c.window;
+  const int64_t sinks = *c.sink_tokens;
   require(c.protected_prefix >= 0,
           str_cat("--protected-prefix ", c.protected_prefix, " must be >= 0"));
-  require(c.sink_tokens >= 0, str_cat("--sink-tokens ", c.sink_tokens, " must be >= 0"));
+  require(sinks >= 0, str_cat("--sink-tokens ", sinks, " must be >= 0"));
   require(c.kv_budget >= 0, str_cat("--kv-budget ", c.kv_budget, " must be >= 0"));
+  if (c.kv_budget > 0 && !given.window) {
+    // The window is what the budget leaves: say which setting took it all.
+    if (c.policy == "sliding") {
+      require(window >= 1, str_cat("sliding: --protected-prefix ", c.protected_prefix,
+                                   " leaves no room for a window in --kv-budget ", c.kv_budget));
+    } else if (c.policy == "sink") {
+      require(window >= 1, str_cat("sink: --sink-tokens ", sinks,
+                                   " leave no room for a window in --kv-budget ", c.kv_budget));
+    }
+  }
+  require(window >= 1, str_cat("--eviction-window ", window, " must be at least 1"));
   require(c.memory_threshold_mb >= 0 && std::isfinite(c.memory_threshold_mb),
           str_cat("--memory-threshold-mb ", c.memory_threshold_mb, " must be finite and >= 0"));
   require(c.pressure_keep_ratio > 0 && c.pressure_keep_ratio < 1,
           str_cat("pressure keep ratio ", c.pressure_keep_ratio, " must be in (0, 1)"));
   if (c.policy == "none") return std::make_unique<NonePolicy>();
-  if (c.policy == "sliding") return std::make_unique<SlidingPolicy>(c);
-  if (c.policy == "sink") return std::make_unique<SinkPolicy>(c);
+  if (c.policy == "sliding" || c.policy == "sink") {
+    // Slots the rule always keeps must leave the budget room for the newest token.
+    const int64_t kept = c.policy == "sliding" ? c.protected_prefix : sinks;
+    const char* flag = c.policy == "sliding" ? "--protected-prefix" : "--sink-tokens";
+    require(c.kv_budget == 0 || kept < c.kv_budget,
+            str_cat(c.policy, ": ", flag, " ", kept, " must be below --kv-budget ", c.kv_budget,
+                    " (the budget must hold them and the newest token)"));
+    if (c.policy == "sliding") return std::make_unique<SlidingPolicy>(c);
+    return std::make_unique<SinkPolicy>(c);
+  }
   if (budgeted(c.policy)) {
     require(c.kv_budget > 0, str_cat("--eviction-policy ", c.policy,
                                      " needs --kv-budget (slots per layer to keep)"));
   }
   if (c.policy == "h2o") {
-    require(c.window < c.kv_budget, str_cat("h2o: --eviction-window ", c.window,
-                                            " (recent tokens) must be below --kv-budget ",
-                                            c.kv_budget, " to leave room for heavy hitters"));
+    require(given.window || c.kv_budget >= 2,
+            str_cat("h2o: --kv-budget ", c.kv_budget,
+                    " holds no heavy hitter beside the recent window (use at least 2)"));
+    require(window < c.kv_budget, str_cat("h2o: --eviction-window ", window,
+                                          " (recent tokens) must be below --kv-budget ",
+                                          c.kv_budget, " to leave room for heavy hitters"));
     return std::make_unique<H2oPolicy>(c);
   }
   if (c.policy == "tova") return std::make_unique<TovaPolicy>(c);
@@ -349,8 +423,8 @@ std::unique_ptr<EvictionPolicy> make_scored_policy(const EvictionConfig& c) {
     require(c.snapkv_window >= 1 && c.snapkv_window < c.kv_budget,
             str_cat("snapkv: --snapkv-window ", c.snapkv_window, " must be in [1, --kv-budget ",
                     c.kv_budget, ")"));
-    require(c.sink_tokens < c.kv_budget,
-            str_cat("snapkv: --sink-tokens must be below --kv-budget"));
+    require(sinks < c.kv_budget,
+            str_cat("snapkv: --sink-tokens ", sinks, " must be below --kv-budget ", c.kv_budget));
     require(c.snapkv_kernel >= 1 && c.snapkv_kernel % 2 == 1,
             str_cat("--snapkv-kernel ", c.snapkv_kernel, " must be odd and positive"));
     require(c.snapkv_pool == "max" || c.snapkv_pool == "avg",
@@ -360,8 +434,8 @@ std::unique_ptr<EvictionPolicy> make_scored_policy(const EvictionConfig& c) {
   if (c.policy == "random") return make_random_policy(c);
   if (c.policy == "keydiff") return make_keydiff_policy(c);
   if (c.policy == "expected_attention") {
-    require(c.sink_tokens < c.kv_budget,
-            str_cat("expected_attention: --sink-tokens ", c.sink_tokens,
+    require(sinks < c.kv_budget,
+            str_cat("expected_attention: --sink-tokens ", sinks,
                     " must be below --kv-budget ", c.kv_budget));
     require(c.ea_future_positions >= 1,
             str_cat("--ea-future-positions ", c.ea_future_positions, " must be at least 1"));
@@ -376,32 +450,34 @@ std::unique_ptr<EvictionPolicy> make_scored_policy(const EvictionConfig& c) {
 // every layer): the pyramid shares out only the rest.
 int64_t pyramid_floor(const EvictionConfig& c, unsigned protect) {
   int64_t floor = 0;
-  if (c.policy == "h2o") floor = c.window;
+  if (c.policy == "h2o") floor = *c.window;
   if (c.policy == "snapkv") floor = c.snapkv_window;
-  if (c.policy == "expected_attention") floor = c.sink_tokens;
-  if ((protect & kProtectSinks) != 0 && c.policy != "expected_attention") floor += c.sink_tokens;
+  if (c.policy == "expected_attention") floor = *c.sink_tokens;
+  if ((protect & kProtectSinks) != 0 && c.policy != "expected_attention") floor += *c.sink_tokens;
   return floor;
 }
 
 }  // namespace
 
-std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& c) {
+std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& config) {
+  const EvictionConfig c = with_budget_defaults(config);
+  const int64_t sinks = *c.sink_tokens;
   const unsigned protect = c.protect.empty() ? 0 : parse_protect_classes(c.protect);
   require(c.layer_budget == "uniform" || c.layer_budget == "pyramid",
           str_cat("--layer-budget '", c.layer_budget, "' must be uniform or pyramid"));
   require(c.pyramid_beta >= 1 && std::isfinite(c.pyramid_beta),
           str_cat("--pyramid-beta ", c.pyramid_beta, " must be finite and >= 1"));
-  std::unique_ptr<EvictionPolicy> policy = make_scored_policy(c);
+  std::unique_ptr<EvictionPolicy> policy = make_scored_policy(c, config);
   if (!policy->evicts()) return policy;  // generate warns that the wrappers' flags do nothing
   if (protect != 0) {
     if ((protect & kProtectSinks) != 0) {
-      require(c.sink_tokens >= 1, "--protect sinks needs --sink-tokens >= 1");
+      require(sinks >= 1, "--protect sinks needs --sink-tokens >= 1");
       int64_t limit = policy->own_limit().value_or(std::numeric_limits<int64_t>::max());
       if (c.kv_budget > 0) limit = std::min(limit, c.kv_budget);
-      require(c.sink_tokens < limit, str_cat("--protect sinks: --sink-tokens ", c.sink_tokens,
-                                             " must be below the limit of ", limit, " slots"));
+      require(sinks < limit, str_cat("--protect sinks: --sink-tokens ", sinks,
+                                       " must be below the limit of ", limit, " slots"));
     }
-    policy = make_protect_policy(std::move(policy), protect, c.sink_tokens);
+    policy = make_protect_policy(std::move(policy), protect, sinks);
   }
   if (c.layer_budget == "pyramid" && budgeted(c.policy)) {
     const int64_t floor = pyramid_floor(c, protect);

@@ -19,11 +19,13 @@ class TokenRecord;
 
 enum class Phase { Prefill, Decode };
 
+// The eviction settings. window and sink_tokens left unset take defaults that scale with the
+// budget (with_budget_defaults).
 struct EvictionConfig {
   std::string policy = "none";       // one of policy_names()
-  int64_t window = 512;              // recent tokens kept (sliding, sink, h2o)
+  std::optional<int64_t> window;     // recent tokens kept (sliding, sink, h2o)
   int64_t protected_prefix = 0;      // sliding: first tokens always kept
-  int64_t sink_tokens = 4;           // sink (and snapkv's decode): first tokens always kept
+  std::optional<int64_t> sink_tokens;  // sink, snapkv's decode, expected_attention, --protect sinks
   int64_t kv_budget = 0;             // most slots per layer; 0 = no budget
   double memory_threshold_mb = 256;  // evict while available memory is below this
   double pressure_keep_ratio = 0.5;  // under memory pressure, cap the cache at this share of it
@@ -83,8 +85,9 @@ class EvictionPolicy {
   // it evicts only under a budget, memory pressure or a full cache.
   virtual std::optional<int64_t> own_limit() const { return std::nullopt; }
   // Slots to keep when prefill ends (SnapKV compresses the prompt once); nullopt: nothing then.
-  // A policy with such a limit sees the whole prompt first: during prefill neither its own limit
-  // nor the budget evicts, only a full cache or memory pressure (CacheManager).
+  // A policy with such a limit sees as much of the prompt as the cache holds first: during
+  // prefill neither its own limit nor the budget evicts, only a full cache (a prompt longer than
+  // the cache streams through it, scored chunk by chunk) or memory pressure (CacheManager).
   virtual std::optional<int64_t> prefill_limit() const { return std::nullopt; }
 
   // Called once with the cache geometry, before anything else.
@@ -93,7 +96,9 @@ class EvictionPolicy {
   // prompt resets here.
   virtual void begin_prefill() {}
   // Whether the coming step (tokens at logical positions [first, first + n)) must export attention
-  // mass, and from which query position on. prompt_end: first position after the prompt.
+  // mass, and from which query position on. prompt_end: first position after the prompt. When a
+  // policy with a prefill_limit() must compress a prompt before it ends, the CacheManager asks
+  // again with prompt_end = first + n for the step before each such compression (its window).
   virtual std::optional<int64_t> mass_from(Phase /*phase*/, int64_t /*first*/, int64_t /*n*/,
                                            int64_t /*prompt_end*/) const {
     return std::nullopt;
@@ -126,8 +131,17 @@ class EvictionPolicy {
   virtual int64_t reserved_slots(const TokenRecord& /*tokens*/) const { return 0; }
 };
 
-// Builds the policy named by config.policy, checking the settings it depends on. Throws
-// edgelm::Error naming the flag when a setting is missing or inconsistent.
+// Without a budget: the window and the sink count left unset are 512 and 4. With one (B slots),
+// they are carved out of it, so that every policy holds the same B: the sink count is B/64
+// between 1 and 4 (StreamingLLM's 4 from B = 256 on; fewer below, where the window needs the
+// slots; never all of B); the window is B minus the sinks (sink), B minus the protected prefix
+// (sliding), or B/2 (h2o: H2O's even split between heavy hitters and recent tokens). Settings
+// that are set stay as they are.
+EvictionConfig with_budget_defaults(const EvictionConfig& config);
+
+// Builds the policy named by config.policy with with_budget_defaults(config), checking the
+// settings it depends on. Throws edgelm::Error naming the flag when a setting is missing or
+// inconsistent (e.g. sinks or a protected prefix that leave no room in the budget).
 std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& config);
 
 // The policy names, for help texts.

@@ -1,11 +1,21 @@
 #include "eviction/system_monitor.h"
 
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
 
 namespace edgelm {
+
+size_t resident_set_bytes() {
+  // statm: total program size, then resident pages, ...
+  std::ifstream in("/proc/self/statm");
+  size_t total_pages = 0, resident_pages = 0;
+  if (!(in >> total_pages >> resident_pages)) return 0;
+  return resident_pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
 
 LinuxSystemMonitor::LinuxSystemMonitor(std::string meminfo_path) : path_(std::move(meminfo_path)) {}
 

@@ -19,7 +19,7 @@ std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase ph
     // Evict before the step so that after it the cache holds at most the policy's limit/budget
     // (and fits its capacity); then run with what the policy needs exported.
     manager_->maybe_evict(cache_, phase, n);
-    options = manager_->forward_options(phase, first_position, n);
+    options = manager_->forward_options(cache_, phase, n);
     manager_->tokens().record(first_position, tokens);
   }
   if (logits_from) {

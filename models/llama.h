@@ -80,8 +80,9 @@ class LlamaModel {
   Backend& backend() { return backend_; }
   int64_t max_chunk() const { return max_chunk_; }
 
-  // A cache shaped for this model.
-  KvCache make_cache(int64_t capacity, DType kv_type) const;
+  // A cache shaped for this model: `capacity` slots, positions up to max_positions (0: no limit;
+  // see KvCache).
+  KvCache make_cache(int64_t capacity, DType kv_type, int64_t max_positions = 0) const;
 
   // Feeds `tokens` at logical positions cache.next_position() onwards, appending their keys and
   // values to the cache, and returns the logits after the last token ([vocab], valid until the

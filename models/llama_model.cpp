@@ -80,9 +80,9 @@ Tensor LlamaModel::query_rows(int64_t layer) const {
   return query_export_.slice(layer * max_chunk_, query_export_rows_);
 }
 
-KvCache LlamaModel::make_cache(int64_t capacity, DType kv_type) const {
+KvCache LlamaModel::make_cache(int64_t capacity, DType kv_type, int64_t max_positions) const {
   return KvCache(backend_, config_.n_layers, capacity, config_.n_kv_heads, config_.head_dim,
-                 kv_type);
+                 kv_type, max_positions);
 }
 
 size_t LlamaModel::weight_bytes_per_token() const {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "backends/cpu/cpu_backend.h"
@@ -368,6 +369,308 @@ TEST(SnapKv, SeesTheWholePromptBeforeCompressingIt) {
   EXPECT_EQ(manager.events().back().reason, "policy");
 }
 
+// ---- a prompt longer than the cache (SnapKV scored chunk by chunk) ----
+
+// A one-layer cache of 2 kv heads whose token at position p has key 8·e_p (head_dim 32: 32
+// distinct positions), fed as prefill steps through the CacheManager the way Generator::prefill
+// feeds them: evict, ask what to export, append, attend, observe. Query position p of every head
+// puts its attention on the one position target(p).
+struct PlantedStream {
+  static constexpr int64_t kHeads = 4;  // 2 query heads per kv head
+  static constexpr int64_t kKvHeads = 2;
+  static constexpr int64_t kDim = 32;
+  CacheManager& manager;
+  KvCache cache;
+  int64_t most_slots = 0;  // the most slots the cache held after any step
+
+  PlantedStream(CacheManager& m, int64_t capacity)
+      : manager(m), cache(backend(), 1, capacity, kKvHeads, kDim, DType::F32) {}
+
+  // chunk_windows: ask for the window of a step before a compression (forward_options with the
+  // cache); without, the manager knows only the prompt's own last window.
+  void step(int64_t n, const std::function<int64_t(int64_t)>& target, bool chunk_windows = true) {
+    manager.maybe_evict(cache, Phase::Prefill, n);
+    const int64_t first = cache.next_position();
+    const ForwardOptions options = chunk_windows
+                                       ? manager.forward_options(cache, Phase::Prefill, n)
+                                       : manager.forward_options(Phase::Prefill, first, n);
+    Tensor k = Tensor::empty(backend().memory(), DType::F32, {n, kKvHeads, kDim});
+    Tensor v = Tensor::empty(backend().memory(), DType::F32, {n, kKvHeads, kDim});
+    std::vector<int32_t> positions;
+    for (int64_t t = 0; t < n; ++t) {
+      positions.push_back(static_cast<int32_t>(first + t));
+      for (int64_t g = 0; g < kKvHeads; ++g) {
+        for (int64_t d = 0; d < kDim; ++d) {
+          k.data<float>()[(t * kKvHeads + g) * kDim + d] = d == first + t ? 8.0f : 0.0f;
+          v.data<float>()[(t * kKvHeads + g) * kDim + d] = 1.0f;
+        }
+      }
+    }
+    cache.append(0, k, v, positions);
+    cache.advance(n);
+    AttentionArgs args;
+    args.q = Tensor::empty(backend().memory(), DType::F32, {n, kHeads, kDim});
+    std::fill_n(args.q.data<float>(), n * kHeads * kDim, 0.0f);
+    args.q_pos = Tensor::empty(backend().memory(), DType::I32, {n});
+    for (int64_t i = 0; i < n; ++i) {
+      args.q_pos.data<int32_t>()[i] = static_cast<int32_t>(first + i);
+      // score = q·k * 0.25 = q[target] * 8 * 0.25: logit 20 on the target, 0 elsewhere.
+      for (int64_t h = 0; h < kHeads; ++h)
+        args.q.data<float>()[(i * kHeads + h) * kDim + target(first + i)] = 10.0f;
+    }
+    const KvCache::View view = cache.view(0);
+    args.k = view.k;
+    args.v = view.v;
+    args.kv_pos = view.kv_pos;
+    args.out = Tensor::empty(backend().memory(), DType::F32, {n, kHeads, kDim});
+    args.scale = 0.25f;
+    if (options.export_mass) {
+      args.mass = cache.mass(0);
+      args.mass_first_query = std::max<int64_t>(0, options.mass_from_position - first);
+    }
+    backend().attention(args);
+    manager.observe(cache, Phase::Prefill, options);
+    most_slots = std::max(most_slots, cache.size(0));
+  }
+
+  std::set<int32_t> kept(int64_t g) {
+    std::set<int32_t> positions;
+    for (int64_t s = 0; s < cache.size(0); ++s) positions.insert(cache.position(0, s, g));
+    return positions;
+  }
+};
+
+// A budget of 4 with a window of 2: at the end of prefill the cache keeps 3 slots, the prompt's
+// last 2 positions and one more.
+EvictionConfig needle_config() {
+  EvictionConfig config;
+  config.policy = "snapkv";
+  config.kv_budget = 4;
+  config.snapkv_window = 2;
+  config.snapkv_kernel = 1;
+  config.sink_tokens = 1;
+  return config;
+}
+
+// A 24-token prompt in steps of 6 through a cache of budget + one step = 10 slots, so it is
+// compressed to 4 slots before each of steps 2, 3 and 4. The needle is position 2. The last two
+// queries of every step (its window) attend to the needle; in steps 2 to 4 the first four
+// queries attend to two decoys of their own step, each as much as the window attends to the
+// needle. Ranked by each step's window, the needle survives every compression and the question
+// at the end keeps it: {2, 22, 23}. Ranked with no window (by recency), by the step's first
+// queries, or by all of its queries (where the more recent decoys win the ties), it is lost.
+std::function<int64_t(int64_t)> needle_and_decoys() {
+  return [](int64_t p) -> int64_t {
+    const int64_t first = p / 6 * 6, offset = p % 6;
+    if (offset >= 4) return 2;              // the window: the needle
+    if (first == 0) return p;               // the first step: itself
+    return offset < 2 ? first : first + 1;  // two decoys of the step
+  };
+}
+
+TEST(SnapKvChunked, KeepsAPlantedNeedleInAPromptLongerThanItsCache) {
+  const EvictionConfig config = needle_config();
+  CacheManager manager(config, make_policy(config));
+  const int64_t capacity = manager.capacity_for(24, 6, /*n_layers=*/1);
+  ASSERT_EQ(capacity, 4 + 6);
+  PlantedStream stream(manager, capacity);
+  manager.begin_prefill(24);
+  for (int chunk = 0; chunk < 4; ++chunk) stream.step(6, needle_and_decoys());
+  ASSERT_TRUE(manager.end_prefill(stream.cache).has_value());
+  EXPECT_EQ(stream.kept(0), (std::set<int32_t>{2, 22, 23}));
+  EXPECT_EQ(stream.kept(1), (std::set<int32_t>{2, 22, 23}));
+  EXPECT_EQ(stream.most_slots, capacity);
+  std::vector<std::string> reasons;
+  for (const EvictionEvent& event : manager.events()) {
+    reasons.push_back(event.reason);
+    if (event.reason == "chunk") {
+      EXPECT_EQ(event.slots_after, 4);
+    }
+  }
+  EXPECT_EQ(reasons, (std::vector<std::string>{"chunk", "chunk", "chunk", "prefill"}));
+  EXPECT_EQ(manager.fallback_count(), 0);
+}
+
+// One-shot SnapKV (a cache that holds the whole prompt) chooses the same slots on this prompt.
+TEST(SnapKvChunked, AgreesWithOneShotOnThePlantedNeedle) {
+  const EvictionConfig config = needle_config();
+  CacheManager manager(config, make_policy(config));
+  PlantedStream stream(manager, 32);
+  manager.begin_prefill(24);
+  for (int chunk = 0; chunk < 4; ++chunk) stream.step(6, needle_and_decoys());
+  ASSERT_TRUE(manager.end_prefill(stream.cache).has_value());
+  EXPECT_EQ(stream.most_slots, 24);
+  ASSERT_EQ(manager.events().size(), 1u);
+  EXPECT_EQ(stream.kept(0), (std::set<int32_t>{2, 22, 23}));
+}
+
+// Each compression is ranked by the latest window alone, and the last one, at the end of prefill,
+// by the prompt's last window, as one-shot SnapKV ranks. Here the windows of the first three
+// steps attend to positions 0 and 1, then 7, which survive while the prompt streams; the prompt's
+// last window attends to its own tokens only, so the end keeps the most recent slot beside it
+// (21), in a cache of budget + step as in one that holds the whole prompt. Scores added up over
+// the windows would keep 7.
+TEST(SnapKvChunked, TheLastWindowAloneRanksAtTheEnd) {
+  const auto target = [](int64_t p) -> int64_t {
+    const int64_t first = p / 6 * 6, offset = p % 6;
+    if (offset < 4 || first == 18) return p;
+    if (first == 0) return offset == 4 ? 0 : 1;
+    return 7;
+  };
+  for (const int64_t capacity : {int64_t{10}, int64_t{32}}) {
+    const EvictionConfig config = needle_config();
+    CacheManager manager(config, make_policy(config));
+    PlantedStream stream(manager, capacity);
+    manager.begin_prefill(24);
+    for (int chunk = 0; chunk < 4; ++chunk) stream.step(6, target);
+    manager.end_prefill(stream.cache);
+    EXPECT_EQ(stream.kept(0), (std::set<int32_t>{21, 22, 23})) << "capacity " << capacity;
+  }
+}
+
+// A caller that does not let the manager see the cache when it asks what to export gets no chunk
+// windows: each compression then ranks by older scores, says so once as a warning, and counts
+// it. (Here the needle is lost, which is what the warning is for.)
+TEST(SnapKvChunked, CompressingWithoutAWindowIsAFallback) {
+  const EvictionConfig config = needle_config();
+  CacheManager manager(config, make_policy(config));
+  PlantedStream stream(manager, manager.capacity_for(24, 6, /*n_layers=*/1));
+  manager.begin_prefill(24);
+  for (int chunk = 0; chunk < 4; ++chunk)
+    stream.step(6, needle_and_decoys(), /*chunk_windows=*/false);
+  manager.end_prefill(stream.cache);
+  EXPECT_EQ(manager.fallbacks().at("no-window"), 3);
+  EXPECT_EQ(stream.kept(0).count(2), 0u);
+}
+
+// Through the generator on the tiny model: a 60-token prompt in steps of 8 streams through a
+// cache of 24 + 8 slots, compressed as each step needs room (to the room for that step: 24
+// before a step of 8, 28 before the last, of 4), then to 23 when prefill ends; the cache never
+// holds more than its capacity and nothing falls back. A 30-token prompt fits in the
+// same cache, which then compresses it once, exactly as a cache of 128 slots does (one-shot).
+TEST(SnapKvChunked, StreamsAPromptLongerThanItsCacheThroughTheGenerator) {
+  EvictionConfig config = config_for("snapkv");  // budget 24, window 6, kernel 3
+  LlamaModel& model = tiny_model();
+  CacheManager manager(config, make_policy(config));
+  const int64_t capacity = manager.capacity_for(512, model.max_chunk(), model.config().n_layers);
+  ASSERT_EQ(capacity, 24 + 8);
+  KvCache cache = model.make_cache(capacity, DType::F32, 512);
+  Generator generator(model, cache, &manager);
+  EXPECT_EQ(generator.max_step(), 8);
+  generator.prefill(prompt(60));
+  ASSERT_GE(manager.events().size(), 2u);
+  std::vector<int64_t> kept_slots;
+  for (size_t i = 0; i + 1 < manager.events().size(); ++i) {
+    EXPECT_EQ(manager.events()[i].reason, "chunk");
+    EXPECT_EQ(manager.events()[i].slots_before, capacity);
+    kept_slots.push_back(manager.events()[i].slots_after);
+  }
+  // Steps of 8 from position 0: the cache fills at 32, then every step is compressed for.
+  EXPECT_EQ(kept_slots, (std::vector<int64_t>{24, 24, 24, 28}));
+  EXPECT_EQ(manager.events().back().reason, "prefill");
+  EXPECT_EQ(cache.size(0), 23);
+  EXPECT_EQ(manager.fallback_count(), 0);
+  // The prompt's last window (6 positions) is kept in every layer and kv head.
+  for (int64_t l = 0; l < cache.n_layers(); ++l) {
+    for (int64_t g = 0; g < cache.n_kv_heads(); ++g) {
+      std::set<int32_t> kept;
+      for (int64_t s = 0; s < cache.size(l); ++s) kept.insert(cache.position(l, s, g));
+      for (int32_t p = 54; p < 60; ++p) EXPECT_TRUE(kept.count(p)) << l << " " << g << " " << p;
+    }
+  }
+  for (int i = 0; i < 10; ++i) generator.decode(1);
+  EXPECT_LE(cache.size(0), 24);
+
+  auto kept_after_prefill = [&](int64_t slots) {
+    CacheManager fresh(config, make_policy(config));
+    KvCache one = model.make_cache(slots, DType::F32, 512);
+    Generator g(model, one, &fresh);
+    g.prefill(prompt(30));
+    EXPECT_EQ(fresh.events().size(), 1u);
+    std::vector<std::set<int32_t>> kept;
+    for (int64_t l = 0; l < one.n_layers(); ++l) {
+      for (int64_t h = 0; h < one.n_kv_heads(); ++h) {
+        std::set<int32_t> positions;
+        for (int64_t s = 0; s < one.size(l); ++s) positions.insert(one.position(l, s, h));
+        kept.push_back(positions);
+      }
+    }
+    return kept;
+  };
+  EXPECT_EQ(kept_after_prefill(capacity), kept_after_prefill(128));
+}
+
+// ---- memory follows the budget ----
+
+// Each policy's cache holds its limit (sinks/prefix + window, or the budget), plus one prefill
+// step for SnapKV, never more than the logical context; `none` holds the context. Generation runs
+// to positions far past the allocation within the limit.
+TEST(KvCapacity, FollowsTheLimitNotTheContext) {
+  const std::map<std::string, int64_t> expected = {{"none", 512},  {"sliding", 15}, {"sink", 16},
+                                                   {"snapkv", 32}, {"h2o", 24},     {"tova", 24}};
+  for (const auto& [policy, slots] : expected) {
+    const EvictionConfig config = config_for(policy);
+    CacheManager manager(config, make_policy(config));
+    const int64_t layers = tiny_model().config().n_layers;
+    EXPECT_EQ(manager.capacity_for(512, 8, layers), slots) << policy;
+    EXPECT_EQ(manager.capacity_for(20, 8, layers), std::min<int64_t>(20, slots)) << policy;
+    if (policy == "none") continue;
+    // generate() runs a 30-token prompt and 60 steps (to position 90) in that many slots.
+    generate(policy, slots, 60, config, [&](const KvCache& cache, const std::string& p) {
+      for (int64_t l = 0; l < cache.n_layers(); ++l) ASSERT_LE(cache.size(l), limit_for(p, l));
+    });
+  }
+  // The limit a budget gives and the one in bytes are the same slots.
+  const size_t slot = KvCache::slot_bytes(30, 3, 64, DType::F16);  // SmolLM2-135M, F16
+  EXPECT_EQ(slot, 23040u);
+  EXPECT_EQ(kv_budget_from_bytes(256 * slot, slot), 256);
+  EXPECT_EQ(kv_budget_from_bytes(257 * slot - 1, slot), 256);  // rounded down
+  try {
+    kv_budget_from_bytes(slot - 1, slot);
+    FAIL() << "a budget below one slot was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--budget-bytes 23039 holds no KV slot"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Unset windows and sink counts are carved out of the budget; set ones stay.
+TEST(BudgetDefaults, ScaleWithTheBudget) {
+  auto resolved = [](const std::string& policy, int64_t budget) {
+    EvictionConfig c;
+    c.policy = policy;
+    c.kv_budget = budget;
+    return with_budget_defaults(c);
+  };
+  EXPECT_EQ(*resolved("sink", 0).window, 512);
+  EXPECT_EQ(*resolved("sink", 0).sink_tokens, 4);
+  EXPECT_EQ(*resolved("sink", 1024).sink_tokens, 4);
+  EXPECT_EQ(*resolved("sink", 1024).window, 1020);
+  EXPECT_EQ(*resolved("sink", 128).sink_tokens, 2);
+  EXPECT_EQ(*resolved("sink", 128).window, 126);
+  EXPECT_EQ(*resolved("sink", 16).sink_tokens, 1);
+  EXPECT_EQ(*resolved("sink", 1).sink_tokens, 0);
+  EXPECT_EQ(*resolved("sink", 1).window, 1);
+  EXPECT_EQ(*resolved("h2o", 256).window, 128);
+  EXPECT_EQ(*resolved("snapkv", 256).sink_tokens, 4);
+  EvictionConfig sliding;
+  sliding.policy = "sliding";
+  sliding.kv_budget = 100;
+  sliding.protected_prefix = 10;
+  EXPECT_EQ(*with_budget_defaults(sliding).window, 90);
+  sliding.window = 7;
+  sliding.sink_tokens = 9;
+  EXPECT_EQ(*with_budget_defaults(sliding).window, 7);
+  EXPECT_EQ(*with_budget_defaults(sliding).sink_tokens, 9);
+  // Through the policies: sink at a budget of 256 holds 4 sinks and 252 recent tokens, h2o 128
+  // recent tokens.
+  EvictionConfig sink;
+  sink.policy = "sink";
+  sink.kv_budget = 256;
+  EXPECT_EQ(make_policy(sink)->own_limit(), 256);
+}
+
 // H2O accumulates attention over decode steps: slots 2 and 5 are attended by every query, so
 // with a budget of recent window + 2 they survive while everything else old is dropped.
 TEST(H2o, KeepsPlantedHeavyHitters) {
@@ -428,6 +731,55 @@ TEST(MemoryPressure, EvictsAtThresholdAndNotBefore) {
   // While memory stays low the cap holds like a budget: later evictions keep the cache at it.
   for (const EvictionEvent& event : manager.events()) EXPECT_EQ(event.reason, "memory");
   EXPECT_LE(cache.size(0), first.slots_after + 1);
+}
+
+// Memory pressure gives the freed pages back: a sink cache of 8192 slots (4 MiB of K and V, all
+// resident from the start) capped at half of its 37 slots when pressure begins returns the pages
+// past the cap at once, and the resident set of the process drops; while the cap holds nothing
+// more is released, the cache keeps working, and the cap below the policy's limit (its window
+// of 500) is a fallback, warned about once.
+TEST(MemoryPressure, GivesFreedPagesBackToTheSystem) {
+  EvictionConfig config = config_for("sink");
+  config.window = 8000;
+  LlamaModel& model = tiny_model();
+  KvCache cache = model.make_cache(8192, DType::F32);
+  ASSERT_EQ(cache.memory_bytes(), 4u << 20);
+  ASSERT_EQ(cache.resident_bytes(), cache.memory_bytes());
+  CacheManager manager(config, make_policy(config), SimulatedMonitor::parse("0:1000,30:100"));
+  Generator generator(model, cache, &manager);
+  std::span<const float> logits = generator.prefill(prompt(8));
+  for (int step = 1; step <= 40; ++step) logits = generator.decode(argmax(logits));
+  ASSERT_GE(manager.events().size(), 2u);
+  const EvictionEvent& first = manager.events().front();
+  ASSERT_EQ(first.reason, "memory");
+  EXPECT_EQ(first.slots_after, 18 - 1);
+  const size_t past_cap = cache.memory_bytes() - 18 * cache.memory_bytes() / 8192;
+  EXPECT_GE(first.released_bytes, past_cap - 4 * 4 * 4096);  // but a page at each end of 4 tensors
+  EXPECT_GE(first.rss_before_bytes, first.rss_after_bytes + first.released_bytes / 2);
+  EXPECT_LE(cache.resident_bytes(), cache.memory_bytes() - first.released_bytes);
+  for (size_t i = 1; i < manager.events().size(); ++i)
+    EXPECT_EQ(manager.events()[i].released_bytes, 0u) << "event " << i;
+  EXPECT_EQ(manager.released_bytes(), first.released_bytes);
+  EXPECT_EQ(manager.fallbacks(), (std::map<std::string, int64_t>{{"pressure", 1}}));
+  EXPECT_EQ(cache.size(0), 18);
+  EXPECT_EQ(cache.next_position(), 8 + 40);
+}
+
+// More always-kept slots than a limit leaves (here 16 sinks under a memory cap of 13) is a
+// fallback too: the oldest go, with one warning, counted each time.
+TEST(MemoryPressure, CapBelowTheProtectedSlotsIsAFallback) {
+  EvictionConfig config = config_for("sink");
+  config.window = 500;
+  config.sink_tokens = 16;
+  LlamaModel& model = tiny_model();
+  KvCache cache = model.make_cache(600, DType::F32);
+  CacheManager manager(config, make_policy(config), SimulatedMonitor::parse("0:1000,20:100"));
+  Generator generator(model, cache, &manager);
+  std::span<const float> logits = generator.prefill(prompt(8));
+  for (int step = 1; step <= 25; ++step) logits = generator.decode(argmax(logits));
+  EXPECT_EQ(manager.fallbacks().at("pressure"), 1);
+  EXPECT_GE(manager.fallbacks().at("protected"), 1);
+  EXPECT_LE(cache.size(0), 13);
 }
 
 // generate warns about an eviction flag the chosen policy does not read (policy_reads()). Each
@@ -537,6 +889,28 @@ TEST(EvictionConfigErrors, NameTheFlag) {
     EXPECT_NE(message(bad).find("--memory-threshold-mb"), std::string::npos) << threshold;
   }
   EXPECT_THROW(SimulatedMonitor::parse("0:100,x"), Error);
+  // What the budget must hold: the sinks or the protected prefix that are always kept.
+  EvictionConfig sink;
+  sink.policy = "sink";
+  sink.kv_budget = 8;
+  sink.sink_tokens = 8;
+  EXPECT_NE(message(sink).find("sink: --sink-tokens 8 leave no room for a window in --kv-budget 8"),
+            std::string::npos)
+      << message(sink);
+  sink.window = 4;
+  EXPECT_NE(message(sink).find("--sink-tokens 8 must be below --kv-budget 8"), std::string::npos)
+      << message(sink);
+  EvictionConfig sliding;
+  sliding.policy = "sliding";
+  sliding.kv_budget = 5;
+  sliding.protected_prefix = 5;
+  EXPECT_NE(message(sliding).find("--protected-prefix 5 leaves no room"), std::string::npos)
+      << message(sliding);
+  EvictionConfig h2o;
+  h2o.policy = "h2o";
+  h2o.kv_budget = 1;
+  EXPECT_NE(message(h2o).find("h2o: --kv-budget 1 holds no heavy hitter"), std::string::npos)
+      << message(h2o);
 }
 
 }  // namespace

@@ -1,7 +1,12 @@
 // KvCache: slots and logical positions are separate; appends fill slots in order, compaction and
 // prefix pruning move kept rows (and their positions) to the front, and the logical position
-// never goes back.
+// never goes back, up to the logical context; the memory of free slots can be given back.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <limits>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
@@ -121,6 +126,98 @@ TEST(KvCache, MemoryBytesAndErrors) {
   bad_keep.data<int32_t>()[0] = 1;
   bad_keep.data<int32_t>()[1] = 0;  // not increasing
   EXPECT_THROW(small.compact(0, bad_keep), Error);
+}
+
+// The capacity is what is allocated; the logical context is how far positions may go. A cache of
+// 4 slots takes positions up to its context of 10 while compaction keeps it within 4 slots, then
+// refuses position 10 with an error that names -c.
+TEST(KvCache, LogicalContextIsSeparateFromCapacity) {
+  KvCache unlimited(backend(), 1, 4, 1, 2, DType::F32);
+  EXPECT_EQ(unlimited.max_positions(), std::numeric_limits<int64_t>::max());
+  KvCache cache(backend(), 1, 4, 1, 2, DType::F32, 10);
+  EXPECT_EQ(cache.capacity(), 4);
+  EXPECT_EQ(cache.max_positions(), 10);
+  for (int32_t position = 0; position < 10; ++position) {
+    if (cache.free_slots() == 0) cache.prune_prefix(1);
+    append_positions(cache, {position});
+  }
+  EXPECT_EQ(cache.next_position(), 10);
+  EXPECT_EQ(cache.position(0, 3, 0), 9);
+  cache.prune_prefix(1);
+  try {
+    append_positions(cache, {10});
+    FAIL() << "position 10 was taken past a context of 10";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("logical context of 10 positions (-c/--ctx-size)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(KvCache(backend(), 1, 4, 1, 2, DType::F32, -1), Error);
+}
+
+TEST(KvCache, SlotBytesIsWhatEachSlotOfCapacityCosts) {
+  for (const DType dtype : {DType::F32, DType::F16}) {
+    KvCache cache(backend(), 3, 20, 2, 8, dtype);
+    EXPECT_EQ(KvCache::slot_bytes(3, 2, 8, dtype) * 20, cache.memory_bytes());
+  }
+  EXPECT_EQ(KvCache::slot_bytes(30, 3, 64, DType::F16), 2u * 30u * 3u * 64u * 2u);
+}
+
+// Bytes of [data, data + size) on resident pages, asked of the kernel directly (mincore), so the
+// check does not go through the code it checks.
+size_t resident_by_mincore(const void* data, size_t size) {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = begin / page * page;
+  const size_t n_pages = (begin + size - first + page - 1) / page;
+  std::vector<unsigned char> status(n_pages);
+  EXPECT_EQ(::mincore(reinterpret_cast<void*>(first), n_pages * page, status.data()), 0);
+  size_t resident = 0;
+  for (size_t i = 0; i < n_pages; ++i) {
+    if (status[i] & 1) resident += page;
+  }
+  return resident;
+}
+
+// Giving back the memory of free slots: on a cache of 4096 slots (4 MiB each for K and V, so
+// hundreds of pages), after compaction to 50 slots the pages past slot 64 leave the resident set
+// of the process, the kept rows are intact, and appends fault pages in again where needed.
+TEST(KvCache, ReleaseFreeSlotsGivesPagesBack) {
+  KvCache cache(backend(), 1, 4096, 4, 64, DType::F32);
+  const size_t row = 4 * 64 * sizeof(float);                // one slot of K (or V)
+  ASSERT_EQ(cache.resident_bytes(), cache.memory_bytes());  // written when made
+  std::vector<int32_t> positions(100);
+  for (int32_t p = 0; p < 100; ++p) positions[static_cast<size_t>(p)] = p;
+  append_positions(cache, positions);
+  cache.prune_prefix(50);  // slots 0..49 hold positions 50..99
+  const KvCache::View before = cache.view(0);
+  const float* k = before.k.data<float>();
+  const size_t k_bytes = 4096 * row;
+  const size_t resident_before = resident_by_mincore(k, k_bytes);
+  ASSERT_GE(resident_before, k_bytes);  // every page (the ends may spill over page bounds)
+
+  EXPECT_THROW(cache.release_free_slots(49), Error);  // slot 49 is filled
+  const size_t released = cache.release_free_slots(64);
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t past = (4096 - 64) * row;  // K bytes past slot 64, likewise V
+  EXPECT_GE(released, 2 * (past - page));
+  const size_t resident_after = resident_by_mincore(k, k_bytes);
+  EXPECT_LE(resident_after, resident_before - (past - page));
+  // Nothing past slot 64 is resident, but the pages at either end of that range, which may hold
+  // other bytes too (on the C heap in sanitizer builds).
+  EXPECT_EQ(resident_by_mincore(k + (64 * row + page) / sizeof(float), past - 2 * page), 0u);
+  EXPECT_LE(cache.resident_bytes(), cache.memory_bytes() - 2 * (past - page));
+  // What was kept is intact; what comes next is stored and read back as usual.
+  for (int64_t slot = 0; slot < 50; ++slot) {
+    EXPECT_EQ(cache.position(0, slot, 2), 50 + slot);
+    EXPECT_EQ(k_at(cache, 0, slot, 2, 7), (50 + slot) * 100.0f + 27.0f);
+  }
+  std::vector<int32_t> more(3000);
+  for (int32_t i = 0; i < 3000; ++i) more[static_cast<size_t>(i)] = 100 + i;
+  append_positions(cache, more);
+  EXPECT_EQ(cache.position(0, 3049, 1), 3099);
+  EXPECT_EQ(k_at(cache, 0, 3049, 1, 5), 3099 * 100.0f + 15.0f);
+  EXPECT_GT(resident_by_mincore(k, k_bytes), resident_after + 2000 * row);
 }
 
 }  // namespace

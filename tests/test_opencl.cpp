@@ -365,6 +365,8 @@ TEST(OpenClQuantizedFiles, OffsetAndFiveBitFilesMatchCpu) {
 // attention kernels and the compaction from its kv_compact, so under every policy the greedy
 // tokens, the evictions and the positions kept in every layer and kv head after each step must be
 // those of the CPU backend (float weights and cache, so the two differ in float rounding only).
+// Each cache is sized by its limit (CacheManager::capacity_for): SnapKV's 24 + 8 slots are fewer
+// than the 40-token prompt, which it therefore scores chunk by chunk.
 TEST(OpenClEviction, EveryPolicyKeepsWhatTheCpuKeeps) {
   REQUIRE_OPENCL_DEVICE();
   const fs::path dir =
@@ -375,11 +377,11 @@ TEST(OpenClEviction, EveryPolicyKeepsWhatTheCpuKeeps) {
     std::vector<int32_t> tokens;
     std::vector<std::vector<std::set<int32_t>>> kept;  // [step][layer * kv heads + head]
     int64_t evictions = 0;
+    int64_t chunks = 0;  // compressions of the streaming prompt
   };
   auto run = [&](Backend& backend, const std::string& policy) {
     LoadedModel loaded = load_llama(path, backend);
-    LlamaModel model(backend, std::move(loaded.config), std::move(loaded.weights), 16);
-    KvCache cache = model.make_cache(128, DType::F32);
+    LlamaModel model(backend, std::move(loaded.config), std::move(loaded.weights), 8);
     EvictionConfig config;
     config.policy = policy;
     config.window = 12;
@@ -387,6 +389,7 @@ TEST(OpenClEviction, EveryPolicyKeepsWhatTheCpuKeeps) {
     config.snapkv_window = 6;
     config.snapkv_kernel = 3;
     CacheManager manager(config, make_policy(config));
+    KvCache cache = model.make_cache(manager.capacity_for(128, 8, model.config().n_layers), DType::F32, 128);
     Generator generator(model, cache, &manager);
     std::vector<int32_t> prompt;
     for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 300);
@@ -409,6 +412,7 @@ TEST(OpenClEviction, EveryPolicyKeepsWhatTheCpuKeeps) {
       result.kept.push_back(kept);
     }
     result.evictions = manager.evictions();
+    for (const EvictionEvent& event : manager.events()) result.chunks += event.reason == "chunk";
     return result;
   };
   for (const std::string& policy : policy_names()) {
@@ -420,7 +424,39 @@ TEST(OpenClEviction, EveryPolicyKeepsWhatTheCpuKeeps) {
     if (policy != "none") {
       EXPECT_GT(cpu.evictions, 0) << policy;
     }
+    if (policy == "snapkv") {
+      EXPECT_EQ(cpu.chunks, 1);  // before the 5th (and last) step of 8 tokens
+      EXPECT_EQ(cl.chunks, cpu.chunks);
+    }
   }
+}
+
+// Giving free slots back (KvCache::release_free_slots, memory-pressure eviction) releases nothing
+// on OpenCL shared memory: with CL_MEM_ALLOC_HOST_PTR the driver owns the pages, and with
+// CL_MEM_USE_HOST_PTR a GPU driver may have pinned them, so zapping them from the CPU side could
+// leave the device and the CPU on different pages. The cache there keeps working, every byte as
+// it was, while the same calls on the CPU give pages back (test_kv_cache).
+TEST(OpenClKvCache, ReleasingFreeSlotsGivesNothingBackAndKeepsTheData) {
+  REQUIRE_OPENCL_DEVICE();
+  OpenClBackend& cl = opencl_backend();
+  KvCache cache(cl, 1, 4096, 2, 64, DType::F32);
+  const int64_t row = 2 * 64;
+  std::mt19937 rng(7);
+  Tensor k = random_tensor(cl.memory(), {100, 2, 64}, rng);
+  Tensor v = random_tensor(cl.memory(), {100, 2, 64}, rng);
+  std::vector<int32_t> positions(100);
+  for (int32_t p = 0; p < 100; ++p) positions[static_cast<size_t>(p)] = p;
+  cache.append(0, k, v, positions);
+  cache.advance(100);
+  cache.prune_prefix(60);
+  const size_t resident = cache.resident_bytes();
+  EXPECT_EQ(cache.release_free_slots(40), 0u);
+  EXPECT_EQ(cache.resident_bytes(), resident);
+  cl.synchronize();
+  const float* kept = cache.view(0).k.data<float>();
+  for (int64_t i = 0; i < 40 * row; ++i)
+    ASSERT_EQ(kept[i], k.data<float>()[60 * row + i]) << "element " << i;
+  EXPECT_EQ(cache.position(0, 39, 1), 99);
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ fi
 # The wrappers around the budgeted policies (pyramid: the bottom layer holds more than the budget;
 # the sink policy keeps its fixed window, so only --protect applies to it).
 if "$eviction_bench" -m "$gguf" --n-prompt 48 -n 16 --kv-budget 24 --eviction-window 8 \
-    --policies keydiff,sink --layer-budget pyramid --pyramid-beta 2 --protect sinks -o json \
+    --sink-tokens 4 --policies keydiff,sink --layer-budget pyramid --pyramid-beta 2 --protect sinks \
+    -o json \
     > "$work/wrapped.json" 2> "$work/err.txt" &&
   grep -q '"kv_slots":34,"ms_per_eviction":[0-9.e-]*,"policy":"keydiff","policy_name":"keydiff+protect(sinks)+pyramid"' \
     "$work/wrapped.json" &&
@@ -50,8 +51,8 @@ expect_error "cache of 0 slots" "--ctx-size: Value 0 not in range" -m "$gguf" --
 expect_error "prefill step of 0 tokens" "--batch-size: Value 0 not in range" -m "$gguf" -b 0
 expect_error "negative threads" "--threads: Value -1 not in range" -m "$gguf" -t -1
 expect_error "unknown policy" "--policies: 'lru' is not one of" -m "$gguf" --policies none,lru
-expect_error "prompt past the cache" "policy none: " -m "$gguf" --policies none --n-prompt 100 \
-  --max-seq-len 50
+expect_error "prompt past the context" "--n-prompt 100 and -n 16 tokens pass the logical context" \
+  -m "$gguf" --policies none --n-prompt 100 -n 16 --max-seq-len 50
 expect_error "missing model" "no such file" -m "$work/none.gguf"
 
 
@@ -78,7 +79,7 @@ if grep -q '"evictions":[1-9][0-9]* "kv_slots":12 "policy":"h2o" "prefill_evicti
 else
   cat "$work"/alias-*.txt; fail "aliases"
 fi
-expect_error "prompt past -c" "policy none: " -m "$gguf" --policies none --n-prompt 100 -c 50
+expect_error "prompt past -c" "-c/--ctx-size 50" -m "$gguf" --policies none --n-prompt 100 -c 50
 
 expect_flag_error "$eviction_bench" eviction_bench "-p 48 refused" \
   "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use --n-prompt 48" \

@@ -70,7 +70,7 @@ expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" 
 # The attention-free policies and the wrappers: one line naming the flag for each bad setting.
 expect_error "keydiff without a budget" "--eviction-policy keydiff needs --kv-budget" \
   --model-path "$gguf" --prompt-ids 1 --eviction-policy keydiff
-expect_error "random with a budget of 0" "--eviction-policy random needs --kv-budget" \
+expect_error "random with a budget of 0" "--kv-budget 0 keeps nothing" \
   --model-path "$gguf" --prompt-ids 1 --eviction-policy random --kv-budget 0
 expect_error "expected_attention sinks >= budget" \
   "expected_attention: --sink-tokens 8 must be below --kv-budget 8" \
@@ -92,6 +92,23 @@ expect_error "pyramid beta below 1" "--pyramid-beta 0.5 must be finite and >= 1"
 expect_error "pyramid top layer too small" "--layer-budget pyramid: the top layer would keep 0.4 slots" \
   --model-path "$gguf" --prompt-ids 1 --eviction-policy tova --kv-budget 8 --layer-budget pyramid
 expect_error "flag out of range" "--ctx-size: Value 0 not in range" --model-path "$gguf" --prompt-ids 1 --max-seq-len 0
+# Budgets that cannot work, each named (tiny f16: a slot of K and V over all layers is 256 bytes).
+expect_error "budget of 0" "--kv-budget 0 keeps nothing" --model-path "$gguf" --prompt-ids 1 \
+  --eviction-policy sink --kv-budget 0
+expect_error "budget of 0 bytes" "--budget-bytes 0 keeps nothing" --model-path "$gguf" \
+  --prompt-ids 1 --eviction-policy sink --budget-bytes 0
+expect_error "budget in slots and bytes" "--kv-budget and --budget-bytes are exclusive" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy sink --kv-budget 8 --budget-bytes 4096
+expect_error "budget below one slot" "--budget-bytes 255 holds no KV slot: one slot (K and V over all layers) takes 256 bytes" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o --budget-bytes 255
+expect_error "sinks fill the budget" "sink: --sink-tokens 8 leave no room for a window in --kv-budget 8" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy sink --kv-budget 8 --sink-tokens 8
+expect_error "capacity past the context" "--kv-capacity 100 is above -c/--ctx-size 50" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy sink --kv-budget 8 -c 50 --kv-capacity 100
+expect_error "capacity below the budget" "keeps up to 16 slots but the cache holds only 12" \
+  --model-path "$gguf" --prompt-ids 1 --eviction-policy tova --kv-budget 16 --kv-capacity 12
+expect_error "prompt past the logical context" "the logical context, -c/--ctx-size 5, leaves 5 positions" \
+  --model-path "$gguf" --prompt-ids 1,2,3,4,5,6,7,8 -c 5 --eviction-policy sink --kv-budget 4
 expect_error "negative seed" "--seed: '-1' is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed -1
 expect_error "seed past 2^64-1" "is not a whole number" --model-path "$gguf" --prompt-ids 1 --seed 18446744073709551616
 expect_error_from "$make_model" make_model "make_model: negative seed" "--seed: '-2' is not a whole number" \

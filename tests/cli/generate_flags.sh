@@ -199,4 +199,49 @@ else
   fail "eviction: a line per eviction at debug level"
 fi
 
+# --- A budget is memory: the cache allocates the budget's slots (and one prefill step for
+# snapkv), -c stays the logical context; --budget-bytes is the same budget in bytes of K and V
+# (tiny, f16: 2 layers x 2 kv heads x 16 x 2 bytes x K and V = 256 bytes a slot), rounded down.
+twelve=1,2,3,4,5,6,7,8,9,10,11,12
+run full_cache -m "$hf" --prompt-ids $twelve -n 40 --greedy -c 512
+run budget -m "$hf" --prompt-ids $twelve -n 40 --greedy -c 512 --eviction-policy sink --kv-budget 16
+run budget_bytes -m "$hf" --prompt-ids $twelve -n 40 --greedy -c 512 --eviction-policy sink \
+  --budget-bytes 4351
+run snapkv -m "$hf" --prompt-ids $twelve -n 40 --greedy -c 512 -b 8 --eviction-policy snapkv \
+  --kv-budget 16 --snapkv-window 4
+same "no budget: the whole context" kv_capacity 512 full_cache
+same "no budget: its bytes" kv_bytes 131072 full_cache
+same "a budget of 16 slots" kv_capacity 16 budget budget_bytes
+same "a budget of 16 slots: its bytes" kv_bytes 4096 budget budget_bytes
+same "a budget of 16 slots: all resident" kv_resident_bytes 4096 budget
+same "4351 bytes hold 16 slots" kv_budget 16 budget_bytes
+same "positions past the allocation" next_position 51 full_cache budget budget_bytes snapkv
+same "snapkv: the budget and a prefill step of 8" kv_capacity 24 snapkv
+same "nothing falls back" eviction_fallbacks 0 budget snapkv
+# Generation stops where the logical context ends, not where the cache is full.
+run context -m "$hf" --prompt-ids 1,2,3 -n 80 --greedy -c 30 --eviction-policy sink --kv-budget 16
+same "-c 30 with a budget: the logical context" next_position 30 context
+same "-c 30 with a budget: stop" stop '"context_full"' context
+if grep -q '^stopped: the logical context of 30 positions is used up; raise -c/--ctx-size$' \
+  "$work/err.txt"; then
+  ok "-c 30 with a budget: says why it stopped"
+else
+  fail "-c 30 with a budget: says why it stopped"
+fi
+# Memory pressure gives the pages past its cap back (released_bytes), so fewer are resident than
+# allocated, and a cap below the policy's limit is a fallback: one warning, counted.
+run pressure -m "$hf" --prompt-ids $twelve -n 40 --greedy -c 4096 --eviction-policy sink \
+  --eviction-window 400 --simulate-memory 0:4000,10:100
+same "memory pressure: cap below the limit counted" eviction_fallbacks 1 pressure
+released=$(field released_bytes pressure); released=${released#*:}
+resident=$(field kv_resident_bytes pressure); resident=${resident#*:}
+allocated=$(field kv_bytes pressure); allocated=${allocated#*:}
+if [ "${released:-0}" -gt 0 ] && [ "$((resident + released))" -le "$allocated" ] &&
+  [ "$(grep -c '^\[warn\] \[eviction\] sink: memory pressure caps the cache at 10 slots, below' \
+    "$work/err.txt")" -eq 1 ]; then
+  ok "memory pressure: $released bytes given back, $resident of $allocated resident"
+else
+  fail "memory pressure: released '$released', resident '$resident' of '$allocated'"
+fi
+
 finish_cli_test generate_flags
