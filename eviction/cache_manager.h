@@ -24,6 +24,11 @@ struct EvictionEvent {
   int64_t slots_before = 0;
   int64_t slots_after = 0;
   double seconds = 0.0;
+  // The parts of `seconds`: the policy's scores, the top-k selection per kv head, and the
+  // compaction (kv_compact on K, V and positions, then the policy's on_compact).
+  double score_seconds = 0.0;
+  double select_seconds = 0.0;
+  double compact_seconds = 0.0;
 };
 
 class CacheManager {
@@ -61,6 +66,10 @@ class CacheManager {
   int64_t evictions() const { return evictions_; }
   int64_t evicted_tokens() const { return evicted_tokens_; }
   double eviction_seconds() const { return eviction_seconds_; }
+  // eviction_seconds() split as in EvictionEvent (scoring, selection, compaction), summed.
+  double score_seconds() const { return score_seconds_; }
+  double select_seconds() const { return select_seconds_; }
+  double compact_seconds() const { return compact_seconds_; }
   const std::vector<EvictionEvent>& events() const { return events_; }
 
  private:
@@ -87,6 +96,9 @@ class CacheManager {
   int64_t evictions_ = 0;
   int64_t evicted_tokens_ = 0;
   double eviction_seconds_ = 0.0;
+  double score_seconds_ = 0.0;
+  double select_seconds_ = 0.0;
+  double compact_seconds_ = 0.0;
   std::vector<EvictionEvent> events_;
 };
 
