@@ -1,6 +1,9 @@
 #include "models/eviction_eval.h"
 
 #include <sys/resource.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +25,17 @@ int64_t most_slots(const KvCache& cache) {
   int64_t most = 0;
   for (int64_t l = 0; l < cache.n_layers(); ++l) most = std::max(most, cache.size(l));
   return most;
+}
+
+// The most slots the cache held at once so far: its size now, or what it held before an eviction
+// (a prompt-compressing policy holds its whole prompt until prefill ends, which the size measured
+// after prefill no longer shows). Between evictions a cache only grows, so this is the peak.
+int64_t peak_slots(const KvCache& cache, const CacheManager* manager) {
+  int64_t peak = most_slots(cache);
+  if (manager != nullptr) {
+    for (const EvictionEvent& event : manager->events()) peak = std::max(peak, event.slots_before);
+  }
+  return peak;
 }
 
 bool known_policy(const std::string& policy) {
@@ -465,8 +479,6 @@ void EvictionEval::run_continuation(std::span<const EvalText> texts) {
           lanes.push_back(std::make_unique<Lane>(*models[c], cache_capacity(cells_[c], span),
                                                  options_.kv_type, &cells_[c].config));
           lanes.back()->generator->prefill(prompt);
-          cells_[c].continuation.max_slots =
-              std::max(cells_[c].continuation.max_slots, most_slots(*lanes.back()->cache));
         }
         std::vector<PairedSums> units(cells_.size());
         for (int64_t i = prefix; i + 1 < span; ++i) {
@@ -481,10 +493,12 @@ void EvictionEval::run_continuation(std::span<const EvalText> texts) {
             units[c].add(comparer.compare(full_logits, logits, i), full_nll, policy_nll);
             result.policy.add(policy_nll);
             result.full.add(full_nll);
-            result.max_slots = std::max(result.max_slots, most_slots(*lanes[c]->cache));
           }
         }
         for (size_t c = 0; c < cells_.size(); ++c) {
+          cells_[c].continuation.max_slots =
+              std::max(cells_[c].continuation.max_slots,
+                       peak_slots(*lanes[c]->cache, lanes[c]->manager.get()));
           cells_[c].continuation.units.push_back(units[c]);
           cells_[c].continuation.evictions += EvictionTotals::of(*lanes[c]->manager);
         }
@@ -513,8 +527,9 @@ void EvictionEval::run_retrieval(std::span<const PasskeyCase> cases, const Token
       CellResult& cell = cells_[c];
       Lane lane(*models[c], cache_capacity(cell, tokens), options_.kv_type, &cell.config);
       cell.retrieval.push_back(answer_passkey(*lane.generator, tokenizer, passkey, answer));
-      cell.retrieval_max_slots =
-          std::max(cell.retrieval_max_slots, cell.retrieval.back().max_slots);
+      PasskeyTrial& trial = cell.retrieval.back();
+      trial.max_slots = std::max(trial.max_slots, peak_slots(*lane.cache, lane.manager.get()));
+      cell.retrieval_max_slots = std::max(cell.retrieval_max_slots, trial.max_slots);
       correct += cell.retrieval.back().correct ? 1 : 0;
     }
     report(str_cat(
@@ -533,6 +548,7 @@ void EvictionEval::run_cost(const EvalText& text) {
   const auto measure = [&](const CellResult* cell) {
     CostResult cost;
     cost.measured = true;
+    release_free_memory();  // what earlier runs freed must not be counted, or hide this one
     cost.peak_rss_reset = reset_peak_resident();
     cost.rss_before_bytes = resident_bytes();
     LlamaModel model(backend_, config_, weights_, batch_);
@@ -550,6 +566,7 @@ void EvictionEval::run_cost(const EvalText& text) {
       cost.decode_wall_seconds += std::chrono::duration<double>(Clock::now() - start).count();
       cost.max_slots = std::max(cost.max_slots, most_slots(*lane.cache));
     }
+    cost.max_slots = std::max(cost.max_slots, peak_slots(*lane.cache, lane.manager.get()));
     cost.decode_tokens = decode_tokens;
     cost.decode_seconds = lane.generator->decode_seconds();
     cost.logical_length = lane.cache->next_position();
@@ -596,6 +613,17 @@ int64_t peak_resident_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux and BSDs report KiB
+}
+
+bool release_free_memory() {
+#if defined(__GLIBC__)
+  // glibc keeps freed memory in its heaps (and raises its mmap threshold after large frees, so
+  // later large blocks come from the heap too); malloc_trim returns the free pages to the system.
+  malloc_trim(0);
+  return true;
+#else
+  return false;
+#endif
 }
 
 bool reset_peak_resident() {

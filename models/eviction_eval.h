@@ -168,7 +168,7 @@ struct StreamingCell {
 struct ContinuationCell {
   NllStats policy, full;
   std::vector<PairedSums> units;  // one per window
-  int64_t max_slots = 0;
+  int64_t max_slots = 0;          // the most slots held at once, the prefilled prefix included
   EvictionTotals evictions;
 };
 
@@ -180,10 +180,12 @@ struct CostResult {
   double decode_wall_seconds = 0.0;  // the same with the evictions between them
   int64_t kv_bytes_allocated = 0;    // KvCache::memory_bytes()
   int64_t kv_bytes_peak = 0;         // the most K/V bytes filled at once (max_slots worth)
-  int64_t max_slots = 0;
-  int64_t rss_before_bytes = 0;  // resident memory before the run's model and cache were made
-  int64_t peak_rss_bytes = 0;    // the process's peak resident memory during the run
-  bool peak_rss_reset = false;   // the peak counter was restarted for this run (Linux)
+  int64_t max_slots = 0;             // the most slots held at once, prefill included
+  // Resident memory before the run's model and cache were made, after the allocator returned its
+  // free memory to the system (release_free_memory).
+  int64_t rss_before_bytes = 0;
+  int64_t peak_rss_bytes = 0;   // the process's peak resident memory during the run
+  bool peak_rss_reset = false;  // the peak counter was restarted for this run (Linux)
   EvictionTotals prefill_evictions;
   EvictionTotals decode_evictions;
 };
@@ -282,5 +284,8 @@ int64_t peak_resident_bytes();
 // Restarts the peak counter at the current resident memory (/proc/self/clear_refs); false where
 // that is not possible.
 bool reset_peak_resident();
+// Returns the allocator's free memory to the system (glibc's malloc_trim), so that the resident
+// memory counts live allocations only; false where the C library has no such call.
+bool release_free_memory();
 
 }  // namespace edgelm

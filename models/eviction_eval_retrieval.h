@@ -64,7 +64,9 @@ struct PasskeyAnswerOptions {
 struct PasskeyTrial {
   std::string answer;  // the greedy continuation, decoded
   bool correct = false;
-  int64_t max_slots = 0;  // the most slots the cache held while answering
+  // The most slots the cache held while answering, as seen after each step (run_retrieval adds
+  // what a policy held before its evictions, such as a whole prompt before compressing it).
+  int64_t max_slots = 0;
 };
 
 // Prefills the case's prompt through `generator` (its cache empty, its CacheManager evicting as it

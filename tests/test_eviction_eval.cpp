@@ -616,6 +616,9 @@ TEST(Passkey, FullCacheAnswersAreTheCellsFunction) {
         EXPECT_EQ(cell.retrieval[i].answer, got.answer) << cell.policy;
       } else if (!cell.compresses_prompt) {
         EXPECT_LE(cell.retrieval[i].max_slots, 32) << cell.policy;
+      } else {  // the whole prompt, held until prefill ends
+        EXPECT_GE(cell.retrieval[i].max_slots, static_cast<int64_t>(cases[i].prompt.size()))
+            << cell.policy;
       }
     }
   }
