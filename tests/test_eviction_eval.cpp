@@ -191,6 +191,13 @@ TEST(EvictionEvalStats, PairedBootstrap) {
   EXPECT_EQ(again.kl.high, s.kl.high);
   const PairedSummary other = summarize_paired(units, {.resamples = 2000, .seed = 6});
   EXPECT_NE(other.kl.low, s.kl.low);
+  // Two units, KL 0 and 1: a resample's mean is 0, 1/2 or 1 (one chance in four for either
+  // end), so the 95 % interval runs from 0 to 1; every unit must be drawn.
+  const std::vector<PairedSums> two = {{.count = 1, .kl = 0.0}, {.count = 1, .kl = 1.0}};
+  const PairedSummary both = summarize_paired(two, options);
+  EXPECT_EQ(both.kl.low, 0.0);
+  EXPECT_EQ(both.kl.high, 1.0);
+  EXPECT_EQ(both.kl.mean, 0.5);
   const PairedSummary one = summarize_paired(std::span(units).first(1), options);
   EXPECT_TRUE(std::isnan(one.kl.low));
   EXPECT_FALSE(std::isnan(one.kl.mean));
@@ -677,7 +684,11 @@ TEST(EvictionEvalText, ByteEndsAddUpToTheText) {
   const std::vector<int64_t> ends = token_byte_ends(tokenizer, ids);
   ASSERT_EQ(ends.size(), ids.size());
   EXPECT_EQ(ends.back(), static_cast<int64_t>(text.size()));
-  EXPECT_TRUE(std::is_sorted(ends.begin(), ends.end()));
+  // Every byte-level token brings at least one byte, counted with the token that brought it
+  // (also the first byte of a character that a later token completes).
+  EXPECT_GT(ends.front(), 0);
+  EXPECT_TRUE(std::adjacent_find(ends.begin(), ends.end(), std::greater_equal<int64_t>()) ==
+              ends.end());
 }
 
 }  // namespace
