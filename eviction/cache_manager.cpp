@@ -8,6 +8,14 @@
 #include "core/log.h"
 
 namespace edgelm {
+namespace {
+
+double seconds_between(std::chrono::steady_clock::time_point from,
+                       std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+}  // namespace
 
 int64_t kv_budget_from_bytes(uint64_t budget_bytes, size_t slot_bytes) {
   EDGELM_CHECK(slot_bytes > 0, "[eviction] a KV slot of 0 bytes");
@@ -289,7 +297,10 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
     const auto* positions = view.kv_pos.data<int32_t>();
     LayerSlots slots{l,        n_slots, n_kv_heads, positions, cache.next_position(),
                      incoming, n_keep,  view.k,     view.v,    &tokens_};
+    const auto score_start = std::chrono::steady_clock::now();
     policy_->score(slots, phase, scores_.data());
+    const auto select_start = std::chrono::steady_clock::now();
+    event.score_seconds += seconds_between(score_start, select_start);
     Tensor keep = keep_.view(DType::I32, {n_kv_heads, n_keep});
     int32_t* keep_values = keep.data<int32_t>();
     for (int64_t g = 0; g < n_kv_heads; ++g) {
@@ -312,9 +323,12 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
       std::sort(order, order + n_keep);
       std::copy_n(order, n_keep, keep_values + g * n_keep);
     }
+    const auto compact_start = std::chrono::steady_clock::now();
+    event.select_seconds += seconds_between(select_start, compact_start);
     cache.compact(l, keep);
     cache.backend().synchronize();  // the next layer rewrites the keep list
     policy_->on_compact(l, keep_values, n_kv_heads, n_keep);
+    event.compact_seconds += seconds_between(compact_start, std::chrono::steady_clock::now());
   }
   cache.backend().synchronize();
   if (promised > promised_target) {
@@ -341,6 +355,9 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
   ++evictions_;
   evicted_tokens_ += event.slots_before - event.slots_after;
   eviction_seconds_ += event.seconds;
+  score_seconds_ += event.score_seconds;
+  select_seconds_ += event.select_seconds;
+  compact_seconds_ += event.compact_seconds;
   events_.push_back(event);
   log_debug("[eviction] step ", event.step, ": ", policy_->name(), " (", reason, ") ",
             event.slots_before, " -> ", event.slots_after, " slots in ", event.seconds * 1e3, " ms",

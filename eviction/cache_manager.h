@@ -33,6 +33,11 @@ struct EvictionEvent {
   size_t released_bytes = 0;
   size_t rss_before_bytes = 0;
   size_t rss_after_bytes = 0;
+  // The parts of `seconds`: the policy's scores, the top-k selection per kv head, and the
+  // compaction (kv_compact on K, V and positions, then the policy's on_compact).
+  double score_seconds = 0.0;
+  double select_seconds = 0.0;
+  double compact_seconds = 0.0;
 };
 
 // The budget in slots that budget_bytes of K and V hold: floor(budget_bytes / slot_bytes), with
@@ -105,6 +110,10 @@ class CacheManager {
   // Time spent handing queries to the policy (observe_queries: what keeping query statistics
   // costs beyond the forward pass).
   double query_seconds() const { return query_seconds_; }
+  // eviction_seconds() split as in EvictionEvent (scoring, selection, compaction), summed.
+  double score_seconds() const { return score_seconds_; }
+  double select_seconds() const { return select_seconds_; }
+  double compact_seconds() const { return compact_seconds_; }
   const std::vector<EvictionEvent>& events() const { return events_; }
   // Bytes given back to the system by memory-pressure evictions, and the resident set they took
   // away (the sum over those evictions of RSS before minus after).
@@ -166,6 +175,9 @@ class CacheManager {
   double query_seconds_ = 0.0;
   size_t released_bytes_ = 0;
   size_t rss_drop_bytes_ = 0;
+  double score_seconds_ = 0.0;
+  double select_seconds_ = 0.0;
+  double compact_seconds_ = 0.0;
   std::vector<EvictionEvent> events_;
   std::map<std::string, int64_t> fallbacks_;
 };
