@@ -161,6 +161,17 @@ int64_t largest_layer_limit(const EvictionConfig& config, int64_t n_layers) {
   return largest;
 }
 
+int64_t largest_step(const EvictionConfig& config, int64_t n_layers) {
+  const std::unique_ptr<EvictionPolicy> policy = make_policy(config);
+  int64_t smallest = config.kv_budget;
+  for (int64_t l = 0; l < n_layers; ++l)
+    smallest = std::min(smallest, policy->layer_limit(l, n_layers, config.kv_budget));
+  // Protected sinks stay beside every step (CacheManager::max_step_tokens).
+  const int64_t reserved =
+      config.protect.empty() ? 0 : with_budget_defaults(config).sink_tokens.value_or(0);
+  return std::max<int64_t>(1, (smallest - reserved) / 2);
+}
+
 EvictionConfig streaming_budget_config(const EvictionConfig& config, bool compresses,
                                        int64_t budget, int64_t evict_every) {
   EvictionConfig streaming = config;
@@ -274,6 +285,25 @@ void check_eviction_eval_options(const EvictionEvalOptions& options, const Llama
           EDGELM_FAIL("[eviction_eval] ", policy, " at a budget of ", budget, " slots: ", e.what());
         }
       }();
+      if (!compresses) {  // a policy that compresses the prompt holds it whole until then
+        const int64_t step = largest_step(cell, config.n_layers);
+        const bool prefills = options.continuation;  // the others let the generator split steps
+        const char* flag = nullptr;
+        int64_t asked = 0;
+        if (options.streaming && options.evict_every > step) {
+          flag = "--evict-every ";
+          asked = options.evict_every;
+        } else if (prefills && batch > step) {
+          flag = "-b/--batch-size ";
+          asked = batch;
+        }
+        if (flag != nullptr) {
+          EDGELM_FAIL("[eviction_eval] ", policy, " at a budget of ", budget,
+                      " slots makes room for steps of at most ", step,
+                      " tokens (half its smallest layer's share, less protected sinks): ", flag,
+                      asked, " is more; lower it, or raise the budget (or lower --pyramid-beta)");
+        }
+      }
       if (options.streaming) {
         try {
           make_policy(streaming_budget_config(cell, compresses, budget, options.evict_every));
@@ -396,7 +426,9 @@ void EvictionEval::run_streaming(std::span<const EvalText> texts) {
       for (size_t c = 0; c < cells_.size(); ++c) {
         CellResult& cell = cells_[c];
         models.push_back(std::make_unique<LlamaModel>(backend_, config_, weights_, step));
-        lanes.push_back(std::make_unique<Lane>(*models.back(), cell.budget + step, options_.kv_type,
+        // The budget (a pyramid's bottom layer: its share) and room for one step beside it.
+        const int64_t capacity = largest_layer_limit(cell.config, config_.n_layers) + step;
+        lanes.push_back(std::make_unique<Lane>(*models.back(), capacity, options_.kv_type,
                                                &cell.streaming_config));
         streams.push_back(std::make_unique<TeacherForcedStream>(
             *lanes.back()->generator, tokens, TeacherForcingOptions{.batch = step}));

@@ -73,6 +73,10 @@ EvictionConfig budget_config(const std::string& policy, int64_t budget, const Bu
 // layer's share of it).
 int64_t largest_layer_limit(const EvictionConfig& config, int64_t n_layers);
 
+// The most tokens one step may bring under `config` (a policy that evicts before each step):
+// half its smallest layer's share, less the protected sinks (CacheManager::max_step_tokens).
+int64_t largest_step(const EvictionConfig& config, int64_t n_layers);
+
 // ---- texts ----
 
 // A text to stream: its tokens and where they came from.

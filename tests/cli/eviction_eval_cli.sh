@@ -75,6 +75,11 @@ head -c 40 "$text" > "$work/short.txt"
 expect_error "text shorter than a window" "tokenizes to 41 tokens, fewer than one window of -c" \
   -m "$gguf" -f "$work/short.txt" -c 64 --budgets 16 --runs streaming
 expect_error "unknown policy" "--policies: 'lru' is not one of" "${base[@]}" --policies sink,lru
+expect_error "unknown wrapper" "wrapper 'lru' is not protect or pyramid" "${base[@]}" \
+  --policies h2o+lru
+expect_error "a pyramid's top layer too small for a chunk" \
+  "tova+pyramid at a budget of 16 slots makes room for steps of at most" "${base[@]}" \
+  --budgets 16 --policies tova+pyramid --pyramid-beta 2 --evict-every 8
 expect_error "none as a policy" "'none' is the full cache" "${base[@]}" --policies none
 expect_error "chunk beyond half the budget" "--evict-every 9 is more than half the budget of 16" \
   "${base[@]}" --budgets 16 --evict-every 9
