@@ -302,6 +302,10 @@ int run(int argc, char** argv) {
                  "holds when prefill ends (-1: empty)");
   app.add_option("--memory-threshold-mb", eviction.memory_threshold_mb,
                  "Evict while available memory is below this (MiB)");
+  app.add_option("--pressure-floor", eviction.pressure_floor,
+                 "Slots memory pressure never cuts the cache below (default: what the policy "
+                 "always keeps + 16 recent + one prefill step)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   app.add_option("--snapkv-window", eviction.snapkv_window,
                  "snapkv: last prompt queries that score the prompt");
   app.add_option("--snapkv-kernel", eviction.snapkv_kernel,

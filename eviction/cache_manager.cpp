@@ -100,7 +100,8 @@ int64_t CacheManager::max_step_tokens(const KvCache& cache) const {
     return std::max<int64_t>(1, cache.capacity() / 2);
   }
   int64_t held = cache.capacity();
-  if (const auto uniform = limit()) held = std::min(held, smallest_share(*uniform, cache.n_layers()));
+  if (const auto uniform = limit())
+    held = std::min(held, smallest_share(*uniform, cache.n_layers()));
   return std::max<int64_t>(1, (held - policy_->reserved_slots(tokens_)) / 2);
 }
 
@@ -162,6 +163,18 @@ void CacheManager::observe_queries(KvCache& cache, const LlamaModel& model,
   query_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+int64_t CacheManager::pressure_floor(int64_t need_free) {
+  largest_step_ = std::max(largest_step_, need_free);
+  if (config_.pressure_floor > 0) return std::max(config_.pressure_floor, largest_step_);
+  // What the policy always keeps (sinks, a protected prefix, protected classes), a short recent
+  // window, and the coming step.
+  int64_t kept = policy_->reserved_slots(tokens_);
+  if (policy_reads(config_, "--sink-tokens"))
+    kept = std::max(kept, config_.sink_tokens.value_or(0));
+  if (policy_reads(config_, "--protected-prefix")) kept = std::max(kept, config_.protected_prefix);
+  return kept + kPressureFloorWindow + largest_step_;
+}
+
 int64_t CacheManager::fallback_count() const {
   int64_t count = 0;
   for (const auto& [kind, n] : fallbacks_) count += n;
@@ -216,10 +229,12 @@ std::optional<EvictionEvent> CacheManager::maybe_evict(KvCache& cache, Phase pha
   if (monitor_ != nullptr) {
     if (monitor_->available_mb() < config_.memory_threshold_mb) {
       // Under pressure, cap the cache at a share of what it held when pressure began; the cap
-      // holds (like a budget) until memory recovers.
+      // holds (like a budget) until memory recovers, and never below the floor, so that memory
+      // that stays low slows the cache's growth instead of emptying it.
+      const int64_t floor = pressure_floor(need_free);
       if (!pressure_cap_) {
-        pressure_cap_ =
-            std::max<int64_t>(1, static_cast<int64_t>(slots * config_.pressure_keep_ratio));
+        pressure_cap_ = std::max<int64_t>(
+            floor, static_cast<int64_t>(static_cast<double>(slots) * config_.pressure_keep_ratio));
         const std::optional<int64_t> held = limit();
         if (held && *pressure_cap_ < *held) {
           fall_back("pressure", str_cat("memory pressure caps the cache at ", *pressure_cap_,
@@ -227,6 +242,13 @@ std::optional<EvictionEvent> CacheManager::maybe_evict(KvCache& cache, Phase pha
                                         ": it keeps less than its rule asks until memory "
                                         "recovers"));
         }
+      }
+      if (*pressure_cap_ <= floor) {
+        pressure_cap_ = floor;
+        fall_back("floor",
+                  str_cat("memory stays below --memory-threshold-mb ", config_.memory_threshold_mb,
+                          ": the cache is held at its floor of ", floor,
+                          " slots (--pressure-floor) and generation goes on"));
       }
       bound(*pressure_cap_, "memory");
     } else {

@@ -119,11 +119,13 @@ class CacheManager {
   // away (the sum over those evictions of RSS before minus after).
   size_t released_bytes() const { return released_bytes_; }
   size_t rss_drop_bytes() const { return rss_drop_bytes_; }
+  // The recent slots that the automatic pressure floor keeps beside the always-kept ones.
+  static constexpr int64_t kPressureFloorWindow = 16;
   // How often the policy could not do what it promises, by kind (each logged once, as a warning,
   // when it first happens): "full" (the cache filled before the policy's limit), "no-window" (a
   // streaming prompt compressed without a window from the step before), "protected" (more
   // always-kept slots than the limit holds: the oldest go), "pressure" (memory pressure capped the
-  // cache below the policy's limit).
+  // cache below the policy's limit), "floor" (memory stayed low with the cache at its floor).
   const std::map<std::string, int64_t>& fallbacks() const { return fallbacks_; }
   // All of them.
   int64_t fallback_count() const;
@@ -150,6 +152,10 @@ class CacheManager {
   int64_t layer_target(const KvCache& cache, int64_t layer, const Targets& targets) const;
   EvictionEvent evict_to(KvCache& cache, Phase phase, const Targets& targets, int64_t incoming,
                          const char* reason);
+  // The fewest slots memory pressure leaves before a step of need_free tokens: --pressure-floor,
+  // or what the policy always keeps + kPressureFloorWindow recent slots + the largest step so far
+  // (so that the floor does not move between prefill steps and decode steps).
+  int64_t pressure_floor(int64_t need_free);
   // Counts a fallback of `kind`; the first of each kind is logged as a warning.
   void fall_back(const std::string& kind, const std::string& what);
 
@@ -158,6 +164,7 @@ class CacheManager {
   std::unique_ptr<SystemMonitor> monitor_;
   int64_t prompt_end_ = 0;
   int64_t steps_ = 0;
+  int64_t largest_step_ = 0;              // the most tokens one step has brought
   std::optional<int64_t> pressure_cap_;   // set while memory is below the threshold
   std::optional<int64_t> released_from_;  // pages past this slot were given back under pressure
   bool window_observed_ = false;          // a prefill window was observed since the last compaction

@@ -301,10 +301,11 @@ std::string policy_list() {
 
 const std::vector<std::string>& eviction_flags() {
   static const std::vector<std::string> flags = {
-      "--eviction-window",     "--protected-prefix", "--sink-tokens",         "--kv-budget",
-      "--memory-threshold-mb", "--simulate-memory",  "--snapkv-window",       "--snapkv-kernel",
-      "--snapkv-pool",         "--eviction-seed",    "--ea-future-positions", "--ea-covariance",
-      "--ea-epsilon",          "--protect",          "--layer-budget",        "--pyramid-beta"};
+      "--eviction-window",     "--protected-prefix", "--sink-tokens",    "--kv-budget",
+      "--memory-threshold-mb", "--simulate-memory",  "--pressure-floor", "--snapkv-window",
+      "--snapkv-kernel",       "--snapkv-pool",      "--eviction-seed",  "--ea-future-positions",
+      "--ea-covariance",       "--ea-epsilon",       "--protect",        "--layer-budget",
+      "--pyramid-beta"};
   return flags;
 }
 
@@ -321,7 +322,7 @@ bool budgeted(const std::string& policy) {
 bool policy_reads(const std::string& policy, const std::string& flag) {
   if (policy == "none") return false;
   if (flag == "--kv-budget" || flag == "--memory-threshold-mb" || flag == "--simulate-memory" ||
-      flag == "--protect") {
+      flag == "--pressure-floor" || flag == "--protect") {
     return true;  // the CacheManager's triggers and the protection wrapper, whatever is scored
   }
   if (flag == "--layer-budget" || flag == "--pyramid-beta") return budgeted(policy);
@@ -394,6 +395,8 @@ std::unique_ptr<EvictionPolicy> make_scored_policy(const EvictionConfig& c,
           str_cat("--memory-threshold-mb ", c.memory_threshold_mb, " must be finite and >= 0"));
   require(c.pressure_keep_ratio > 0 && c.pressure_keep_ratio < 1,
           str_cat("pressure keep ratio ", c.pressure_keep_ratio, " must be in (0, 1)"));
+  require(c.pressure_floor >= 0,
+          str_cat("--pressure-floor ", c.pressure_floor, " must be >= 0 (0: automatic)"));
   if (c.policy == "none") return std::make_unique<NonePolicy>();
   if (c.policy == "sliding" || c.policy == "sink") {
     // Slots the rule always keeps must leave the budget room for the newest token.
@@ -434,9 +437,8 @@ std::unique_ptr<EvictionPolicy> make_scored_policy(const EvictionConfig& c,
   if (c.policy == "random") return make_random_policy(c);
   if (c.policy == "keydiff") return make_keydiff_policy(c);
   if (c.policy == "expected_attention") {
-    require(sinks < c.kv_budget,
-            str_cat("expected_attention: --sink-tokens ", sinks,
-                    " must be below --kv-budget ", c.kv_budget));
+    require(sinks < c.kv_budget, str_cat("expected_attention: --sink-tokens ", sinks,
+                                         " must be below --kv-budget ", c.kv_budget));
     require(c.ea_future_positions >= 1,
             str_cat("--ea-future-positions ", c.ea_future_positions, " must be at least 1"));
     require(c.ea_epsilon >= 0 && std::isfinite(c.ea_epsilon),
@@ -475,7 +477,7 @@ std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& config) {
       int64_t limit = policy->own_limit().value_or(std::numeric_limits<int64_t>::max());
       if (c.kv_budget > 0) limit = std::min(limit, c.kv_budget);
       require(sinks < limit, str_cat("--protect sinks: --sink-tokens ", sinks,
-                                       " must be below the limit of ", limit, " slots"));
+                                     " must be below the limit of ", limit, " slots"));
     }
     policy = make_protect_policy(std::move(policy), protect, sinks);
   }

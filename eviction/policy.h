@@ -22,16 +22,17 @@ enum class Phase { Prefill, Decode };
 // The eviction settings. window and sink_tokens left unset take defaults that scale with the
 // budget (with_budget_defaults).
 struct EvictionConfig {
-  std::string policy = "none";       // one of policy_names()
-  std::optional<int64_t> window;     // recent tokens kept (sliding, sink, h2o)
-  int64_t protected_prefix = 0;      // sliding: first tokens always kept
+  std::string policy = "none";         // one of policy_names()
+  std::optional<int64_t> window;       // recent tokens kept (sliding, sink, h2o)
+  int64_t protected_prefix = 0;        // sliding: first tokens always kept
   std::optional<int64_t> sink_tokens;  // sink, snapkv's decode, expected_attention, --protect sinks
-  int64_t kv_budget = 0;             // most slots per layer; 0 = no budget
-  double memory_threshold_mb = 256;  // evict while available memory is below this
-  double pressure_keep_ratio = 0.5;  // under memory pressure, cap the cache at this share of it
-  int64_t snapkv_window = 32;        // observation window: the last prompt queries
-  int64_t snapkv_kernel = 7;         // pooling kernel over slots (odd)
-  std::string snapkv_pool = "max";   // max|avg
+  int64_t kv_budget = 0;               // most slots per layer; 0 = no budget
+  double memory_threshold_mb = 256;    // evict while available memory is below this
+  double pressure_keep_ratio = 0.5;    // under memory pressure, cap the cache at this share of it
+  int64_t pressure_floor = 0;          // ... but never below this many slots; 0: automatic
+  int64_t snapkv_window = 32;          // observation window: the last prompt queries
+  int64_t snapkv_kernel = 7;           // pooling kernel over slots (odd)
+  std::string snapkv_pool = "max";     // max|avg
 
   // The attention-free policies (eviction/random_policy.h, eviction/expected_attention_policy.h).
   uint64_t seed = 0;                  // random: the seed of the kept subset

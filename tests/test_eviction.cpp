@@ -707,6 +707,7 @@ TEST(MemoryPressure, EvictsAtThresholdAndNotBefore) {
   EvictionConfig config = config_for("sink");
   config.window = 500;  // the policy's own limit never fires here
   config.memory_threshold_mb = 256;
+  config.pressure_floor = 1;  // the cap is half the cache, whatever it holds
   LlamaModel& model = tiny_model();
   KvCache cache = model.make_cache(600, DType::F32);
   auto monitor = SimulatedMonitor::parse("0:1000,30:100");
@@ -741,6 +742,7 @@ TEST(MemoryPressure, EvictsAtThresholdAndNotBefore) {
 TEST(MemoryPressure, GivesFreedPagesBackToTheSystem) {
   EvictionConfig config = config_for("sink");
   config.window = 8000;
+  config.pressure_floor = 10;  // below half of the 37 slots held when pressure begins
   LlamaModel& model = tiny_model();
   KvCache cache = model.make_cache(8192, DType::F32);
   ASSERT_EQ(cache.memory_bytes(), 4u << 20);
@@ -765,12 +767,13 @@ TEST(MemoryPressure, GivesFreedPagesBackToTheSystem) {
   EXPECT_EQ(cache.next_position(), 8 + 40);
 }
 
-// More always-kept slots than a limit leaves (here 16 sinks under a memory cap of 13) is a
-// fallback too: the oldest go, with one warning, counted each time.
+// More always-kept slots than a limit leaves (here 16 sinks under a memory cap of 13, a floor
+// given below them) is a fallback too: the oldest go, with one warning, counted each time.
 TEST(MemoryPressure, CapBelowTheProtectedSlotsIsAFallback) {
   EvictionConfig config = config_for("sink");
   config.window = 500;
   config.sink_tokens = 16;
+  config.pressure_floor = 13;
   LlamaModel& model = tiny_model();
   KvCache cache = model.make_cache(600, DType::F32);
   CacheManager manager(config, make_policy(config), SimulatedMonitor::parse("0:1000,20:100"));
@@ -780,6 +783,55 @@ TEST(MemoryPressure, CapBelowTheProtectedSlotsIsAFallback) {
   EXPECT_EQ(manager.fallbacks().at("pressure"), 1);
   EXPECT_GE(manager.fallbacks().at("protected"), 1);
   EXPECT_LE(cache.size(0), 13);
+}
+
+// Memory that stays below the threshold from the first step on: every policy keeps generating,
+// its cache held at the floor (what it always keeps + 16 recent slots + the step) instead of
+// being halved to nothing; the floor is a fallback, warned about once and counted at each step.
+// Without a floor the cap was 1 slot (half of an empty cache) and the first step stopped with
+// "cannot free 8 slots under a limit of 1".
+TEST(MemoryPressure, SustainedPressureHoldsTheCacheAtItsFloor) {
+  for (const std::string& variant : {"sliding", "sink", "h2o", "tova", "snapkv", "random",
+                                     "keydiff", "expected_attention", "h2o+protect"}) {
+    SCOPED_TRACE(variant);
+    EvictionConfig config = config_for(variant);
+    config.kv_budget = 0;  // only memory pressure bounds the cache
+    config.window = 200;
+    if (variant == "h2o" || variant == "h2o+protect") config.window = 12;
+    if (config.policy != "sliding" && config.policy != "sink") config.kv_budget = 100;
+    LlamaModel& model = tiny_model();
+    KvCache cache = model.make_cache(256, DType::F32);
+    CacheManager manager(config, make_policy(config), SimulatedMonitor::parse("0:100"));
+    Generator generator(model, cache, &manager);
+    std::span<const float> logits = generator.prefill(prompt(30));
+    for (int step = 0; step < 120; ++step) logits = generator.decode(argmax(logits));
+    EXPECT_EQ(cache.next_position(), 150);
+    ASSERT_TRUE(manager.fallbacks().contains("floor"));
+    EXPECT_GE(manager.fallbacks().at("floor"), 100);
+    // Sinks (4) or the protected prefix (3) + 16 recent + the largest step (a prefill step).
+    const int64_t kept = config.policy == "sliding"              ? 3
+                         : policy_reads(config, "--sink-tokens") ? 4
+                                                                 : 0;
+    EXPECT_EQ(cache.size(0), kept + CacheManager::kPressureFloorWindow + generator.max_step());
+    for (const EvictionEvent& event : manager.events()) EXPECT_GE(event.slots_after, 0);
+  }
+}
+
+// An explicit floor is kept as given (but never below the coming step).
+TEST(MemoryPressure, ExplicitFloor) {
+  EvictionConfig config = config_for("sink");
+  config.window = 200;
+  config.pressure_floor = 40;
+  LlamaModel& model = tiny_model();
+  KvCache cache = model.make_cache(256, DType::F32);
+  CacheManager manager(config, make_policy(config), SimulatedMonitor::parse("0:100"));
+  Generator generator(model, cache, &manager);
+  std::span<const float> logits = generator.prefill(prompt(30));
+  for (int step = 0; step < 60; ++step) logits = generator.decode(argmax(logits));
+  EXPECT_EQ(cache.size(0), 40);
+  EXPECT_EQ(cache.next_position(), 90);
+  config.pressure_floor = -1;
+  EXPECT_THROW(make_policy(config), Error);
 }
 
 // generate warns about an eviction flag the chosen policy does not read (policy_reads()). Each
@@ -808,8 +860,8 @@ TEST(EvictionFlags, OnlyTheSettingsAPolicyReadsChangeWhatItKeeps) {
       // Read only with --layer-budget pyramid, so changed alone it must change nothing.
       {"--pyramid-beta", [](EvictionConfig& c) { c.pyramid_beta = 2; }},
   };
-  // The two memory flags need a monitor and are checked in MemoryPressure; the rest are here.
-  ASSERT_EQ(changes.size() + 2, eviction_flags().size());
+  // The three memory flags need a monitor and are checked in MemoryPressure; the rest are here.
+  ASSERT_EQ(changes.size() + 3, eviction_flags().size());
   for (const std::string& policy : policy_names()) {
     const GenerationRun base = generate(policy, 128, 40, config_for(policy));
     for (const Change& change : changes) {

@@ -229,9 +229,10 @@ else
   fail "-c 30 with a budget: says why it stopped"
 fi
 # Memory pressure gives the pages past its cap back (released_bytes), so fewer are resident than
-# allocated, and a cap below the policy's limit is a fallback: one warning, counted.
+# allocated, and a cap below the policy's limit is a fallback: one warning, counted (a floor below
+# the cap, so that the cap is half the cache).
 run pressure -m "$hf" --prompt-ids $twelve -n 40 --greedy -c 4096 --eviction-policy sink \
-  --eviction-window 400 --simulate-memory 0:4000,10:100
+  --eviction-window 400 --simulate-memory 0:4000,10:100 --pressure-floor 8
 same "memory pressure: cap below the limit counted" eviction_fallbacks 1 pressure
 released=$(field released_bytes pressure); released=${released#*:}
 resident=$(field kv_resident_bytes pressure); resident=${resident#*:}
@@ -242,6 +243,17 @@ if [ "${released:-0}" -gt 0 ] && [ "$((resident + released))" -le "$allocated" ]
   ok "memory pressure: $released bytes given back, $resident of $allocated resident"
 else
   fail "memory pressure: released '$released', resident '$resident' of '$allocated'"
+fi
+# Memory low from the start: the cache stays at its floor (the one sink of a 64-slot budget + 16
+# recent + the 12-token prefill step) and generation goes on to the last token; the floor is warned about once.
+run low -m "$hf" --prompt-ids $twelve -n 40 --greedy --eviction-policy sink --kv-budget 64 \
+  --simulate-memory 0:100
+same "memory low throughout: every token generated" generated_tokens 40 low
+same "memory low throughout: the cache at its floor" kv_slots 29 low
+if [ "$(grep -c '^\[warn\] \[eviction\] sink: memory stays below' "$work/err.txt")" -eq 1 ]; then
+  ok "memory low throughout: the floor warned about once"
+else
+  fail "memory low throughout: the floor warned about once"
 fi
 
 finish_cli_test generate_flags
