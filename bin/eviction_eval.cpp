@@ -180,8 +180,8 @@ int run(int argc, char** argv) {
   app.add_option("--evict-every", options.evict_every,
                  "Streaming: tokens per step, evicting before each (1: every token; default 1)");
   app.add_option(flag::kBatchSize, options.batch,
-                 "Prefill tokens per step of the other runs (default: 128 or half the smallest "
-                 "budget)");
+                 "Prefill tokens per step of the other runs (default: 128, or the largest step "
+                 "every cell makes room for: half the smallest budget, less protected sinks)");
   app.add_option("--sink-tokens", options.shares.sink_tokens,
                  "Sinks carved out of the budget (sink; snapkv in decode; expected_attention; "
                  "+protect; default 4)");

@@ -230,11 +230,22 @@ EvictionTotals EvictionTotals::operator-(const EvictionTotals& other) const {
 
 // ---- options ----
 
-int64_t eviction_eval_batch(const EvictionEvalOptions& options, const LlamaConfig&) {
+int64_t eviction_eval_batch(const EvictionEvalOptions& options, const LlamaConfig& config) {
   if (options.batch > 0) return options.batch;
-  int64_t smallest = kDefaultPrefillChunk * 2;
-  for (const int64_t budget : options.budgets) smallest = std::min(smallest, budget);
-  return std::max<int64_t>(1, std::min(kDefaultPrefillChunk, smallest / 2));
+  int64_t batch = kDefaultPrefillChunk;
+  for (const int64_t budget : options.budgets) {
+    batch = std::min(batch, budget / 2);
+    // A cell whose smallest layer or protected sinks leave less room takes smaller steps; settings
+    // that do not make a policy are left to check_eviction_eval_options to name.
+    for (const std::string& policy : options.policies) {
+      try {
+        const EvictionConfig cell = budget_config(policy, budget, options.shares);
+        if (!compresses_prompt(cell)) batch = std::min(batch, largest_step(cell, config.n_layers));
+      } catch (const Error&) {
+      }
+    }
+  }
+  return std::max<int64_t>(1, batch);
 }
 
 void check_eviction_eval_options(const EvictionEvalOptions& options, const LlamaConfig& config) {
