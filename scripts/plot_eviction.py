@@ -272,8 +272,13 @@ def quality_figure(plt, style, cells, run, summary, out_path, dpi, written):
     """Three panels against KV bytes: ΔNLL, KL(full ‖ policy), top-1 agreement."""
     first = cells[0]["run"]
     level = int(round(100 * first["interval_level"]))
-    fig, axes = plt.subplots(1, 3, figsize=(16, 6.4))
-    place_axes(fig, 1, 3, (0.95, 0.15, 1.1, 1.6), (0.95, 0))
+    policies = sorted({c["policy"] for c in cells})
+    # The legend (policies and the full cache) in rows of 8 below the title; the panels below it.
+    legend_columns = min(len(policies) + 1, 8)
+    legend_rows = math.ceil((len(policies) + 1) / legend_columns)
+    height = 6.15 + 0.25 * legend_rows
+    fig, axes = plt.subplots(1, 3, figsize=(16, height))
+    place_axes(fig, 1, 3, (0.95, 0.15, 0.85 + 0.25 * legend_rows, 1.6), (0.95, 0))
     panels = [("delta_nll",
                "mean ΔNLL (policy − full), nats/token\nfull cache = 0 by definition",
                "ΔNLL of the next token", 0.0),
@@ -281,7 +286,6 @@ def quality_figure(plt, style, cells, run, summary, out_path, dpi, written):
                "KL divergence from the full cache", 0.0),
               ("top1", "top-1 agreement with the full cache\nfull cache = 1 by definition",
                "same most likely next token", 1.0)]
-    policies = sorted({c["policy"] for c in cells})
     # What the full cache holds at the end, against which a budget's share is given.
     if run == "streaming":
         full_tokens = first["window_tokens"]
@@ -337,8 +341,8 @@ def quality_figure(plt, style, cells, run, summary, out_path, dpi, written):
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.45 / 6.4),
-               ncol=min(len(labels), 8), fontsize=9, frameon=False)
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.45 / height),
+               ncol=legend_columns, fontsize=9, frameon=False)
     model = os.path.basename(first["model"])
     if run == "streaming":
         which = ("predictions after each window's first eviction" if summary == "paired_filled"
@@ -384,7 +388,7 @@ def retrieval_figures(plt, np, style, cells, out_dir, dpi, written):
         # Inches: each heat map's cells stay readable, the gaps hold tick labels and titles.
         axes_w, axes_h = max(1.3, 0.6 * len(lengths)), max(1.0, 0.4 * len(depths))
         gap_w, gap_h = 0.65, 0.95
-        margins = (1.05, 1.15, 1.55, 1.35)
+        margins = (1.05, 1.15, 1.55, 1.15)
         width = margins[0] + margins[1] + ncols * axes_w + (ncols - 1) * gap_w
         height = margins[2] + margins[3] + nrows * axes_h + (nrows - 1) * gap_h
         width = max(width, 8.0)
@@ -491,10 +495,13 @@ def time_figure(plt, style, by_run, out_path, dpi, written):
         panels.append((by_run["cost"], lambda c: c["cost"]["decode_evictions"],
                        f"cost run: {run['cost_tokens']} decode steps after a "
                        f"{run['window_tokens']}-token prefill"))
-    height = 6.4
+    # Two legends below the title, the policies' in rows of 8, then the panels.
+    n_policies = len({c["policy"] for cells, _, _ in panels for c in cells})
+    policy_rows = math.ceil(n_policies / 8)
+    height = 6.15 + 0.25 * policy_rows
     fig, axes = plt.subplots(1, len(panels), figsize=(7.5 * len(panels) + 1, height),
                              squeeze=False)
-    place_axes(fig, 1, len(panels), (0.85, 0.15, 1.45, 1.3), (0.9, 0))
+    place_axes(fig, 1, len(panels), (0.85, 0.15, 1.2 + 0.25 * policy_rows, 1.3), (0.9, 0))
     all_cells = []
     for ax, (cells, evictions_of, title) in zip(axes[0], panels):
         all_cells += cells
@@ -533,9 +540,11 @@ def time_figure(plt, style, by_run, out_path, dpi, written):
     part_handles = [Patch(facecolor="0.3" if alpha > 0 else "white", alpha=alpha or 1.0,
                           hatch=hatch, edgecolor="0.3", label=label)
                     for _, label, alpha, hatch in COMPONENTS]
-    fig.legend(handles=policy_handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.45 / height),
-               ncol=min(len(policies), 10), fontsize=9, frameon=False)
-    fig.legend(handles=part_handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.8 / height),
+    fig.legend(handles=policy_handles, loc="upper center",
+               bbox_to_anchor=(0.5, 1 - 0.45 / height), ncol=min(n_policies, 8), fontsize=9,
+               frameon=False)
+    fig.legend(handles=part_handles, loc="upper center",
+               bbox_to_anchor=(0.5, 1 - (0.55 + 0.25 * policy_rows) / height),
                ncol=len(part_handles), fontsize=9, frameon=False)
     model = os.path.basename(all_cells[0]["run"]["model"])
     fig.suptitle(f"{model}: time per eviction", fontsize=13, y=0.985)
