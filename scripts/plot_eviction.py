@@ -140,9 +140,12 @@ def read_cells(path):
     return cells
 
 
-def model_key(cell):
-    run = cell["run"]
-    return run["model_sha256"] or os.path.basename(run["model"])
+def same_model(a, b):
+    """By sha256 where both runs hashed the model (not with --no-hash), else by file name."""
+    sha_a, sha_b = a["run"]["model_sha256"], b["run"]["model_sha256"]
+    if sha_a and sha_b:
+        return sha_a == sha_b
+    return os.path.basename(a["run"]["model"]) == os.path.basename(b["run"]["model"])
 
 
 def model_name(cell):
@@ -172,7 +175,7 @@ def merge(cells):
     InputError when a run of a cell is given twice, or when cells plotted together come from
     different models or ran with different settings."""
     for cell in cells[1:]:
-        if model_key(cell) != model_key(cells[0]):
+        if not same_model(cell, cells[0]):
             raise InputError(
                 f"{cells[0]['_where']} and {cell['_where']}: different models "
                 f"({model_name(cells[0])} and {model_name(cell)}); plot them separately")
@@ -230,7 +233,6 @@ class Style:
         cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
         self.colour = {n: cmap(i % cmap.N) for i, n in enumerate(names)}
         self.marker = {n: self.MARKERS[i % len(self.MARKERS)] for i, n in enumerate(names)}
-        self.names = names
 
 
 def footnote(cells, extra=""):
