@@ -529,7 +529,8 @@ LoadedModel tiny_weights(Backend& backend) {
       fs::path(::testing::TempDir()) / ("edgelm_eviction_policies_" + std::to_string(::getpid()));
   const std::string path = make_model(
       {.preset = "tiny", .format = "hf", .quant = DType::F32, .seed = 9, .out_dir = dir.string()});
-  return load_llama(path, backend);
+  const std::unique_ptr<Backend> converter = create_weight_converter(backend.name());
+  return load_llama(path, backend, {.converter = converter.get()});
 }
 
 // Layer 0's queries before RoPE, computed on the host from the F32 weights: Wq · rms_norm(x) for
