@@ -9,6 +9,14 @@
 #endif
 
 namespace edgelm {
+namespace {
+
+// "cpu" and "cpu:<isa>".
+bool names_cpu(const std::string& name) {
+  return name == "cpu" || name.starts_with("cpu:");
+}
+
+}  // namespace
 
 bool opencl_built() {
 #if EDGELM_HAVE_OPENCL
@@ -41,7 +49,7 @@ std::vector<std::string> backend_names() {
 }
 
 std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options) {
-  if (name == "cpu" || name.starts_with("cpu:")) {
+  if (names_cpu(name)) {
     cpu::CpuOptions cpu_options;
     cpu_options.n_threads = options.n_threads;
     cpu_options.cpus = options.cpus;
@@ -66,6 +74,12 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
   std::string known;
   for (const std::string& candidate : backend_names()) known += " " + candidate;
   EDGELM_FAIL("[backend] unknown backend '", name, "'; available:", known);
+}
+
+std::unique_ptr<Backend> create_weight_converter(const std::string& name,
+                                                 const BackendOptions& options) {
+  if (names_cpu(name)) return nullptr;
+  return create_backend("cpu", {.n_threads = options.n_threads, .cpus = options.cpus});
 }
 
 }  // namespace edgelm

@@ -587,6 +587,9 @@ int run(int argc, char** argv) {
       const bool peak_is_per_model = reset_peak_rss();
       auto load_backend = edgelm::create_backend(
           backend_name, {.n_threads = threads[0], .cpus = cpus, .repack_weights = !no_repack});
+      const auto converter =
+          edgelm::create_weight_converter(backend_name, {.n_threads = threads[0], .cpus = cpus});
+      load_options.converter = converter.get();
       const auto load_start = Clock::now();
       edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *load_backend, load_options);
       const double load_s = seconds_since(load_start);

@@ -110,7 +110,9 @@ int run(int argc, char** argv) {
                                      .out_dir = dir.string()});
   }
   auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
-  edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend);
+  const auto converter = edgelm::create_weight_converter(backend_name, {.n_threads = threads});
+  edgelm::LoadedModel loaded =
+      edgelm::load_llama(model_path, *backend, {.converter = converter.get()});
   edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
   const edgelm::LlamaConfig& shape = model.config();
   if (budget_bytes > 0) {

@@ -201,7 +201,8 @@ int run(int argc, char** argv) {
                  "Streaming predictions per bootstrap unit (default 128)");
   app.add_option("--bootstrap", options.bootstrap.resamples,
                  "Bootstrap resamples per interval (default 1000)");
-  app.add_option(flag::kSeed, seed, "Seed of the bootstrap, the passkeys and the random policy (default 0)")
+  app.add_option(flag::kSeed, seed,
+                 "Seed of the bootstrap, the passkeys and the random policy (default 0)")
       ->check(edgelm::cli::kUint64);
   app.add_option("--floor-policy", options.floor_policy,
                  "Compare every cell with this policy at the same budget, when run (random)");
@@ -295,6 +296,8 @@ int run(int argc, char** argv) {
 
   // ---- the model ----
   auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
+  const auto converter = edgelm::create_weight_converter(backend_name, {.n_threads = threads});
+  load_options.converter = converter.get();
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
   const edgelm::Tokenizer tokenizer = edgelm::Tokenizer::from_model_path(model_path);
   std::fprintf(stderr, "model: %s (%s; weights %s)\n%s\nbackend: %s\n", model_path.c_str(),

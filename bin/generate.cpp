@@ -442,6 +442,9 @@ int run(int argc, char** argv) {
                                                        .cl_device = cl_device,
                                                        .profile = profile,
                                                        .repack_weights = !no_repack});
+  const auto converter =
+      edgelm::create_weight_converter(backend_name, {.n_threads = threads, .cpus = cpus});
+  load_options.converter = converter.get();
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
   const edgelm::DType weight_type = loaded.weight_type;
   // How the backend holds the projections: the weight type, or a repacked layout of it.

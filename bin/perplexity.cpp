@@ -86,6 +86,8 @@ int run(int argc, char** argv) {
 
   const int64_t step_tokens = std::min(batch, n_ctx);
   auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
+  const auto converter = edgelm::create_weight_converter(backend_name, {.n_threads = threads});
+  load_options.converter = converter.get();
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
   const edgelm::DType weight_type = loaded.weight_type;
   const std::string format = loaded.format;

@@ -105,37 +105,37 @@ int64_t CacheManager::max_step_tokens(const KvCache& cache) const {
   return std::max<int64_t>(1, (held - policy_->reserved_slots(tokens_)) / 2);
 }
 
-ForwardOptions CacheManager::forward_options(Phase phase, int64_t first_position,
-                                             int64_t n_tokens) const {
-  ForwardOptions options;
+StepExports CacheManager::forward_options(Phase phase, int64_t first_position,
+                                          int64_t n_tokens) const {
+  StepExports exports;
   if (const auto from = policy_->mass_from(phase, first_position, n_tokens, prompt_end_)) {
-    options.export_mass = true;
-    options.mass_from_position = *from;
+    exports.export_mass = true;
+    exports.mass_from_position = *from;
   }
-  options.export_queries = policy_->wants_queries();
-  return options;
+  exports.export_queries = policy_->wants_queries();
+  return exports;
 }
 
-ForwardOptions CacheManager::forward_options(const KvCache& cache, Phase phase,
-                                             int64_t n_tokens) const {
+StepExports CacheManager::forward_options(const KvCache& cache, Phase phase,
+                                          int64_t n_tokens) const {
   const int64_t first = cache.next_position();
-  ForwardOptions options = forward_options(phase, first, n_tokens);
-  if (options.export_mass || phase != Phase::Prefill || !compresses_prompt()) return options;
+  StepExports exports = forward_options(phase, first, n_tokens);
+  if (exports.export_mass || phase != Phase::Prefill || !compresses_prompt()) return exports;
   // Will the prompt's next step find the cache full? Then this step's window ranks what stays.
   const int64_t remaining = prompt_end_ - (first + n_tokens);
-  if (remaining <= 0) return options;
+  if (remaining <= 0) return exports;
   const int64_t next_step = std::min(remaining, max_step_tokens(cache));
-  if (cache.size(0) + n_tokens + next_step <= cache.capacity()) return options;
+  if (cache.size(0) + n_tokens + next_step <= cache.capacity()) return exports;
   if (const auto from = policy_->mass_from(phase, first, n_tokens, first + n_tokens)) {
-    options.export_mass = true;
-    options.mass_from_position = *from;
+    exports.export_mass = true;
+    exports.mass_from_position = *from;
   }
-  return options;
+  return exports;
 }
 
-void CacheManager::observe(KvCache& cache, Phase phase, const ForwardOptions& options) {
+void CacheManager::observe(KvCache& cache, Phase phase, const StepExports& exports) {
   prepare(cache);
-  if (!options.export_mass) return;
+  if (!exports.export_mass) return;
   if (phase == Phase::Prefill) window_observed_ = true;
   cache.backend().synchronize();
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
@@ -144,21 +144,18 @@ void CacheManager::observe(KvCache& cache, Phase phase, const ForwardOptions& op
   }
 }
 
-void CacheManager::observe_queries(KvCache& cache, const LlamaModel& model,
-                                   int64_t first_position) {
+void CacheManager::observe_queries(KvCache& cache, const StepQueries& queries) {
   prepare(cache);
   const auto start = std::chrono::steady_clock::now();
   cache.backend().synchronize();
-  const LlamaConfig& config = model.config();
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
-    const Tensor rows = model.query_rows(l);
     policy_->observe_queries({.layer = l,
-                              .rows = rows.data<float>(),
-                              .n_tokens = rows.dim(0),
-                              .n_heads = config.n_heads,
-                              .head_dim = config.head_dim,
-                              .first_position = first_position,
-                              .inv_freq = model.rope_inv_freq()});
+                              .rows = queries.rows + l * queries.layer_stride,
+                              .n_tokens = queries.n_tokens,
+                              .n_heads = queries.n_heads,
+                              .head_dim = queries.head_dim,
+                              .first_position = queries.first_position,
+                              .inv_freq = queries.inv_freq});
   }
   query_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

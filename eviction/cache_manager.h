@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,32 @@
 #include "eviction/policy.h"
 #include "eviction/system_monitor.h"
 #include "eviction/token_record.h"
-#include "models/llama.h"
 
 namespace edgelm {
+
+// What the coming forward step must export for the policy. The model's step options
+// (ForwardOptions, models/llama.h) carry the same fields; its caller copies them over.
+struct StepExports {
+  // Attention mass per (kv head, slot) into KvCache::mass(layer), summed over the query heads of
+  // each group and over the step's queries at logical positions >= mass_from_position.
+  bool export_mass = false;
+  int64_t mass_from_position = 0;
+  // Every layer's query rows before RoPE, handed over afterwards with observe_queries().
+  bool export_queries = false;
+};
+
+// The queries a step exported (StepExports::export_queries), every layer's, as the model holds
+// them: a plain view, valid until the model's next step.
+struct StepQueries {
+  // Layer l's rows, F32 [n_tokens, n_heads, head_dim], start at rows + l * layer_stride.
+  const float* rows = nullptr;
+  int64_t layer_stride = 0;  // floats from one layer's rows to the next
+  int64_t n_tokens = 0;
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t first_position = 0;       // logical position of each layer's first row
+  std::span<const float> inv_freq;  // [head_dim / 2]: the RoPE frequencies the model rotates by
+};
 
 struct EvictionEvent {
   int64_t step = 0;    // forward steps run so far
@@ -71,18 +95,17 @@ class CacheManager {
     policy_->begin_prefill();
   }
   // What the coming step (tokens at [first_position, first_position + n_tokens)) must export
-  // (attention mass for the policy, if it needs any).
-  ForwardOptions forward_options(Phase phase, int64_t first_position, int64_t n_tokens) const;
+  // (attention mass and queries for the policy, if it needs any).
+  StepExports forward_options(Phase phase, int64_t first_position, int64_t n_tokens) const;
   // The same for the coming step of n_tokens on `cache` (after maybe_evict()); for a policy that
   // compresses the prompt, also the step's own window when the cache must be compressed before
   // the prompt's next step (a prompt longer than the cache: SnapKV scores it chunk by chunk).
-  ForwardOptions forward_options(const KvCache& cache, Phase phase, int64_t n_tokens) const;
+  StepExports forward_options(const KvCache& cache, Phase phase, int64_t n_tokens) const;
   // After a step run with forward_options(): passes the exported mass of every layer to the policy.
-  void observe(KvCache& cache, Phase phase, const ForwardOptions& options);
+  void observe(KvCache& cache, Phase phase, const StepExports& exports);
   // After a step run with forward_options() that asked for queries (export_queries): passes every
-  // layer's query rows (LlamaModel::query_rows) to the policy; first_position is the step's first
-  // logical position.
-  void observe_queries(KvCache& cache, const LlamaModel& model, int64_t first_position);
+  // layer's query rows to the policy.
+  void observe_queries(KvCache& cache, const StepQueries& queries);
   // What the cached positions hold (special tokens, the system prompt), for policies that protect
   // some of them: the Generator records every token it feeds; the caller sets the special ids and
   // the system prompt's positions.

@@ -11,8 +11,8 @@
 namespace edgelm {
 
 // Per layer and query head it keeps the running mean mu and covariance Sigma of the queries before
-// RoPE (every query from position --sink-tokens on, prompt and decode: ForwardOptions::
-// export_queries hands them over). To score, it averages the RoPE rotation R(t) over the next
+// RoPE (every query from position --sink-tokens on, prompt and decode: StepExports::export_queries
+// hands them over). To score, it averages the RoPE rotation R(t) over the next
 // --ea-future-positions positions t, and takes the expected attention logit of key k (cached
 // after RoPE) under q ~ N(R̄ mu, R̄ Sigma R̄ᵀ):
 //   z(k) = (R̄ mu)·k / sqrt(d) + kᵀ (R̄ Sigma R̄ᵀ) k / (2 d)   (the second term: --ea-covariance)

@@ -63,7 +63,7 @@ struct LayerSlots {
 };
 
 // One forward step's queries of one layer before RoPE, for policies that keep query statistics
-// (ForwardOptions::export_queries; handed over by CacheManager::observe_queries).
+// (StepExports::export_queries; handed over by CacheManager::observe_queries).
 struct QueryRows {
   int64_t layer = 0;
   const float* rows = nullptr;  // [n_tokens, n_heads, head_dim]

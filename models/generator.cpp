@@ -6,6 +6,22 @@
 #include "core/error.h"
 
 namespace edgelm {
+namespace {
+
+// The queries the model exported in its last step, as the cache manager reads them: each layer's
+// rows at a fixed stride (the layout of ForwardOptions::export_queries).
+StepQueries exported_queries(const LlamaModel& model, int64_t first_position) {
+  const Tensor layer0 = model.query_rows(0);  // [n_tokens, n_heads, head_dim]
+  return {.rows = layer0.data<float>(),
+          .layer_stride = model.max_chunk() * layer0.dim(1) * layer0.dim(2),
+          .n_tokens = layer0.dim(0),
+          .n_heads = layer0.dim(1),
+          .head_dim = layer0.dim(2),
+          .first_position = first_position,
+          .inv_freq = model.rope_inv_freq()};
+}
+
+}  // namespace
 
 Generator::Generator(LlamaModel& model, KvCache& cache, CacheManager* manager)
     : model_(model), cache_(cache), manager_(manager) {}
@@ -15,11 +31,15 @@ std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase ph
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t first_position = cache_.next_position();
   ForwardOptions options;
+  StepExports exports;
   if (manager_ != nullptr) {
     // Evict before the step so that after it the cache holds at most the policy's limit/budget
     // (and fits its capacity); then run with what the policy needs exported.
     manager_->maybe_evict(cache_, phase, n);
-    options = manager_->forward_options(cache_, phase, n);
+    exports = manager_->forward_options(cache_, phase, n);
+    options.export_mass = exports.export_mass;
+    options.mass_from_position = exports.mass_from_position;
+    options.export_queries = exports.export_queries;
     manager_->tokens().record(first_position, tokens);
   }
   if (logits_from) {
@@ -32,8 +52,10 @@ std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase ph
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   (phase == Phase::Prefill ? prefill_seconds_ : decode_seconds_) += seconds;
   if (manager_ != nullptr) {
-    manager_->observe(cache_, phase, options);
-    if (options.export_queries) manager_->observe_queries(cache_, model_, first_position);
+    manager_->observe(cache_, phase, exports);
+    if (exports.export_queries) {
+      manager_->observe_queries(cache_, exported_queries(model_, first_position));
+    }
   }
   return logits;
 }

@@ -37,6 +37,8 @@ struct LlamaWeights {
   std::shared_ptr<const void> keep_alive;  // file mappings the tensors point into
 };
 
+// What one forward step computes beyond the last position's logits. The three export fields are
+// what the KV cache's eviction asks of a step (StepExports, eviction/cache_manager.h).
 struct ForwardOptions {
   // Export attention mass into cache.mass(layer) for every layer: per (kv head, slot), the softmax
   // weight summed over the query heads of the group and over this step's queries whose logical

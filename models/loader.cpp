@@ -1,5 +1,6 @@
 #include "models/loader.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -7,7 +8,6 @@
 #include <map>
 #include <optional>
 
-#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/quant.h"
@@ -30,11 +30,18 @@ Tensor place(Backend& backend, const Tensor& source) {
   return placed;
 }
 
-// The CPU backend that converts weights on the host: for backends that cannot read a file mapping
-// (a GPU), and for every backend when a matmul layout needs another type (for_matmul).
-cpu::CpuBackend& host_cpu() {
-  static cpu::CpuBackend cpu;  // threads start on first use only
-  return cpu;
+// The backend that converts weights on the host (LoadOptions::converter, else `backend` itself):
+// for backends that cannot read a file mapping (a GPU), and for every backend when a matmul layout
+// needs another type (for_matmul). Throws when it cannot read host memory.
+Backend& host_converter(Backend& backend, const LoadOptions& options, const std::string& path) {
+  Backend& converter = options.converter != nullptr ? *options.converter : backend;
+  std::byte probe{};
+  if (!converter.can_use(*Buffer::wrap(&probe, sizeof probe))) {
+    EDGELM_FAIL("[load] ", path, ": backend ", converter.name(),
+                " cannot convert weights on the host (it does not read host memory): load with a "
+                "CPU backend as LoadOptions::converter");
+  }
+  return converter;
 }
 
 // `source` cast to `target` by `converter` into a new tensor of `memory`, written through its host
@@ -59,13 +66,14 @@ Tensor cast_into(Backend& converter, Backend& backend, Memory& memory, const Ten
 
 // Converts a tensor that lives in a file mapping to `target` in backend memory, or places it as it
 // is when no conversion is needed. A backend that can read the mapping converts itself; for one
-// that cannot (a GPU), the CPU's best kernels convert, reading the mapping and writing through the
-// destination's host pointer — the same bytes the default CPU backend would produce.
-Tensor convert(Backend& backend, const Tensor& source, DType target, const std::string& name,
-               const std::string& path) {
+// that cannot (a GPU), the host converter (a CPU backend) does, reading the mapping and writing
+// through the destination's host pointer: the bytes the CPU backend would produce (its kernel
+// tables all quantize with the portable kernels).
+Tensor convert(Backend& backend, Backend& converter, const Tensor& source, DType target,
+               const std::string& name, const std::string& path) {
   if (source.dtype() == target) return place(backend, source);
-  Backend& converter = backend.can_use(*source.buffer()) ? backend : host_cpu();
-  return cast_into(converter, backend, backend.memory(), source, target, name, path);
+  Backend& by = backend.can_use(*source.buffer()) ? backend : converter;
+  return cast_into(by, backend, backend.memory(), source, target, name, path);
 }
 
 // Permutes the rows of a Q or K projection from GGUF order to HF order (copying whole rows, so it
@@ -84,14 +92,14 @@ Tensor unpermute_rows(Backend& backend, const Tensor& source, int64_t head_dim) 
 // A matmul weight in the layout `backend` multiplies fastest (Backend::matmul_weight_type), in up
 // to two steps. First a conversion, when the layout's stored type (dtype_unpacked) is not the
 // weight's: the CPU's SIMD tables and OpenCL take Q4_1, Q5_0 and Q5_1 as Q8_0 (exact
-// dequantization, then the reference Q8_0 quantizer, through the cast op). It runs on the host CPU
-// whatever the backend, so every backend multiplies the same bytes. Then a repack, when the layout
-// interleaves rows (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8 and F16 -> F16x4 on x86: byte shuffles). A
-// matrix whose rows or columns the interleaving cannot take keeps the layout's stored type. The
-// embedding table is never repacked: embed gathers single rows, which the interleaved layouts do
-// not keep together.
-Tensor for_matmul(Backend& backend, const Tensor& weight, const std::string& name,
-                  const std::string& path) {
+// dequantization, then the reference Q8_0 quantizer, through the cast op). It runs on the host
+// converter whatever the backend, so every backend multiplies the same bytes. Then a repack, when
+// the layout interleaves rows (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8 and F16 -> F16x4 on x86: byte
+// shuffles). A matrix whose rows or columns the interleaving cannot take keeps the layout's stored
+// type. The embedding table is never repacked: embed gathers single rows, which the interleaved
+// layouts do not keep together.
+Tensor for_matmul(Backend& backend, Backend& converter, const Tensor& weight,
+                  const std::string& name, const std::string& path) {
   const DType from = weight.dtype();
   const DType layout = backend.matmul_weight_type(from);
   if (layout == from) return weight;
@@ -109,7 +117,7 @@ Tensor for_matmul(Backend& backend, const Tensor& weight, const std::string& nam
   const bool repack = layout != stored && fits;
   Tensor source = weight;
   if (stored != from) {
-    source = cast_into(host_cpu(), backend, repack ? backend.memory() : backend.weight_memory(),
+    source = cast_into(converter, backend, repack ? backend.memory() : backend.weight_memory(),
                        weight, stored, name, path);
   }
   if (!repack) return source;
@@ -189,7 +197,8 @@ Shape matrix(int64_t rows, int64_t cols) {
 
 // ---- Hugging Face folder ----
 
-LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions& options) {
+LoadedModel load_hf(const std::string& dir, Backend& backend, Backend& converter,
+                    const LoadOptions& options) {
   LoadedModel loaded;
   loaded.format = "hf";
   loaded.path = dir;
@@ -225,18 +234,18 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
   loaded.weight_type = matrix_type("model.layers.0.self_attn.q_proj.weight");
   TypeCensus census;
   auto load_matrix = [&](const std::string& name, Shape shape) {
-    return convert(backend, raw(name, shape), matrix_type(name), name, dir);
+    return convert(backend, converter, raw(name, shape), matrix_type(name), name, dir);
   };
   auto load_projection = [&](const std::string& name, Shape shape) {
     Tensor matrix = load_matrix(name, shape);
     census.projection(matrix.dtype());
-    Tensor loaded_matrix = for_matmul(backend, matrix, name, dir);
+    Tensor loaded_matrix = for_matmul(backend, converter, matrix, name, dir);
     const SafetensorsTensor& stored = st.get(name);
     release_if_copied(*stored.file, stored.data, stored.nbytes, {loaded_matrix});
     return loaded_matrix;
   };
   auto load_norm = [&](const std::string& name) {
-    return convert(backend, raw(name, {c.hidden_size}), DType::F32, name, dir);
+    return convert(backend, converter, raw(name, {c.hidden_size}), DType::F32, name, dir);
   };
 
   LlamaWeights& w = loaded.weights;
@@ -244,14 +253,14 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
   census.embedding(w.embedding.dtype());
   w.output_norm = load_norm("model.norm.weight");
   if (c.tie_word_embeddings) {
-    w.output = for_matmul(backend, w.embedding, "model.embed_tokens.weight", dir);
+    w.output = for_matmul(backend, converter, w.embedding, "model.embed_tokens.weight", dir);
     w.embedding = embedding_for(backend, w.embedding, w.output);
     const SafetensorsTensor& stored = st.get("model.embed_tokens.weight");
     release_if_copied(*stored.file, stored.data, stored.nbytes, {w.output, w.embedding});
   } else {
     const Tensor output = load_matrix("lm_head.weight", matrix(c.vocab_size, c.hidden_size));
     census.output(output.dtype());
-    w.output = for_matmul(backend, output, "lm_head.weight", dir);
+    w.output = for_matmul(backend, converter, output, "lm_head.weight", dir);
     const SafetensorsTensor& stored = st.get("lm_head.weight");
     release_if_copied(*stored.file, stored.data, stored.nbytes, {w.output});
   }
@@ -280,7 +289,8 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, const LoadOptions&
 
 // ---- GGUF file ----
 
-LoadedModel load_gguf(const std::string& path, Backend& backend, const LoadOptions& options) {
+LoadedModel load_gguf(const std::string& path, Backend& backend, Backend& converter,
+                      const LoadOptions& options) {
   LoadedModel loaded;
   loaded.format = "gguf";
   loaded.path = path;
@@ -325,15 +335,15 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, const LoadOptio
   auto load_matrix = [&](const std::string& name, Shape shape, bool permuted) {
     Tensor t = raw(name, shape);
     if (permuted) t = unpermute_rows(backend, t, c.head_dim);
-    return convert(backend, t, matrix_type(name), name, path);
+    return convert(backend, converter, t, matrix_type(name), name, path);
   };
   auto load_norm = [&](const std::string& name) {
-    return convert(backend, raw(name, {c.hidden_size}), DType::F32, name, path);
+    return convert(backend, converter, raw(name, {c.hidden_size}), DType::F32, name, path);
   };
   auto load_projection = [&](const std::string& name, Shape shape, bool permuted) {
     Tensor matrix = load_matrix(name, shape, permuted);
     census.projection(matrix.dtype());
-    Tensor loaded_matrix = for_matmul(backend, matrix, name, path);
+    Tensor loaded_matrix = for_matmul(backend, converter, matrix, name, path);
     const GgufTensor* stored = gguf.find_tensor(name);
     release_if_copied(*stored->file, stored->data, stored->nbytes, {loaded_matrix});
     return loaded_matrix;
@@ -344,14 +354,14 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, const LoadOptio
   census.embedding(w.embedding.dtype());
   w.output_norm = load_norm("output_norm.weight");
   if (c.tie_word_embeddings) {
-    w.output = for_matmul(backend, w.embedding, "token_embd.weight", path);
+    w.output = for_matmul(backend, converter, w.embedding, "token_embd.weight", path);
     w.embedding = embedding_for(backend, w.embedding, w.output);
     const GgufTensor* stored = gguf.find_tensor("token_embd.weight");
     release_if_copied(*stored->file, stored->data, stored->nbytes, {w.output, w.embedding});
   } else {
     const Tensor output = load_matrix("output.weight", matrix(c.vocab_size, c.hidden_size), false);
     census.output(output.dtype());
-    w.output = for_matmul(backend, output, "output.weight", path);
+    w.output = for_matmul(backend, converter, output, "output.weight", path);
     const GgufTensor* stored = gguf.find_tensor("output.weight");
     release_if_copied(*stored->file, stored->data, stored->nbytes, {w.output});
   }
@@ -396,8 +406,9 @@ int64_t hf_to_gguf_row(int64_t hf_row, int64_t head_dim) {
 LoadedModel load_llama(const std::string& path, Backend& backend, const LoadOptions& options) {
   namespace fs = std::filesystem;
   if (!fs::exists(path)) EDGELM_FAIL("[load] ", path, ": no such file or folder");
-  if (fs::is_directory(path)) return load_hf(path, backend, options);
-  return load_gguf(path, backend, options);
+  Backend& converter = host_converter(backend, options, path);
+  if (fs::is_directory(path)) return load_hf(path, backend, converter, options);
+  return load_gguf(path, backend, converter, options);
 }
 
 }  // namespace edgelm

@@ -18,6 +18,13 @@ struct LoadOptions {
   // of GGUF files are dequantized to F16. Norm weights are always F32. Either way the backend may
   // then hold projections in another layout (Backend::matmul_weight_type).
   std::optional<DType> weight_type;
+  // The backend that converts weights on the host, reading the file mappings and writing through
+  // host pointers: quantizing on load, and the matmul layouts' type changes (Q4_1 to Q8_0). The
+  // caller makes it from the user's options (threads, pinning), for a device backend (OpenCL)
+  // a CPU backend (create_weight_converter in backends/registry.h). Null: the loading backend
+  // converts its own weights, as every CPU backend can; one that does not read host memory makes
+  // load_llama throw.
+  Backend* converter = nullptr;
 };
 
 struct LoadedModel {
@@ -34,7 +41,8 @@ struct LoadedModel {
 };
 
 // `path` is a folder with config.json (Hugging Face) or a .gguf file. Throws edgelm::Error naming
-// the file and the problem.
+// the file and the problem, or the backend when the converter (LoadOptions::converter, else
+// `backend`) cannot read host memory.
 LoadedModel load_llama(const std::string& path, Backend& backend, const LoadOptions& options = {});
 
 // Where GGUF `llama` files store Q/K rows for interleaved RoPE pairs, Hugging Face stores them for

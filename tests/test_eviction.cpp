@@ -305,7 +305,7 @@ TEST(SnapKv, KeepsPlantedTokensByGroupAverage) {
   Planted planted;
   planted.append(12);
   manager.begin_prefill(12);
-  const ForwardOptions options = manager.forward_options(Phase::Prefill, 0, 12);
+  const StepExports options = manager.forward_options(Phase::Prefill, 0, 12);
   ASSERT_TRUE(options.export_mass);
   ASSERT_EQ(options.mass_from_position, 10);
   const float split = std::log(1.5f);  // logit gap for a 60/40 split
@@ -327,7 +327,7 @@ TEST(SnapKv, EachPromptIsScoredByItsOwnWindow) {
   Planted planted;
   planted.append(12);
   manager.begin_prefill(12);
-  ForwardOptions options = manager.forward_options(Phase::Prefill, 0, 12);
+  StepExports options = manager.forward_options(Phase::Prefill, 0, 12);
   planted.attend(2, {{{4, 20.0f}}, {{4, 20.0f}}, {{4, 20.0f}}, {{4, 20.0f}}});
   manager.observe(planted.cache, Phase::Prefill, options);
   ASSERT_TRUE(manager.end_prefill(planted.cache).has_value());
@@ -391,9 +391,8 @@ struct PlantedStream {
   void step(int64_t n, const std::function<int64_t(int64_t)>& target, bool chunk_windows = true) {
     manager.maybe_evict(cache, Phase::Prefill, n);
     const int64_t first = cache.next_position();
-    const ForwardOptions options = chunk_windows
-                                       ? manager.forward_options(cache, Phase::Prefill, n)
-                                       : manager.forward_options(Phase::Prefill, first, n);
+    const StepExports options = chunk_windows ? manager.forward_options(cache, Phase::Prefill, n)
+                                              : manager.forward_options(Phase::Prefill, first, n);
     Tensor k = Tensor::empty(backend().memory(), DType::F32, {n, kKvHeads, kDim});
     Tensor v = Tensor::empty(backend().memory(), DType::F32, {n, kKvHeads, kDim});
     std::vector<int32_t> positions;
@@ -684,7 +683,7 @@ TEST(H2o, KeepsPlantedHeavyHitters) {
   for (int step = 0; step < 10; ++step) {
     manager.maybe_evict(planted.cache, Phase::Decode, 1);
     planted.append(1);
-    const ForwardOptions options =
+    const StepExports options =
         manager.forward_options(Phase::Decode, planted.cache.next_position() - 1, 1);
     ASSERT_TRUE(options.export_mass);
     // Every query head of both groups attends to positions 2 and 5 (their slots move as others
@@ -791,8 +790,8 @@ TEST(MemoryPressure, CapBelowTheProtectedSlotsIsAFallback) {
 // Without a floor the cap was 1 slot (half of an empty cache) and the first step stopped with
 // "cannot free 8 slots under a limit of 1".
 TEST(MemoryPressure, SustainedPressureHoldsTheCacheAtItsFloor) {
-  for (const std::string& variant : {"sliding", "sink", "h2o", "tova", "snapkv", "random",
-                                     "keydiff", "expected_attention", "h2o+protect"}) {
+  for (const std::string variant : {"sliding", "sink", "h2o", "tova", "snapkv", "random", "keydiff",
+                                    "expected_attention", "h2o+protect"}) {
     SCOPED_TRACE(variant);
     EvictionConfig config = config_for(variant);
     config.kv_budget = 0;  // only memory pressure bounds the cache

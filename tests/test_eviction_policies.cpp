@@ -6,7 +6,7 @@
 // covariance term, value norms, sinks left out of the statistics), random keeps a uniform subset of
 // the history, the pyramid schedule keeps its total and shape and the manager holds each layer to
 // it, and the protection wrapper never evicts a protected slot. The model hands over its queries
-// before RoPE at no change to its logits.
+// before RoPE at no change to its logits, and the Generator passes every layer's to the policy.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -529,7 +529,8 @@ LoadedModel tiny_weights(Backend& backend) {
       fs::path(::testing::TempDir()) / ("edgelm_eviction_policies_" + std::to_string(::getpid()));
   const std::string path = make_model(
       {.preset = "tiny", .format = "hf", .quant = DType::F32, .seed = 9, .out_dir = dir.string()});
-  return load_llama(path, backend);
+  const std::unique_ptr<Backend> converter = create_weight_converter(backend.name());
+  return load_llama(path, backend, {.converter = converter.get()});
 }
 
 // Layer 0's queries before RoPE, computed on the host from the F32 weights: Wq · rms_norm(x) for
@@ -600,6 +601,65 @@ TEST_P(OnBackend, ModelExportsItsQueriesBeforeRope) {
       pruned_rows);
   EXPECT_EQ(run(exporting, {201}, true), run(plain, {201}, false));
   expect_rows_near(model.query_rows(0), layer0_queries(config, weights, {201}));
+}
+
+// Copies what observe_queries hands over, layer by layer; never evicts on its own.
+class QueryRecorder final : public EvictionPolicy {
+ public:
+  struct Step {
+    std::vector<QueryRows> layers;           // rows pointers cleared: valid during the call only
+    std::vector<std::vector<float>> values;  // each layer's rows
+  };
+  std::string name() const override { return "query_recorder"; }
+  bool wants_queries() const override { return true; }
+  void score(const LayerSlots&, Phase, float*) override {}
+  void observe_queries(const QueryRows& queries) override {
+    if (queries.layer == 0) steps.emplace_back();
+    const int64_t count = queries.n_tokens * queries.n_heads * queries.head_dim;
+    steps.back().values.emplace_back(queries.rows, queries.rows + count);
+    steps.back().layers.push_back(queries);
+    steps.back().layers.back().rows = nullptr;
+  }
+  std::vector<Step> steps;
+};
+
+// The Generator hands the cache manager every layer's queries as the model exported them (the
+// model keeps each layer's rows max_chunk rows apart, wider than a short step), with the step's
+// first position and the model's RoPE frequencies, in prefill and decode.
+TEST_P(OnBackend, GeneratorHandsTheModelsQueriesOfEveryLayerToThePolicy) {
+  LoadedModel loaded = tiny_weights(backend());
+  LlamaModel model(backend(), std::move(loaded.config), std::move(loaded.weights), 16);
+  ASSERT_GE(model.config().n_layers, 2);
+  KvCache cache = model.make_cache(32, DType::F32);
+  auto recorder = std::make_unique<QueryRecorder>();
+  QueryRecorder& recorded = *recorder;
+  CacheManager manager(EvictionConfig{}, std::move(recorder));
+  Generator generator(model, cache, &manager);
+  auto expect_step = [&](const QueryRecorder::Step& step, int64_t n_tokens, int64_t first) {
+    ASSERT_EQ(static_cast<int64_t>(step.layers.size()), model.config().n_layers);
+    for (int64_t l = 0; l < model.config().n_layers; ++l) {
+      SCOPED_TRACE("layer " + std::to_string(l));
+      const QueryRows& rows = step.layers[static_cast<size_t>(l)];
+      EXPECT_EQ(rows.layer, l);
+      EXPECT_EQ(rows.n_tokens, n_tokens);
+      EXPECT_EQ(rows.n_heads, model.config().n_heads);
+      EXPECT_EQ(rows.head_dim, model.config().head_dim);
+      EXPECT_EQ(rows.first_position, first);
+      EXPECT_EQ(rows.inv_freq.data(), model.rope_inv_freq().data());
+      EXPECT_EQ(rows.inv_freq.size(), model.rope_inv_freq().size());
+      const Tensor exported = model.query_rows(l);
+      EXPECT_EQ(
+          step.values[static_cast<size_t>(l)],
+          std::vector<float>(exported.data<float>(), exported.data<float>() + exported.numel()));
+    }
+  };
+  const std::vector<int32_t> prompt = {3, 77, 150, 9, 31};
+  generator.prefill(prompt);
+  ASSERT_EQ(recorded.steps.size(), 1u);
+  expect_step(recorded.steps[0], 5, 0);
+  generator.decode(201);
+  ASSERT_EQ(recorded.steps.size(), 2u);
+  expect_step(recorded.steps[1], 1, 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, OnBackend, ::testing::Values("cpu:portable", "opencl"),

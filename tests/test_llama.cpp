@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/registry.h"
 #include "core/error.h"
 #include "core/npy.h"
 #include "core/quant.h"
@@ -527,6 +528,39 @@ TEST(OffsetAndFiveBitFiles, LoadInPlaceOrConvertedToTheQ8_0Layout) {
       }
     }
   }
+}
+
+// A CPU backend converts its own weights at load (Q4_1 to the Q8_0 layout of the SIMD tables) on
+// its own threads: no CPU backend of default options converts behind the user's back (--threads,
+// --cpus, the kernel table). For a backend that is not a CPU one, create_weight_converter makes
+// the host converter from the user's threads and pinning; a CPU backend needs none.
+TEST(Loader, CpuBackendConvertsItsOwnWeights) {
+  cpu::CpuBackend fastest(cpu::CpuOptions{.n_threads = 1, .profile = true});
+  if (fastest.matmul_weight_type(DType::Q4_1) == DType::Q4_1)
+    GTEST_SKIP() << "the " << fastest.kernels().isa << " table multiplies Q4_1 as stored";
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_load_converter_" + std::to_string(::getpid()));
+  const std::string path = make_model({.preset = "tiny",
+                                       .format = "gguf",
+                                       .quant = DType::Q4_1,
+                                       .seed = 2,
+                                       .out_dir = dir.string()});
+  const LoadedModel loaded = load_llama(path, fastest);
+  ASSERT_EQ(dtype_unpacked(loaded.weights.layers[0].w_up.dtype()), DType::Q8_0);
+  int64_t casts = 0;
+  for (const OpTiming& timing : fastest.op_timings()) {
+    if (timing.op == "cast") casts += timing.calls;
+  }
+  EXPECT_GE(casts, 7 * loaded.config.n_layers);  // at least every projection
+
+  EXPECT_EQ(create_weight_converter("cpu"), nullptr);
+  EXPECT_EQ(create_weight_converter("cpu:portable"), nullptr);
+  const std::unique_ptr<Backend> converter =
+      create_weight_converter("opencl", {.n_threads = 3, .cpus = {0}});
+  ASSERT_NE(converter, nullptr);
+  EXPECT_EQ(converter->name(), "cpu");
+  EXPECT_NE(converter->device().find("3 threads, pinned to CPUs 0"), std::string::npos)
+      << converter->device();
 }
 
 // A file whose token embedding has another type than its projections (Q4_1 with a Q8_0

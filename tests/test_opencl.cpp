@@ -245,8 +245,9 @@ struct GreedyRun {
   std::vector<std::vector<float>> logits;
 };
 
-GreedyRun greedy_run(Backend& backend, const std::string& path, const LoadOptions& options,
+GreedyRun greedy_run(Backend& backend, const std::string& path, LoadOptions options,
                      DType kv_type) {
+  options.converter = &cpu_backend();  // OpenCL's host converter; a CPU backend converts its own
   LoadedModel loaded = load_llama(path, backend, options);
   LlamaModel model(backend, std::move(loaded.config), std::move(loaded.weights), 16);
   KvCache cache = model.make_cache(96, kv_type);
@@ -350,7 +351,7 @@ TEST(OpenClQuantizedFiles, OffsetAndFiveBitFilesMatchCpu) {
                                          .seed = 13,
                                          .out_dir = dir.string()});
     SCOPED_TRACE(path);
-    const LoadedModel on_cl = load_llama(path, opencl_backend());
+    const LoadedModel on_cl = load_llama(path, opencl_backend(), {.converter = &cpu_backend()});
     EXPECT_EQ(on_cl.weights.layers[0].w_up.dtype(), DType::Q8_0);
     EXPECT_EQ(on_cl.weights.embedding.dtype(), f.embedding.value_or(f.quant));
     const auto cpu_run = greedy_run(cpu_backend(), path, {}, DType::F16);
@@ -359,6 +360,38 @@ TEST(OpenClQuantizedFiles, OffsetAndFiveBitFilesMatchCpu) {
     for (size_t i = 0; i < cpu_run.logits.size(); ++i)
       EXPECT_LT(max_relative_diff(cl_run.logits[i], cpu_run.logits[i]), 5e-2) << "step " << i;
   }
+}
+
+// OpenCL cannot read a file mapping, so a model loads onto it with a host backend to convert its
+// weights (LoadOptions::converter, made by the caller from the user's options): without one the
+// load fails naming the backend; with one, the conversions (Q4_1 to Q8_0 for every projection)
+// run there, on its threads, and no hidden backend of default options takes their place.
+TEST(OpenClQuantizedFiles, LoadConvertsOnTheGivenHostBackend) {
+  REQUIRE_OPENCL_DEVICE();
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_cl_converter_" + std::to_string(::getpid()));
+  const std::string path = make_model({.preset = "tiny",
+                                       .format = "gguf",
+                                       .quant = DType::Q4_1,
+                                       .seed = 2,
+                                       .out_dir = dir.string()});
+  try {
+    load_llama(path, opencl_backend());
+    ADD_FAILURE() << "loaded onto OpenCL without a host converter";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[load] " + path + ": backend opencl cannot convert"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::unique_ptr<Backend> converter =
+      create_backend("cpu", {.n_threads = 1, .profile = true});
+  const LoadedModel loaded = load_llama(path, opencl_backend(), {.converter = converter.get()});
+  ASSERT_EQ(loaded.weights.layers[0].w_up.dtype(), DType::Q8_0);
+  int64_t casts = 0;
+  for (const OpTiming& timing : converter->op_timings()) {
+    if (timing.op == "cast") casts += timing.calls;
+  }
+  EXPECT_GE(casts, 7 * loaded.config.n_layers);  // at least every projection
 }
 
 // Eviction on OpenCL: the attention mass that SnapKV, H2O and TOVA score by comes from the OpenCL
@@ -380,7 +413,7 @@ TEST(OpenClEviction, EveryPolicyKeepsWhatTheCpuKeeps) {
     int64_t chunks = 0;  // compressions of the streaming prompt
   };
   auto run = [&](Backend& backend, const std::string& policy) {
-    LoadedModel loaded = load_llama(path, backend);
+    LoadedModel loaded = load_llama(path, backend, {.converter = &cpu_backend()});
     LlamaModel model(backend, std::move(loaded.config), std::move(loaded.weights), 8);
     EvictionConfig config;
     config.policy = policy;
@@ -389,7 +422,8 @@ TEST(OpenClEviction, EveryPolicyKeepsWhatTheCpuKeeps) {
     config.snapkv_window = 6;
     config.snapkv_kernel = 3;
     CacheManager manager(config, make_policy(config));
-    KvCache cache = model.make_cache(manager.capacity_for(128, 8, model.config().n_layers), DType::F32, 128);
+    KvCache cache =
+        model.make_cache(manager.capacity_for(128, 8, model.config().n_layers), DType::F32, 128);
     Generator generator(model, cache, &manager);
     std::vector<int32_t> prompt;
     for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 300);

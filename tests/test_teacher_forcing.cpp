@@ -36,7 +36,8 @@ cpu::CpuBackend& backend() {
 }
 
 LlamaModel load_model(Backend& b, int64_t chunk) {
-  LoadedModel loaded = load_llama(kModel.string(), b);
+  // The CPU backend converts what a backend that does not read host memory (OpenCL) cannot.
+  LoadedModel loaded = load_llama(kModel.string(), b, {.converter = &backend()});
   return LlamaModel(b, std::move(loaded.config), std::move(loaded.weights), chunk);
 }
 
