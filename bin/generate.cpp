@@ -4,11 +4,9 @@
 // --chat wraps the prompt in the model's chat template (or --chat-template NAME) and stops at its
 // end-of-turn tokens; --interactive is a multi-turn chat that keeps the KV cache between turns
 // (only new tokens are prefilled).
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -22,6 +20,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/npy.h"
+#include "core/process_stats.h"
 #include "eviction/cache_manager.h"
 #include "eviction/protect_policy.h"
 #include "models/chat.h"
@@ -31,18 +30,6 @@
 #include "models/tokenizer.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-size_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
 
 // Time per op and kernel of one phase, from Backend::op_timings (--profile): device time on
 // OpenCL, wall time of each op call on the CPU. `wall_s` is the phase's wall time, to show how
@@ -431,7 +418,7 @@ int run(int argc, char** argv) {
     if (!profile_csv) EDGELM_FAIL("--profile-out: cannot write ", profile_out);
     profile_csv << "phase,op,kernel,calls,total_ms,bytes\n";
   }
-  const auto load_start = Clock::now();
+  const edgelm::Stopwatch load_time;
   auto backend = edgelm::create_backend(backend_name, {.n_threads = threads,
                                                        .cpus = cpus,
                                                        .cl_platform = cl_platform,
@@ -487,7 +474,7 @@ int run(int argc, char** argv) {
     }
   }
   backend->synchronize();
-  const double load_s = seconds_since(load_start);
+  const double load_s = load_time.seconds();
   // Transfers are counted per phase; on a zero-copy backend all of them stay at 0.
   const uint64_t copy_bytes_load = backend->host_device_copy_bytes();
   backend->reset_op_timings();
@@ -688,7 +675,7 @@ int run(int argc, char** argv) {
       prefill_s > 0 ? static_cast<double>(prompt_ids.size()) / prefill_s : 0.0;
   const double decode_tok_s =
       decode_s > 0 && decode_steps > 0 ? static_cast<double>(decode_steps) / decode_s : 0.0;
-  const size_t peak = peak_rss_bytes();
+  const int64_t peak = edgelm::peak_resident_bytes();
   log_eviction_summary(manager);
   std::fprintf(stderr,
                "load %.3f s | prefill %zu tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
@@ -735,7 +722,7 @@ int run(int argc, char** argv) {
         {"eviction_fallback_kinds", manager.fallbacks()},
         {"released_bytes", manager.released_bytes()},
         {"rss_drop_bytes", manager.rss_drop_bytes()},
-        {"rss_bytes", edgelm::resident_set_bytes()},
+        {"rss_bytes", edgelm::resident_bytes()},
         {"peak_rss_bytes", peak},
         {"weight_bytes_per_token", model.weight_bytes_per_token()},
         {"host_device_copy_bytes", copy_bytes_decode},
