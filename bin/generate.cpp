@@ -343,12 +343,13 @@ int run(int argc, char** argv) {
     edgelm::log_warn("[eviction] --budget-bytes has no effect with --eviction-policy ",
                      eviction.policy);
   }
-  std::unique_ptr<edgelm::SystemMonitor> monitor;
-  if (!simulate_memory.empty()) {
-    monitor = edgelm::SimulatedMonitor::parse(simulate_memory);
-  } else if (eviction.policy != "none") {
-    monitor = std::make_unique<edgelm::LinuxSystemMonitor>();
-  }
+  // The memory monitor of a conversation (made again by /reset).
+  auto make_monitor = [&]() -> std::unique_ptr<edgelm::SystemMonitor> {
+    if (!simulate_memory.empty()) return edgelm::SimulatedMonitor::parse(simulate_memory);
+    if (eviction.policy != "none") return std::make_unique<edgelm::LinuxSystemMonitor>();
+    return nullptr;
+  };
+  std::unique_ptr<edgelm::SystemMonitor> monitor = make_monitor();
 
   std::ofstream profile_csv;
   if (!profile_out.empty()) {
@@ -462,9 +463,7 @@ int run(int argc, char** argv) {
     };
   }
   callbacks.on_reset = [&] {  // a new conversation: the policy starts over too
-    manager = edgelm::CacheManager(
-        eviction, edgelm::make_policy(eviction),
-        simulate_memory.empty() ? nullptr : edgelm::SimulatedMonitor::parse(simulate_memory));
+    manager = edgelm::CacheManager(eviction, edgelm::make_policy(eviction), make_monitor());
     if (protect_template) manager.tokens().set_special_ids(special_ids);
   };
   edgelm::GenerationSession session(model, cache, &manager, std::move(settings),
