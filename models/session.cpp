@@ -106,9 +106,8 @@ Reply GenerationSession::generate() {
     emit_logits(logits_);
   }
   EDGELM_CHECK(!logits_.empty(), "[session] generate() before any prefill()");
-  std::span<const float> logits = logits_;
   for (int64_t i = 0; i < settings_.max_tokens; ++i) {
-    const int32_t token = sampler_.sample(choices(logits), history_);
+    const int32_t token = sampler_.sample(choices(logits_), history_);
     history_.push_back(token);
     if (!settings_.ignore_eos && std::find(settings_.stop_ids.begin(), settings_.stop_ids.end(),
                                            token) != settings_.stop_ids.end()) {
@@ -130,9 +129,8 @@ Reply GenerationSession::generate() {
       reply.stop = StopReason::ContextFull;
       break;
     }
-    logits = generator_.decode(token);
-    logits_ = logits;
-    emit_logits(logits);
+    logits_ = generator_.decode(token);
+    emit_logits(logits_);
   }
   generated_tokens_ += static_cast<int64_t>(reply.tokens.size());
   const std::string rest = stream_ ? stream_->finish() : std::string();
