@@ -21,18 +21,14 @@
 //   bench -m model-q4_0.gguf --n-prompt 128,512 -n 128 -t 1,2 -r 3
 //   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 --n-prompt 0 -n 64 -d 0,1024 -o json
 //   bench -m model.gguf -pg 512,128 --no-bw-probe
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -46,42 +42,11 @@
 #include "bin/cli_util.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/process_stats.h"
 #include "core/thread_pool.h"
 #include "models/loader.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// ---- peak memory ----
-
-// Restarts the kernel's peak-RSS counter (VmHWM) at the current RSS, so each model's rows report
-// its own peak rather than the largest of the models before it (and not the bandwidth buffer).
-// Returns false where that is not possible (not Linux, or /proc not writable).
-bool reset_peak_rss() {
-  std::ofstream clear_refs("/proc/self/clear_refs");
-  clear_refs << "5";
-  clear_refs.flush();
-  return clear_refs.good();
-}
-
-// VmHWM of /proc/self/status (the counter reset_peak_rss restarts), else getrusage's ru_maxrss
-// (the peak over the process's whole life).
-size_t peak_rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0)
-      return static_cast<size_t>(std::stoull(line.substr(6))) * 1024;
-  }
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
 
 // ---- memory bandwidth ----
 
@@ -163,13 +128,13 @@ class BandwidthProbe {
     constexpr int kPatterns = static_cast<int>(std::size(kReadPatterns));
     for (int pass = 0; pass < kPatterns * passes; ++pass) {
       const ReadPattern pattern = kReadPatterns[pass % kPatterns];
-      const auto start = Clock::now();
+      const edgelm::Stopwatch stopwatch;
       pool.run([&](int index) {
         size_t begin = 0, end = 0;
         share(index, begin, end);
         sums[static_cast<size_t>(index) * 8] = sum_words(words_ + begin, end - begin, pattern);
       });
-      const double seconds = seconds_since(start);
+      const double seconds = stopwatch.seconds();
       best = std::max(best, static_cast<double>(bytes()) / seconds);
     }
     // Use the sums, so the reads cannot be optimised away.
@@ -250,10 +215,10 @@ double run_test_once(edgelm::LlamaModel& model, const TestSpec& test, edgelm::DT
   const std::span<const int32_t> timed =
       ids.subspan(static_cast<size_t>(test.n_depth), static_cast<size_t>(test.tokens()));
   const auto n_prompt = static_cast<size_t>(test.n_prompt);
-  const auto start = Clock::now();
+  const edgelm::Stopwatch stopwatch;
   if (n_prompt > 0) model.forward(timed.first(n_prompt), cache);
   for (size_t i = n_prompt; i < timed.size(); ++i) model.forward(timed.subspan(i, 1), cache);
-  return seconds_since(start);
+  return stopwatch.seconds();
 }
 
 struct Stats {
@@ -584,15 +549,17 @@ int run(int argc, char** argv) {
     for (const std::string& backend_name : backends) {
       // The model is loaded (and converted) once per backend, with the first thread count's
       // backend; the other thread counts run the same weights through backends of their own.
-      const bool peak_is_per_model = reset_peak_rss();
+      // The peak counter restarts here, so each model's rows report its own peak rather than the
+      // largest of the models before it (and not the bandwidth buffer).
+      const bool peak_is_per_model = edgelm::reset_peak_resident();
       auto load_backend = edgelm::create_backend(
           backend_name, {.n_threads = threads[0], .cpus = cpus, .repack_weights = !no_repack});
       const auto converter =
           edgelm::create_weight_converter(backend_name, {.n_threads = threads[0], .cpus = cpus});
       load_options.converter = converter.get();
-      const auto load_start = Clock::now();
+      const edgelm::Stopwatch load_time;
       edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *load_backend, load_options);
-      const double load_s = seconds_since(load_start);
+      const double load_s = load_time.seconds();
       const ModelSummary summary =
           summarize(loaded.weights, loaded.weight_type, loaded.config.tie_word_embeddings);
       const std::string model_name = std::filesystem::path(model_path).filename().string();
@@ -683,7 +650,8 @@ int run(int argc, char** argv) {
               {"samples_ns", samples_ns},
               {"samples_ts", samples_ts},
               {"load_s", load_s},
-              {"peak_rss_bytes", peak_rss_bytes() - (probe ? probe->bytes() : 0)},
+              {"peak_rss_bytes",
+               static_cast<size_t>(edgelm::peak_resident_bytes()) - (probe ? probe->bytes() : 0)},
               {"peak_rss_scope", peak_is_per_model ? "model" : "process"},
               {"bw_probe", probe.has_value()},
               {"bw_gbs", nullptr},

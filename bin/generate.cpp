@@ -4,15 +4,12 @@
 // --chat wraps the prompt in the model's chat template (or --chat-template NAME) and stops at its
 // end-of-turn tokens; --interactive is a multi-turn chat that keeps the KV cache between turns
 // (only new tokens are prefilled).
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -22,27 +19,16 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/npy.h"
+#include "core/process_stats.h"
 #include "eviction/cache_manager.h"
 #include "eviction/protect_policy.h"
 #include "models/chat.h"
-#include "models/generator.h"
 #include "models/loader.h"
 #include "models/sampler.h"
+#include "models/session.h"
 #include "models/tokenizer.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-size_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
 
 // Time per op and kernel of one phase, from Backend::op_timings (--profile): device time on
 // OpenCL, wall time of each op call on the CPU. `wall_s` is the phase's wall time, to show how
@@ -102,67 +88,6 @@ void log_eviction_summary(edgelm::CacheManager& manager) {
                        ? edgelm::str_cat(", ", manager.released_bytes(), " bytes given back")
                        : std::string(),
                    fallbacks > 0 ? edgelm::str_cat(", fallbacks: ", fallbacks) : std::string());
-}
-
-struct Reply {
-  std::vector<int32_t> tokens;
-  std::string text;
-  std::string stop_reason = "length";
-};
-
-// Samples up to n tokens after `logits`, feeding each back through the generator, until a stop id.
-// Tokens in `banned_ids` are never sampled (--ignore-eos bans the stop ids instead of stopping).
-// Streams text through `stream` (or ids when there is none), and ends the streamed text with a
-// newline that reaches stdout before anything more is written to stderr.
-Reply generate_reply(edgelm::Generator& generator, edgelm::Sampler& sampler,
-                     const edgelm::KvCache& cache, bool can_evict, std::span<const float> logits,
-                     int n, std::span<const int32_t> stop_ids, std::span<const int32_t> banned_ids,
-                     std::vector<int32_t>& history, edgelm::TokenStreamDecoder* stream, bool quiet,
-                     const std::function<void(std::span<const float>)>& record) {
-  Reply reply;
-  std::vector<float> masked;  // (vocab) the logits with banned_ids at -inf; filled once per step
-  for (int i = 0; i < n; ++i) {
-    std::span<const float> choices = logits;
-    if (!banned_ids.empty()) {
-      masked.assign(logits.begin(), logits.end());
-      for (int32_t id : banned_ids) {
-        if (id >= 0 && static_cast<size_t>(id) < masked.size())
-          masked[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
-      }
-      choices = masked;
-    }
-    const int32_t token = sampler.sample(choices, history);
-    history.push_back(token);
-    const bool stop = std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
-    if (stop) {
-      reply.stop_reason = "eos";
-      break;
-    }
-    reply.tokens.push_back(token);
-    const std::string piece = stream != nullptr ? stream->push(token) : std::to_string(token) + " ";
-    reply.text += piece;
-    if (!quiet) {
-      std::fputs(piece.c_str(), stdout);
-      std::fflush(stdout);
-    }
-    if (i + 1 == n) break;
-    if ((!can_evict && cache.free_slots() == 0) || cache.next_position() >= cache.max_positions()) {
-      reply.stop_reason = "context_full";
-      break;
-    }
-    logits = generator.decode(token);
-    record(logits);
-  }
-  if (stream != nullptr) {
-    const std::string rest = stream->finish();
-    reply.text += rest;
-    if (!quiet) std::fputs(rest.c_str(), stdout);
-  }
-  // Flushed, so that the stats line (stderr) starts on a line of its own when both streams go to
-  // one pipe or file, where stdout is block-buffered.
-  if (!quiet) std::printf("\n");
-  std::fflush(stdout);
-  return reply;
 }
 
 int run(int argc, char** argv) {
@@ -422,12 +347,13 @@ int run(int argc, char** argv) {
     edgelm::log_warn("[eviction] --budget-bytes has no effect with --eviction-policy ",
                      eviction.policy);
   }
-  std::unique_ptr<edgelm::SystemMonitor> monitor;
-  if (!simulate_memory.empty()) {
-    monitor = edgelm::SimulatedMonitor::parse(simulate_memory);
-  } else if (eviction.policy != "none") {
-    monitor = std::make_unique<edgelm::LinuxSystemMonitor>();
-  }
+  // The memory monitor of a conversation (made again by /reset).
+  auto make_monitor = [&]() -> std::unique_ptr<edgelm::SystemMonitor> {
+    if (!simulate_memory.empty()) return edgelm::SimulatedMonitor::parse(simulate_memory);
+    if (eviction.policy != "none") return std::make_unique<edgelm::LinuxSystemMonitor>();
+    return nullptr;
+  };
+  std::unique_ptr<edgelm::SystemMonitor> monitor = make_monitor();
 
   std::ofstream profile_csv;
   if (!profile_out.empty()) {
@@ -435,7 +361,7 @@ int run(int argc, char** argv) {
     if (!profile_csv) EDGELM_FAIL("--profile-out: cannot write ", profile_out);
     profile_csv << "phase,op,kernel,calls,total_ms,bytes\n";
   }
-  const auto load_start = Clock::now();
+  const edgelm::Stopwatch load_time;
   auto backend = edgelm::create_backend(backend_name, {.n_threads = threads,
                                                        .cpus = cpus,
                                                        .cl_platform = cl_platform,
@@ -494,7 +420,7 @@ int run(int argc, char** argv) {
     }
   }
   backend->synchronize();
-  const double load_s = seconds_since(load_start);
+  const double load_s = load_time.seconds();
   // Transfers are counted per phase; on a zero-copy backend all of them stay at 0.
   const uint64_t copy_bytes_load = backend->host_device_copy_bytes();
   backend->reset_op_timings();
@@ -509,11 +435,48 @@ int run(int argc, char** argv) {
   if (top_p->count() == 0 && config.default_top_p) sampling.top_p = *config.default_top_p;
   if (top_k->count() == 0 && config.default_top_k) sampling.top_k = *config.default_top_k;
   sampling.greedy = greedy;
-  edgelm::Sampler sampler(sampling, config.vocab_size);
-  std::vector<int32_t> stop_ids = config.eos_token_ids;
+  edgelm::GenerationSettings settings{.sampling = sampling,
+                                      .max_tokens = n_generate,
+                                      .stop_ids = config.eos_token_ids,
+                                      .ignore_eos = ignore_eos};
+  if (chat_template)
+    settings.stop_ids = edgelm::chat_stop_ids(*tokenizer, *chat_template, config.eos_token_ids);
+
+  // The reply streams to stdout as it comes: each token's text, or its id (--print-ids, or a
+  // model without a tokenizer).
+  const bool stream_text = tokenizer && !print_ids;
+  std::vector<float> logit_rows;     // --dump-logits: [steps, vocab]
+  std::vector<int32_t> special_ids;  // --protect template
+  edgelm::GenerationSession::Callbacks callbacks;
+  if (!quiet) {
+    callbacks.on_token = [&](int32_t token, std::string_view text) {
+      const std::string piece = stream_text ? std::string(text) : std::to_string(token) + " ";
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  callbacks.on_reply_end = [&](std::string_view rest) {
+    if (!quiet) {
+      std::fputs(std::string(rest).c_str(), stdout);
+      std::printf("\n");
+    }
+    // Flushed, so that the stats line (stderr) starts on a line of its own when both streams go
+    // to one pipe or file, where stdout is block-buffered.
+    std::fflush(stdout);
+  };
+  if (!dump_logits.empty()) {
+    callbacks.on_logits = [&](std::span<const float> logits) {
+      logit_rows.insert(logit_rows.end(), logits.begin(), logits.end());
+    };
+  }
+  callbacks.on_reset = [&] {  // a new conversation: the policy starts over too
+    manager = edgelm::CacheManager(eviction, edgelm::make_policy(eviction), make_monitor());
+    if (protect_template) manager.tokens().set_special_ids(special_ids);
+  };
+  edgelm::GenerationSession session(model, cache, &manager, std::move(settings),
+                                    stream_text ? &*tokenizer : nullptr, std::move(callbacks));
   if (chat_template) {
     std::fprintf(stderr, "chat template: %s\n", std::string(chat_template->name()).c_str());
-    stop_ids = edgelm::chat_stop_ids(*tokenizer, *chat_template, config.eos_token_ids);
     for (const std::string& text : chat_template->end_of_turn_texts()) {
       if (!tokenizer->token_id(text)) {
         edgelm::log_warn("[chat] the template ends turns with '", text,
@@ -521,12 +484,8 @@ int run(int argc, char** argv) {
       }
     }
   }
-  std::vector<int32_t> banned_ids;  // --ignore-eos: the stop ids are never sampled
-  if (ignore_eos) banned_ids = std::exchange(stop_ids, {});
 
-  edgelm::Generator generator(model, cache, &manager);
   // --protect template: every special token of the vocabulary (the chat template's boundaries).
-  std::vector<int32_t> special_ids;
   if (protect_template) {
     for (int32_t id = 0; id < static_cast<int32_t>(tokenizer->vocab_size()); ++id) {
       if (tokenizer->is_special(id)) special_ids.push_back(id);
@@ -549,7 +508,7 @@ int run(int argc, char** argv) {
           " template renders first; no position is protected as the system prompt");
     }
   }
-  auto declare_system_prompt = [&](const std::vector<int32_t>& ids) {
+  auto declare_system_prompt = [&](std::span<const int32_t> ids) {
     if (system_prefix.empty()) return;
     const std::vector<int32_t> prefix_ids = tokenizer->encode(system_prefix, /*add_bos=*/false);
     size_t n = 0;
@@ -557,42 +516,28 @@ int run(int argc, char** argv) {
     const int64_t start = cache.next_position();
     manager.tokens().set_system_prompt(start, start + static_cast<int64_t>(n));
   };
-  std::optional<edgelm::TokenStreamDecoder> stream;
-  if (tokenizer && !print_ids) stream.emplace(*tokenizer);
-
-  std::vector<float> logit_rows;
-  auto record = [&](std::span<const float> logits) {
-    if (!dump_logits.empty()) logit_rows.insert(logit_rows.end(), logits.begin(), logits.end());
-  };
   auto context_used_up = [&] { return cache.next_position() >= cache.max_positions(); };
-  auto check_prompt = [&](const std::vector<int32_t>& ids) {
+  // The prompt's checks, with the flags to change: the session checks the same, in its own words.
+  auto check_prompt = [&](std::span<const int32_t> ids) {
     for (int32_t id : ids) {
       if (id >= config.vocab_size)
         EDGELM_FAIL("prompt: token id ", id, " is outside the vocabulary of ", config.vocab_size);
     }
-    if (!can_evict && static_cast<int64_t>(ids.size()) > cache.free_slots()) {
-      EDGELM_FAIL("prompt: ", ids.size(), " tokens do not fit: -c/--ctx-size ", max_seq_len,
-                  " leaves ", cache.free_slots(),
-                  " free slots (raise it or use --eviction-policy)");
+    // A reply cut at -n leaves its last token for the next feed.
+    const int64_t n = static_cast<int64_t>(ids.size()) + session.pending_tokens();
+    if (!can_evict && n > cache.free_slots()) {
+      EDGELM_FAIL("prompt: ", n, " tokens do not fit: -c/--ctx-size ", max_seq_len, " leaves ",
+                  cache.free_slots(), " free slots (raise it or use --eviction-policy)");
     }
     const int64_t positions_left = max_seq_len - cache.next_position();
-    if (static_cast<int64_t>(ids.size()) > positions_left) {
-      EDGELM_FAIL("prompt: ", ids.size(), " tokens do not fit: the logical context, -c/--ctx-size ",
+    if (n > positions_left) {
+      EDGELM_FAIL("prompt: ", n, " tokens do not fit: the logical context, -c/--ctx-size ",
                   max_seq_len, ", leaves ", positions_left, " positions (raise it)");
     }
   };
 
   if (interactive) {
-    edgelm::ChatSession session(*chat_template, system_prompt);
-    std::vector<int32_t> history;
-    auto reset_cache = [&] {
-      cache.clear();
-      manager = edgelm::CacheManager(
-          eviction, edgelm::make_policy(eviction),
-          simulate_memory.empty() ? nullptr : edgelm::SimulatedMonitor::parse(simulate_memory));
-      if (protect_template) manager.tokens().set_special_ids(special_ids);
-      history.clear();
-    };
+    edgelm::ChatSession chat_session(*chat_template, system_prompt);
     std::fprintf(
         stderr,
         "interactive chat: type a message; /reset clears the conversation, /quit or Ctrl-D ends\n");
@@ -601,36 +546,28 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "> ");
       if (!std::getline(std::cin, line) || line == "/quit" || line == "/exit") break;
       if (line == "/reset") {
-        reset_cache();
-        session.clear();
+        session.reset();
+        chat_session.clear();
         std::fprintf(stderr, "(conversation cleared)\n");
         continue;
       }
       if (line.empty()) continue;
       // Only what the cache lacks; the whole conversation again where the template renders the
       // earlier turns differently now (ChatSession says so).
-      const edgelm::ChatSession::Feed feed = session.add_user(line);
-      if (feed.from_scratch) {
-        reset_cache();
-        std::fprintf(stderr, "(%s renders the conversation anew: prefilling all of it)\n",
-                     std::string(chat_template->name()).c_str());
-      }
-      const std::vector<int32_t> ids = tokenizer->encode(feed.text, /*add_bos=*/false);
-      check_prompt(ids);
-      if (history.empty()) declare_system_prompt(ids);  // a conversation's first feed
-      history.insert(history.end(), ids.begin(), ids.end());
-      const std::span<const float> logits = generator.prefill(ids);
-      const Reply reply =
-          generate_reply(generator, sampler, cache, can_evict, logits, n_generate, stop_ids,
-                         banned_ids, history, stream ? &*stream : nullptr, quiet, record);
-      // The reply's tokens but not its stop token are in the cache; the next feed starts with the
-      // template's end of turn, closing the turn either way.
-      session.add_reply(tokenizer->decode(reply.tokens));
+      const edgelm::Reply reply = session.chat_turn(
+          chat_session, *tokenizer, line, [&](std::span<const int32_t> ids, bool from_scratch) {
+            if (from_scratch) {
+              std::fprintf(stderr, "(%s renders the conversation anew: prefilling all of it)\n",
+                           std::string(chat_template->name()).c_str());
+            }
+            check_prompt(ids);
+            if (session.history().empty()) declare_system_prompt(ids);  // a conversation's first
+          });
       std::fprintf(stderr, "[%zu tokens, %s; cache %lld slots at position %lld]\n",
-                   reply.tokens.size(), reply.stop_reason.c_str(),
+                   reply.tokens.size(), std::string(edgelm::stop_reason_name(reply.stop)).c_str(),
                    static_cast<long long>(cache.size(0)),
                    static_cast<long long>(cache.next_position()));
-      if (reply.stop_reason == "context_full") {
+      if (reply.stop == edgelm::StopReason::ContextFull) {
         std::fprintf(stderr, "%s; /reset or restart with a larger -c/--ctx-size%s\n",
                      context_used_up() ? "the logical context is used up" : "the KV cache is full",
                      can_evict ? "" : " or an eviction policy");
@@ -655,21 +592,18 @@ int run(int argc, char** argv) {
   }
   check_prompt(prompt_ids);
   if (chat) declare_system_prompt(prompt_ids);
-  std::vector<int32_t> history = prompt_ids;
-  std::span<const float> logits = generator.prefill(prompt_ids);
-  record(logits);
+  session.prefill(prompt_ids);
   if (!dump_kv_positions.empty()) write_kv_positions(dump_kv_positions, cache);
   const uint64_t copy_bytes_after_prefill = backend->host_device_copy_bytes();
   const std::vector<edgelm::OpTiming> prefill_profile = backend->op_timings();
   backend->reset_op_timings();
-  const Reply reply =
-      generate_reply(generator, sampler, cache, can_evict, logits, n_generate, stop_ids, banned_ids,
-                     history, stream ? &*stream : nullptr, quiet, record);
-  if (reply.stop_reason == "context_full" && context_used_up()) {
+  const edgelm::Reply reply = session.generate();
+  const std::string stop(edgelm::stop_reason_name(reply.stop));
+  if (reply.stop == edgelm::StopReason::ContextFull && context_used_up()) {
     std::fprintf(stderr,
                  "stopped: the logical context of %lld positions is used up; raise -c/--ctx-size\n",
                  static_cast<long long>(max_seq_len));
-  } else if (reply.stop_reason == "context_full") {
+  } else if (reply.stop == edgelm::StopReason::ContextFull) {
     std::fprintf(stderr,
                  "stopped: the KV cache is full (%lld slots); raise -c/--ctx-size or use "
                  "--eviction-policy\n",
@@ -683,30 +617,24 @@ int run(int argc, char** argv) {
 
   backend->synchronize();
   const uint64_t copy_bytes_decode = backend->host_device_copy_bytes() - copy_bytes_after_prefill;
-  const double prefill_s = generator.prefill_seconds();
-  const double decode_s = generator.decode_seconds();
+  const edgelm::GenerationStats stats = session.stats();
   if (profile) {
     std::ofstream* csv = profile_csv.is_open() ? &profile_csv : nullptr;
-    print_profile("prefill", prefill_profile, prefill_s, csv);
-    print_profile("decode", backend->op_timings(), decode_s, csv);
+    print_profile("prefill", prefill_profile, stats.prefill_seconds, csv);
+    print_profile("decode", backend->op_timings(), stats.decode_seconds, csv);
   }
-  const int64_t decode_steps = generator.decode_steps();
-  const double prefill_tok_s =
-      prefill_s > 0 ? static_cast<double>(prompt_ids.size()) / prefill_s : 0.0;
-  const double decode_tok_s =
-      decode_s > 0 && decode_steps > 0 ? static_cast<double>(decode_steps) / decode_s : 0.0;
-  const size_t peak = peak_rss_bytes();
+  const int64_t peak = edgelm::peak_resident_bytes();
   log_eviction_summary(manager);
   std::fprintf(stderr,
-               "load %.3f s | prefill %zu tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
+               "load %.3f s | prefill %lld tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
                "KV cache %.2f MiB (%s, %lld slots, context %lld) | evictions %lld (%.3f s) | "
                "peak RSS %.1f MiB | stop: %s\n",
-               load_s, prompt_ids.size(), prefill_tok_s, static_cast<long long>(decode_steps),
-               decode_tok_s, static_cast<double>(cache.memory_bytes()) / 1048576.0,
-               edgelm::dtype_name(kv_type), static_cast<long long>(cache.capacity()),
-               static_cast<long long>(max_seq_len), static_cast<long long>(manager.evictions()),
-               manager.eviction_seconds(), static_cast<double>(peak) / 1048576.0,
-               reply.stop_reason.c_str());
+               load_s, static_cast<long long>(stats.prompt_tokens), stats.prefill_tok_s(),
+               static_cast<long long>(stats.decode_steps), stats.decode_tok_s(),
+               static_cast<double>(stats.kv_bytes) / 1048576.0, edgelm::dtype_name(kv_type),
+               static_cast<long long>(stats.kv_capacity), static_cast<long long>(stats.kv_context),
+               static_cast<long long>(stats.evictions), stats.eviction_seconds,
+               static_cast<double>(peak) / 1048576.0, stop.c_str());
   if (json) {
     nlohmann::json summary = {
         {"model", model_path},
@@ -718,41 +646,41 @@ int run(int argc, char** argv) {
         {"weight_layout", edgelm::dtype_name(weight_layout)},
         {"kv_type", edgelm::dtype_name(kv_type)},
         {"load_s", load_s},
-        {"prompt_tokens", prompt_ids.size()},
-        {"generated_tokens", reply.tokens.size()},
-        {"prefill_s", prefill_s},
-        {"decode_s", decode_s},
-        {"prefill_tok_s", prefill_tok_s},
-        {"decode_tok_s", decode_tok_s},
-        {"kv_bytes", cache.memory_bytes()},
-        {"kv_resident_bytes", cache.resident_bytes()},
-        {"kv_capacity", cache.capacity()},
-        {"kv_context", max_seq_len},
+        {"prompt_tokens", stats.prompt_tokens},
+        {"generated_tokens", stats.generated_tokens},
+        {"prefill_s", stats.prefill_seconds},
+        {"decode_s", stats.decode_seconds},
+        {"prefill_tok_s", stats.prefill_tok_s()},
+        {"decode_tok_s", stats.decode_tok_s()},
+        {"kv_bytes", stats.kv_bytes},
+        {"kv_resident_bytes", stats.kv_resident_bytes},
+        {"kv_capacity", stats.kv_capacity},
+        {"kv_context", stats.kv_context},
         {"kv_budget", manager.config().kv_budget},
-        {"kv_slots", cache.size(0)},
-        {"kv_used_bytes", cache.used_bytes()},
-        {"next_position", cache.next_position()},
+        {"kv_slots", stats.kv_slots},
+        {"kv_used_bytes", stats.kv_used_bytes},
+        {"next_position", stats.next_position},
         {"eviction_policy", manager.policy().name()},
         {"protected_system_positions",
          manager.tokens().system_end() - manager.tokens().system_begin()},
-        {"evictions", manager.evictions()},
-        {"evicted_tokens", manager.evicted_tokens()},
-        {"eviction_s", manager.eviction_seconds()},
-        {"eviction_fallbacks", manager.fallback_count()},
+        {"evictions", stats.evictions},
+        {"evicted_tokens", stats.evicted_tokens},
+        {"eviction_s", stats.eviction_seconds},
+        {"eviction_fallbacks", stats.eviction_fallbacks},
         {"eviction_fallback_kinds", manager.fallbacks()},
-        {"released_bytes", manager.released_bytes()},
-        {"rss_drop_bytes", manager.rss_drop_bytes()},
-        {"rss_bytes", edgelm::resident_set_bytes()},
+        {"released_bytes", stats.released_bytes},
+        {"rss_drop_bytes", stats.rss_drop_bytes},
+        {"rss_bytes", edgelm::resident_bytes()},
         {"peak_rss_bytes", peak},
         {"weight_bytes_per_token", model.weight_bytes_per_token()},
         {"host_device_copy_bytes", copy_bytes_decode},
         {"host_device_copy_bytes_prefill", copy_bytes_after_prefill - copy_bytes_load},
         {"host_device_copy_bytes_load", copy_bytes_load},
-        {"stop", reply.stop_reason},
+        {"stop", stop},
         {"tokens", reply.tokens},
     };
     if (budget_bytes > 0) summary["kv_budget_bytes"] = budget_bytes;
-    if (stream) summary["text"] = reply.text;
+    if (stream_text) summary["text"] = reply.text;
     std::printf("%s\n",
                 summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }

@@ -1,25 +1,17 @@
 #include "models/eviction_eval.h"
 
-#include <sys/resource.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <fstream>
 #include <memory>
 #include <set>
 
 #include "core/error.h"
+#include "core/process_stats.h"
 #include "models/generator.h"
 #include "models/tokenizer.h"
 
 namespace edgelm {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 int64_t most_slots(const KvCache& cache) {
   int64_t most = 0;
@@ -424,7 +416,7 @@ void EvictionEval::run_streaming(std::span<const EvalText> texts) {
       const int64_t offset = static_cast<int64_t>(w) * options_.window_tokens;
       report(str_cat("streaming: ", text.name, " window ", w + 1, "/", windows.size(), ", ", n,
                      " tokens, ", cells_.size(), " cells, ", step, " token(s) per step"));
-      const auto started = Clock::now();
+      const Stopwatch started;
 
       LlamaModel full_model(backend_, config_, weights_, step);
       Lane full(full_model, n, options_.kv_type, nullptr);
@@ -493,8 +485,7 @@ void EvictionEval::run_streaming(std::span<const EvalText> texts) {
         }
         const int64_t done = full_chunk.begin + static_cast<int64_t>(full_chunk.tokens.size());
         if (done >= next_report && done < n) {
-          report(str_cat("  ", done, "/", n, " tokens, ",
-                         std::chrono::duration<double>(Clock::now() - started).count(), " s"));
+          report(str_cat("  ", done, "/", n, " tokens, ", started.seconds(), " s"));
           next_report += 512;
         }
       }
@@ -517,8 +508,7 @@ void EvictionEval::run_streaming(std::span<const EvalText> texts) {
             result.bytes_filled += bytes_after(result.first_filled.back());
         }
       }
-      report(str_cat("  done in ", std::chrono::duration<double>(Clock::now() - started).count(),
-                     " s"));
+      report(str_cat("  done in ", started.seconds(), " s"));
     }
   }
 }
@@ -631,9 +621,9 @@ void EvictionEval::run_cost(const EvalText& text) {
         lane.manager ? EvictionTotals::of(*lane.manager) : EvictionTotals{};
     for (int64_t i = 0; i < decode_tokens; ++i) {
       const int32_t token = greedy_token(logits);
-      const auto start = Clock::now();
+      const Stopwatch step;
       logits = lane.generator->decode(token);
-      cost.decode_wall_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+      cost.decode_wall_seconds += step.seconds();
       cost.max_slots = std::max(cost.max_slots, most_slots(*lane.cache));
     }
     cost.max_slots = std::max(cost.max_slots, peak_slots(*lane.cache, lane.manager.get()));
@@ -655,53 +645,6 @@ void EvictionEval::run_cost(const EvalText& text) {
     report(str_cat("cost: ", cell.policy, " at ", cell.budget, " slots"));
     cell.cost = measure(&cell);
   }
-}
-
-// ---- process memory ----
-
-namespace {
-
-// A "<key>: <n> kB" line of /proc/self/status, in bytes; -1 when absent.
-int64_t proc_status_bytes(const std::string& key) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1)) * 1024;
-  }
-  return -1;
-}
-
-}  // namespace
-
-int64_t resident_bytes() {
-  return std::max<int64_t>(0, proc_status_bytes("VmRSS"));
-}
-
-int64_t peak_resident_bytes() {
-  const int64_t peak = proc_status_bytes("VmHWM");
-  if (peak >= 0) return peak;
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux and BSDs report KiB
-}
-
-bool release_free_memory() {
-#if defined(__GLIBC__)
-  // glibc keeps freed memory in its heaps (and raises its mmap threshold after large frees, so
-  // later large blocks come from the heap too); malloc_trim returns the free pages to the system.
-  malloc_trim(0);
-  return true;
-#else
-  return false;
-#endif
-}
-
-bool reset_peak_resident() {
-  // Writing 5 restarts VmHWM at the current resident size (Linux 4.0 and later).
-  std::ofstream clear_refs("/proc/self/clear_refs");
-  clear_refs << "5";
-  clear_refs.flush();
-  return clear_refs.good();
 }
 
 }  // namespace edgelm

@@ -288,17 +288,4 @@ class EvictionEval {
   std::function<void(std::string_view)> progress_;
 };
 
-// ---- process memory (Linux /proc; elsewhere getrusage's peak and 0) ----
-
-// Resident memory now (VmRSS), in bytes.
-int64_t resident_bytes();
-// The peak resident memory (VmHWM, else ru_maxrss), in bytes.
-int64_t peak_resident_bytes();
-// Restarts the peak counter at the current resident memory (/proc/self/clear_refs); false where
-// that is not possible.
-bool reset_peak_resident();
-// Returns the allocator's free memory to the system (glibc's malloc_trim), so that the resident
-// memory counts live allocations only; false where the C library has no such call.
-bool release_free_memory();
-
 }  // namespace edgelm

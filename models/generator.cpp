@@ -1,9 +1,9 @@
 #include "models/generator.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/error.h"
+#include "core/process_stats.h"
 
 namespace edgelm {
 namespace {
@@ -46,10 +46,9 @@ std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase ph
     options.all_logits = true;
     options.logits_from = *logits_from;
   }
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch stopwatch;
   const std::span<const float> logits = model_.forward(tokens, cache_, options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = stopwatch.seconds();
   (phase == Phase::Prefill ? prefill_seconds_ : decode_seconds_) += seconds;
   if (manager_ != nullptr) {
     manager_->observe(cache_, phase, exports);
