@@ -17,7 +17,7 @@
 #include "models/gguf.h"
 #include "models/make_model.h"
 #include "models/tokenizer.h"
-#include "models/unicode_nfc.h"
+#include "models/tokenizer/unicode_nfc.h"
 #include "tests/temp_dir.h"
 
 namespace edgelm {

@@ -16,8 +16,8 @@
 #include "core/log.h"
 #include "core/mapped_file.h"
 #include "models/gguf.h"
-#include "models/unicode_nfc.h"
-#include "models/utf8.h"
+#include "models/tokenizer/unicode_nfc.h"
+#include "models/tokenizer/utf8.h"
 
 namespace edgelm {
 namespace {
