@@ -25,7 +25,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int32_t kNone = -1;
-constexpr char kReplacement[] = "\xEF\xBF\xBD";         // U+FFFD
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
 
 // The regexes of the pre-tokenizers that GGUF files name instead of spelling out, as the models'
@@ -146,80 +145,6 @@ const NamedPreTokenizer* find_named_pre_tokenizer(std::string_view name) {
     if (std::find(entry.names.begin(), entry.names.end(), name) != entry.names.end()) return &entry;
   }
   return nullptr;
-}
-
-// ---- UTF-8 ----
-
-enum class Utf8Status { Valid, Invalid, Incomplete };
-struct Utf8Step {
-  Utf8Status status;
-  size_t length;  // Valid: the sequence; Invalid: the maximal subpart (>= 1); Incomplete: all of it
-};
-
-// Classifies the sequence starting at p[0] (n >= 1 bytes available) with the well-formed ranges
-// of Unicode's table 3-7, so that overlong forms, surrogates and code points above U+10FFFF are
-// invalid at the first byte that rules them out.
-Utf8Step utf8_step(const unsigned char* p, size_t n) {
-  const unsigned lead = p[0];
-  if (lead < 0x80) return {Utf8Status::Valid, 1};
-  size_t need = 0;
-  unsigned lo = 0x80, hi = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    need = 1;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    need = 2;
-    if (lead == 0xE0) lo = 0xA0;
-    if (lead == 0xED) hi = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    need = 3;
-    if (lead == 0xF0) lo = 0x90;
-    if (lead == 0xF4) hi = 0x8F;
-  } else {
-    return {Utf8Status::Invalid, 1};
-  }
-  for (size_t k = 1; k <= need; ++k) {
-    if (k >= n) return {Utf8Status::Incomplete, k};
-    if (p[k] < lo || p[k] > hi) return {Utf8Status::Invalid, k};
-    lo = 0x80;
-    hi = 0xBF;
-  }
-  return {Utf8Status::Valid, need + 1};
-}
-
-bool is_valid_utf8(std::string_view text) {
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    // Eight ASCII bytes at a time: most text is mostly ASCII.
-    if (i + 8 <= n) {
-      uint64_t word;
-      std::memcpy(&word, p + i, 8);
-      if ((word & 0x8080808080808080ull) == 0) {
-        i += 8;
-        continue;
-      }
-    }
-    const Utf8Step step = utf8_step(p + i, n - i);
-    if (step.status != Utf8Status::Valid) return false;
-    i += step.length;
-  }
-  return true;
-}
-
-// Decodes one character at p (n bytes available); returns its length. An invalid sequence gives
-// U+FFFD and the length of its maximal subpart.
-size_t decode_char(const unsigned char* p, size_t n, uint32_t& code) {
-  const Utf8Step step = utf8_step(p, n);
-  if (step.status != Utf8Status::Valid) {
-    code = 0xFFFD;
-    return step.length;
-  }
-  return utf8::decode_valid(p, code);
-}
-
-void append_utf8(std::string& out, uint32_t code) {
-  utf8::append(out, code);
 }
 
 // Unicode's White_Space property: what `\s` means to Oniguruma (the engine of the `tokenizers`
@@ -428,9 +353,9 @@ std::optional<std::string> byte_level_to_bytes(std::string_view token) {
   const auto* p = reinterpret_cast<const unsigned char*>(token.data());
   for (size_t i = 0; i < token.size();) {
     uint32_t code;
-    const Utf8Step step = utf8_step(p + i, token.size() - i);
-    if (step.status != Utf8Status::Valid) return std::nullopt;
-    i += decode_char(p + i, token.size() - i, code);
+    const utf8::Sequence sequence = utf8::classify(p + i, token.size() - i);
+    if (sequence.status != utf8::Status::Valid) return std::nullopt;
+    i += utf8::decode(p + i, token.size() - i, code);
     if (code >= table.code_to_byte.size() || table.code_to_byte[code] < 0) return std::nullopt;
     bytes += static_cast<char>(table.code_to_byte[code]);
   }
@@ -564,8 +489,8 @@ class Regex {
         // Step over one character so that the search moves on.
         uint32_t code;
         search_from =
-            begin + decode_char(reinterpret_cast<const unsigned char*>(text.data()) + begin,
-                                n - begin, code);
+            begin + utf8::decode(reinterpret_cast<const unsigned char*>(text.data()) + begin,
+                                 n - begin, code);
         piece_start = begin;
         continue;
       }
@@ -951,7 +876,8 @@ void Tokenizer::Impl::split_added(std::string_view text, const TokenMatcher& mat
         size_t i = new_begin - 1;
         while (i > 0 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
         uint32_t code;
-        decode_char(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i, code);
+        utf8::decode(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i,
+                     code);
         if (!is_white_space(code)) break;
         new_begin = i;
       }
@@ -960,8 +886,8 @@ void Tokenizer::Impl::split_added(std::string_view text, const TokenMatcher& mat
     if (token.rstrip) {
       while (end < text.size()) {
         uint32_t code;
-        const size_t length = decode_char(reinterpret_cast<const unsigned char*>(text.data()) + end,
-                                          text.size() - end, code);
+        const size_t length = utf8::decode(
+            reinterpret_cast<const unsigned char*>(text.data()) + end, text.size() - end, code);
         if (!is_white_space(code)) break;
         end += length;
       }
@@ -999,7 +925,7 @@ void Tokenizer::Impl::pre_tokenize(std::string_view text, size_t step, Emit&& em
     std::vector<uint32_t> byte_of(text.size() * 2 + 1);  // spelled offset → byte offset
     for (size_t i = 0; i < text.size(); ++i) {
       byte_of[spelled.size()] = static_cast<uint32_t>(i);
-      append_utf8(spelled, table.byte_to_code[static_cast<unsigned char>(text[i])]);
+      utf8::append(spelled, table.byte_to_code[static_cast<unsigned char>(text[i])]);
     }
     byte_of[spelled.size()] = static_cast<uint32_t>(text.size());
     pre.regex->split(spelled, [&](size_t begin, size_t end) {
@@ -1019,7 +945,7 @@ void Tokenizer::Impl::push_byte_symbol(unsigned char byte, std::vector<int32_t>&
   // UTF-8 bytes of that character, then the unknown token, and otherwise drops it.
   if (byte_fallback) {
     std::string character;
-    append_utf8(character, byte_level_table().byte_to_code[byte]);
+    utf8::append(character, byte_level_table().byte_to_code[byte]);
     bool all = true;
     for (unsigned char b : character) all = all && fallback_ids[b] != kNone;
     if (all) {
@@ -1158,7 +1084,7 @@ void Tokenizer::Impl::spm_fragment(std::string_view text, bool prefix_space,
   const auto* bytes = reinterpret_cast<const unsigned char*>(normalized.data());
   for (size_t i = 0; i < normalized.size();) {
     uint32_t code;
-    const size_t length = decode_char(bytes + i, normalized.size() - i, code);
+    const size_t length = utf8::decode(bytes + i, normalized.size() - i, code);
     const auto index = static_cast<int32_t>(symbols.size());
     symbols.push_back(
         {kNone, index - 1, kNone, static_cast<uint32_t>(i), static_cast<uint32_t>(length)});
@@ -1875,7 +1801,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   if (add_bos) ids.insert(ids.end(), impl_->prefix_ids.begin(), impl_->prefix_ids.end());
-  if (is_valid_utf8(text)) {
+  if (utf8::is_valid(text)) {
     impl_->encode(text, parse_special, ids);
   } else {
     std::string repaired;
@@ -1891,7 +1817,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   std::string bytes;
   bool at_fragment_start = true;
   for (int32_t id : ids) impl_->append_decoded(id, skip_special, at_fragment_start, bytes);
-  if (is_valid_utf8(bytes)) return bytes;
+  if (utf8::is_valid(bytes)) return bytes;
   std::string text;
   append_utf8_repaired(text, bytes, true);
   return text;
@@ -1925,31 +1851,6 @@ std::string Tokenizer::describe() const {
   return str_cat(impl_->kind == Impl::Kind::ByteLevelBpe ? "byte-level BPE" : "SentencePiece BPE",
                  ", ", impl_->vocab_size(), " tokens (", impl_->added.size(), " added) from ",
                  impl_->source);
-}
-
-size_t append_utf8_repaired(std::string& out, std::string_view bytes, bool final) {
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  const size_t n = bytes.size();
-  size_t run_start = 0;  // start of the valid run not yet appended
-  size_t i = 0;
-  while (i < n) {
-    if (p[i] < 0x80) {
-      ++i;
-      continue;
-    }
-    const Utf8Step step = utf8_step(p + i, n - i);
-    if (step.status == Utf8Status::Valid) {
-      i += step.length;
-      continue;
-    }
-    out.append(bytes.substr(run_start, i - run_start));
-    if (step.status == Utf8Status::Incomplete && !final) return i;
-    out += kReplacement;
-    i += step.length;
-    run_start = i;
-  }
-  out.append(bytes.substr(run_start, n - run_start));
-  return n;
 }
 
 TokenStreamDecoder::TokenStreamDecoder(Tokenizer tokenizer, bool skip_special)
