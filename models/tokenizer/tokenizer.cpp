@@ -16,15 +16,20 @@
 #include "core/log.h"
 #include "core/mapped_file.h"
 #include "models/gguf.h"
+#include "models/tokenizer/byte_level.h"
+#include "models/tokenizer/hash_tables.h"
 #include "models/tokenizer/unicode_nfc.h"
 #include "models/tokenizer/utf8.h"
+#include "models/tokenizer/vocabulary.h"
 
 namespace edgelm {
+
+using namespace tokenizer;
+
 namespace {
 
 using nlohmann::json;
 
-constexpr int32_t kNone = -1;
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
 
 // The regexes of the pre-tokenizers that GGUF files name instead of spelling out, as the models'
@@ -153,213 +158,6 @@ bool is_white_space(uint32_t code) {
   return (code >= 0x09 && code <= 0x0D) || code == 0x20 || code == 0x85 || code == 0xA0 ||
          code == 0x1680 || (code >= 0x2000 && code <= 0x200A) || code == 0x2028 || code == 0x2029 ||
          code == 0x202F || code == 0x205F || code == 0x3000;
-}
-
-// ---- hash tables ----
-
-uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t hash_bytes(std::string_view key) {
-  const char* p = key.data();
-  size_t n = key.size();
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-  while (n >= 8) {
-    uint64_t word;
-    std::memcpy(&word, p, 8);
-    h = (h ^ word) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 29;
-    p += 8;
-    n -= 8;
-  }
-  if (n > 0) {
-    uint64_t word = 0;
-    std::memcpy(&word, p, n);
-    h = (h ^ word) * 0x94d049bb133111ebull;
-  }
-  return mix64(h);
-}
-
-// Byte string → non-negative int32, open addressing with linear probing. Keys live in one arena,
-// so a 128k-token vocabulary is two allocations and a lookup touches one slot in the common case.
-class StringIdMap {
- public:
-  StringIdMap() { rehash(16); }
-
-  // Stores key → value (value >= 0), replacing the value of an existing key.
-  void set(std::string_view key, int32_t value) {
-    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2);
-    const uint64_t hash = hash_bytes(key);
-    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
-      Slot& slot = slots_[i];
-      if (slot.value < 0) {
-        slot = {hash, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(key.size()),
-                value};
-        keys_.append(key);
-        ++count_;
-        return;
-      }
-      if (slot.hash == hash && key_of(slot) == key) {
-        slot.value = value;
-        return;
-      }
-    }
-  }
-  // The value of `key`, or kNone.
-  int32_t find(std::string_view key) const {
-    const uint64_t hash = hash_bytes(key);
-    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
-      const Slot& slot = slots_[i];
-      if (slot.value < 0) return kNone;
-      if (slot.hash == hash && key_of(slot) == key) return slot.value;
-    }
-  }
-  size_t size() const { return count_; }
-  void clear() {
-    std::fill(slots_.begin(), slots_.end(), Slot{});
-    keys_.clear();
-    count_ = 0;
-  }
-
- private:
-  struct Slot {
-    uint64_t hash = 0;
-    uint32_t offset = 0;
-    uint32_t length = 0;
-    int32_t value = kNone;  // kNone: empty
-  };
-
-  std::string_view key_of(const Slot& slot) const {
-    return std::string_view(keys_).substr(slot.offset, slot.length);
-  }
-  void rehash(size_t capacity) {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(capacity, Slot{});
-    mask_ = capacity - 1;
-    for (const Slot& slot : old) {
-      if (slot.value < 0) continue;
-      size_t i = slot.hash & mask_;
-      while (slots_[i].value >= 0) i = (i + 1) & mask_;
-      slots_[i] = slot;
-    }
-  }
-
-  std::vector<Slot> slots_;
-  std::string keys_;
-  size_t count_ = 0;
-  size_t mask_ = 0;
-};
-
-// (left id, right id) → (merge rank, merged id): the BPE merge table.
-class PairMap {
- public:
-  struct Merge {
-    int32_t rank = kNone;
-    int32_t id = kNone;
-  };
-
-  void reserve(size_t count) {
-    size_t capacity = 16;
-    while (capacity < count * 2) capacity *= 2;
-    rehash(capacity);
-  }
-  // Later merges of the same pair replace earlier ones, as when `tokenizers` collects them.
-  void set(int32_t left, int32_t right, Merge merge) {
-    if ((count_ + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
-    const uint64_t key = pack(left, right);
-    for (size_t i = mix64(key) & mask_;; i = (i + 1) & mask_) {
-      if (slots_[i].key == kEmpty) {
-        slots_[i] = {key, merge};
-        ++count_;
-        return;
-      }
-      if (slots_[i].key == key) {
-        slots_[i].merge = merge;
-        return;
-      }
-    }
-  }
-  Merge find(int32_t left, int32_t right) const {
-    if (count_ == 0) return {};
-    const uint64_t key = pack(left, right);
-    for (size_t i = mix64(key) & mask_;; i = (i + 1) & mask_) {
-      if (slots_[i].key == key) return slots_[i].merge;
-      if (slots_[i].key == kEmpty) return {};
-    }
-  }
-
- private:
-  static constexpr uint64_t kEmpty = ~0ull;  // ids are < 2^31, so no pair packs to this
-  struct Slot {
-    uint64_t key = kEmpty;
-    Merge merge;
-  };
-  static uint64_t pack(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-           static_cast<uint32_t>(right);
-  }
-  void rehash(size_t capacity) {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(capacity, Slot{});
-    mask_ = capacity - 1;
-    for (const Slot& slot : old) {
-      if (slot.key == kEmpty) continue;
-      size_t i = mix64(slot.key) & mask_;
-      while (slots_[i].key != kEmpty) i = (i + 1) & mask_;
-      slots_[i] = slot;
-    }
-  }
-
-  std::vector<Slot> slots_;
-  size_t count_ = 0;
-  size_t mask_ = 0;
-};
-
-// ---- GPT-2's byte ↔ unicode table ----
-
-// Printable Latin-1 bytes stand for themselves; the other 68 bytes take code points from 256 up,
-// in byte order. Byte-level vocabularies spell every token with these characters.
-struct ByteLevelTable {
-  std::array<uint32_t, 256> byte_to_code{};
-  std::array<int16_t, 256 + 68> code_to_byte{};
-
-  ByteLevelTable() {
-    code_to_byte.fill(-1);
-    uint32_t next = 256;
-    for (uint32_t b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-      byte_to_code[b] = printable ? b : next++;
-      code_to_byte[byte_to_code[b]] = static_cast<int16_t>(b);
-    }
-  }
-};
-
-const ByteLevelTable& byte_level_table() {
-  static const ByteLevelTable table;
-  return table;
-}
-
-// The bytes a byte-level token stands for; nullopt when a character is outside the table (the
-// token is then not byte-level, e.g. an added token with non-Latin text).
-std::optional<std::string> byte_level_to_bytes(std::string_view token) {
-  const ByteLevelTable& table = byte_level_table();
-  std::string bytes;
-  bytes.reserve(token.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(token.data());
-  for (size_t i = 0; i < token.size();) {
-    uint32_t code;
-    const utf8::Sequence sequence = utf8::classify(p + i, token.size() - i);
-    if (sequence.status != utf8::Status::Valid) return std::nullopt;
-    i += utf8::decode(p + i, token.size() - i, code);
-    if (code >= table.code_to_byte.size() || table.code_to_byte[code] < 0) return std::nullopt;
-    bytes += static_cast<char>(table.code_to_byte[code]);
-  }
-  return bytes;
 }
 
 // ---- PCRE2 ----
@@ -714,22 +512,15 @@ constexpr size_t kLinearMergeLimit = 48;
 
 struct Tokenizer::Impl {
   enum class Kind { ByteLevelBpe, SentencePiece };
-  enum TokenFlag : uint8_t {
-    kSpecial = 1,        // skipped by decode(skip_special)
-    kMatchedInText = 2,  // an added token: found in text before the model runs
-    kByte = 4,           // SentencePiece <0xNN>
-  };
 
   Kind kind = Kind::ByteLevelBpe;
   uint64_t cache_key = 0;
   std::string source;  // the file, for messages
 
-  // Vocabulary: id → stored text, decoded bytes, flags. Ids no token has keep empty text.
-  std::vector<std::string> token_texts;
+  tokenizer::Vocabulary vocab;
+  // id → decoded bytes.
   std::string decoded_arena;
   std::vector<uint32_t> decoded_offsets;  // size vocab + 1
-  std::vector<uint8_t> flags;
-  StringIdMap text_to_id;  // stored text → id (added tokens win over the model's)
 
   // Added tokens: first those matched on the raw text, then the "normalized" ones on what is left
   // (with no normalizer, that only changes which one wins an overlap, as in `tokenizers`).
@@ -770,20 +561,13 @@ struct Tokenizer::Impl {
   std::vector<int32_t> suffix_ids;
   std::optional<int32_t> bos;
 
-  int64_t vocab_size() const { return static_cast<int64_t>(token_texts.size()); }
   std::string_view decoded(int32_t id) const {
     const size_t index = static_cast<size_t>(id);
     return std::string_view(decoded_arena)
         .substr(decoded_offsets[index], decoded_offsets[index + 1] - decoded_offsets[index]);
   }
-  void check_id(int32_t id, const char* what) const {
-    if (id < 0 || id >= vocab_size()) {
-      EDGELM_FAIL("[tokenizer] ", what, ": id ", id, " is outside the vocabulary [0, ",
-                  vocab_size(), ")");
-    }
-  }
 
-  // Fills decoded_arena from token_texts (after flags are set).
+  // Fills decoded_arena from vocab.texts (after flags are set).
   void build_decoded();
   void build_matchers();
 
@@ -808,8 +592,8 @@ struct Tokenizer::Impl {
 void Tokenizer::Impl::build_decoded() {
   decoded_arena.clear();
   decoded_offsets.assign(1, 0);
-  for (size_t id = 0; id < token_texts.size(); ++id) {
-    const std::string& text = token_texts[id];
+  for (size_t id = 0; id < vocab.texts.size(); ++id) {
+    const std::string& text = vocab.texts[id];
     if (kind == Kind::ByteLevelBpe) {
       // The ByteLevel decoder: a token's characters map back to bytes; a token with a character
       // outside the table (an added token such as "<|résumé|>" in another script) is its own
@@ -819,9 +603,9 @@ void Tokenizer::Impl::build_decoded() {
       } else {
         decoded_arena += text;
       }
-    } else if (flags[id] & kByte) {
+    } else if (vocab.flags[id] & kByte) {
       decoded_arena += static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16));
-    } else if (flags[id] & (kSpecial | kMatchedInText)) {
+    } else if (vocab.flags[id] & (kSpecial | kMatchedInText)) {
       decoded_arena += text;
     } else {
       for (size_t i = 0; i < text.size();) {
@@ -839,8 +623,8 @@ void Tokenizer::Impl::build_decoded() {
 
 void Tokenizer::Impl::build_matchers() {
   for (size_t i = 0; i < added.size(); ++i) {
-    flags[static_cast<size_t>(added[i].id)] |= kMatchedInText;
-    if (added[i].special) flags[static_cast<size_t>(added[i].id)] |= kSpecial;
+    vocab.flags[static_cast<size_t>(added[i].id)] |= kMatchedInText;
+    if (added[i].special) vocab.flags[static_cast<size_t>(added[i].id)] |= kSpecial;
   }
 }
 
@@ -1184,8 +968,8 @@ void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
 
 void Tokenizer::Impl::append_decoded(int32_t id, bool skip_special, bool& at_fragment_start,
                                      std::string& out) const {
-  check_id(id, "decode");
-  const uint8_t flag = flags[static_cast<size_t>(id)];
+  vocab.check_id(id, "decode");
+  const uint8_t flag = vocab.flags[static_cast<size_t>(id)];
   if (kind == Kind::SentencePiece) {
     if (flag & kMatchedInText) {
       at_fragment_start = true;
@@ -1502,15 +1286,15 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
     }
   }
   if (max_id < 0) source.fail("model.vocab is empty");
-  impl->token_texts.resize(static_cast<size_t>(max_id) + 1);
-  impl->flags.assign(impl->token_texts.size(), 0);
+  impl->vocab.texts.resize(static_cast<size_t>(max_id) + 1);
+  impl->vocab.flags.assign(impl->vocab.texts.size(), 0);
   impl->byte_ids.fill(kNone);
   impl->fallback_ids.fill(kNone);
   StringIdMap model_ids;  // stored text → id, model vocabulary only (what merges refer to)
   for (const auto& [text, id] : model_tokens) {
-    impl->token_texts[static_cast<size_t>(id)] = text;
+    impl->vocab.texts[static_cast<size_t>(id)] = text;
     model_ids.set(text, id);
-    impl->text_to_id.set(text, id);
+    impl->vocab.ids.set(text, id);
     if (auto bytes = byte_level_to_bytes(text)) {
       impl->word_ids.set(*bytes, id);
       impl->max_token_bytes = std::max(impl->max_token_bytes, bytes->size());
@@ -1522,8 +1306,8 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
     }
   }
   for (const AddedToken& token : impl->added) {
-    impl->token_texts[static_cast<size_t>(token.id)] = token.content;
-    impl->text_to_id.set(token.content, token.id);
+    impl->vocab.texts[static_cast<size_t>(token.id)] = token.content;
+    impl->vocab.ids.set(token.content, token.id);
   }
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
     const std::string unk = source.string_field(model, "unk_token", "model.");
@@ -1578,11 +1362,11 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
   if (root.contains("post_processor")) parse_post_processor(source, root["post_processor"], *impl);
   check_decoder(source, source.require(root, "decoder", ""));
   for (int32_t id : impl->prefix_ids) {
-    if (id >= impl->vocab_size())
+    if (id >= impl->vocab.size())
       source.fail("post_processor: id ", id, " is outside the vocabulary");
   }
   for (int32_t id : impl->suffix_ids) {
-    if (id >= impl->vocab_size())
+    if (id >= impl->vocab.size())
       source.fail("post_processor: id ", id, " is outside the vocabulary");
   }
   impl->build_matchers();
@@ -1621,14 +1405,14 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
            " tokens");
     }
   }
-  impl->token_texts = std::move(tokens);
-  impl->flags.assign(impl->token_texts.size(), 0);
+  impl->vocab.texts = std::move(tokens);
+  impl->vocab.flags.assign(impl->vocab.texts.size(), 0);
   impl->byte_ids.fill(kNone);
   impl->fallback_ids.fill(kNone);
-  const auto n = static_cast<int32_t>(impl->token_texts.size());
+  const auto n = static_cast<int32_t>(impl->vocab.texts.size());
   for (int32_t id = 0; id < n; ++id) {
-    const std::string& text = impl->token_texts[static_cast<size_t>(id)];
-    if (impl->text_to_id.find(text) == kNone) impl->text_to_id.set(text, id);
+    const std::string& text = impl->vocab.texts[static_cast<size_t>(id)];
+    if (impl->vocab.ids.find(text) == kNone) impl->vocab.ids.set(text, id);
     // Control and user-defined tokens are found in text before the model runs, like the added
     // tokens of a tokenizer.json; control tokens are the special ones.
     const int64_t type = types[static_cast<size_t>(id)];
@@ -1685,7 +1469,7 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
     impl->ignore_merges = named->ignore_merges;
     impl->nfc = named->nfc;
     for (int32_t id = 0; id < n; ++id) {
-      if (auto bytes = byte_level_to_bytes(impl->token_texts[static_cast<size_t>(id)])) {
+      if (auto bytes = byte_level_to_bytes(impl->vocab.texts[static_cast<size_t>(id)])) {
         if (impl->word_ids.find(*bytes) == kNone) impl->word_ids.set(*bytes, id);
         impl->max_token_bytes = std::max(impl->max_token_bytes, bytes->size());
         if (bytes->size() == 1 &&
@@ -1704,9 +1488,9 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
              "' is not two tokens separated by a space");
       }
       const std::string left = line.substr(0, space), right = line.substr(space + 1);
-      const int32_t left_id = impl->text_to_id.find(left);
-      const int32_t right_id = impl->text_to_id.find(right);
-      const int32_t merged_id = impl->text_to_id.find(left + right);
+      const int32_t left_id = impl->vocab.ids.find(left);
+      const int32_t right_id = impl->vocab.ids.find(right);
+      const int32_t merged_id = impl->vocab.ids.find(left + right);
       if (left_id == kNone || right_id == kNone || merged_id == kNone) {
         fail("tokenizer.ggml.merges[", rank, "] '", line,
              "' names a token not in tokenizer.ggml.tokens");
@@ -1716,13 +1500,13 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
   } else {
     impl->kind = Tokenizer::Impl::Kind::SentencePiece;
     const std::vector<double> scores = file.get_float_array("tokenizer.ggml.scores");
-    if (scores.size() != impl->token_texts.size()) {
+    if (scores.size() != impl->vocab.texts.size()) {
       fail("tokenizer.ggml.scores has ", scores.size(), " entries for ", n, " tokens");
     }
     impl->scores.assign(scores.begin(), scores.end());
     impl->add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix").value_or(true);
     for (int32_t id = 0; id < n; ++id) {
-      const std::string& text = impl->token_texts[static_cast<size_t>(id)];
+      const std::string& text = impl->vocab.texts[static_cast<size_t>(id)];
       const int64_t type = types[static_cast<size_t>(id)];
       if (type == kGgufByte) {
         if (text.size() != 6 || !text.starts_with("<0x") || text.back() != '>' ||
@@ -1730,7 +1514,7 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
             !std::isxdigit(static_cast<unsigned char>(text[4]))) {
           fail("byte token ", id, " is '", text, "', not <0xNN>");
         }
-        impl->flags[static_cast<size_t>(id)] |= Tokenizer::Impl::kByte;
+        impl->vocab.flags[static_cast<size_t>(id)] |= tokenizer::kByte;
         impl->fallback_ids[static_cast<size_t>(std::stoi(text.substr(3, 2), nullptr, 16))] = id;
       } else if (type == kGgufNormal || type == kGgufUserDefined) {
         // Merges may produce only these: SentencePiece never makes a control, unknown or unused
@@ -1738,7 +1522,7 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
         if (impl->piece_ids.find(text) == kNone) impl->piece_ids.set(text, id);
       } else if (type == kGgufUnknown) {
         if (impl->unk_id == kNone) impl->unk_id = id;
-        impl->flags[static_cast<size_t>(id)] |= Tokenizer::Impl::kSpecial;
+        impl->vocab.flags[static_cast<size_t>(id)] |= tokenizer::kSpecial;
       }
     }
     if (auto unk = optional_id("tokenizer.ggml.unknown_token_id")) impl->unk_id = *unk;
@@ -1824,18 +1608,18 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
 }
 
 std::string Tokenizer::token_text(int32_t id) const {
-  impl_->check_id(id, "token_text");
-  return impl_->token_texts[static_cast<size_t>(id)];
+  impl_->vocab.check_id(id, "token_text");
+  return impl_->vocab.texts[static_cast<size_t>(id)];
 }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
-  const int32_t id = impl_->text_to_id.find(token);
+  const int32_t id = impl_->vocab.ids.find(token);
   if (id == kNone) return std::nullopt;
   return id;
 }
 
 int64_t Tokenizer::vocab_size() const {
-  return impl_->vocab_size();
+  return impl_->vocab.size();
 }
 
 std::optional<int32_t> Tokenizer::bos_id() const {
@@ -1843,13 +1627,13 @@ std::optional<int32_t> Tokenizer::bos_id() const {
 }
 
 bool Tokenizer::is_special(int32_t id) const {
-  if (id < 0 || id >= impl_->vocab_size()) return false;
-  return (impl_->flags[static_cast<size_t>(id)] & Impl::kSpecial) != 0;
+  if (id < 0 || id >= impl_->vocab.size()) return false;
+  return (impl_->vocab.flags[static_cast<size_t>(id)] & tokenizer::kSpecial) != 0;
 }
 
 std::string Tokenizer::describe() const {
   return str_cat(impl_->kind == Impl::Kind::ByteLevelBpe ? "byte-level BPE" : "SentencePiece BPE",
-                 ", ", impl_->vocab_size(), " tokens (", impl_->added.size(), " added) from ",
+                 ", ", impl_->vocab.size(), " tokens (", impl_->added.size(), " added) from ",
                  impl_->source);
 }
 
