@@ -1,8 +1,5 @@
 #include "models/tokenizer.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -18,6 +15,9 @@
 #include "models/gguf.h"
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/hash_tables.h"
+#include "models/tokenizer/pre_tokenizer.h"
+#include "models/tokenizer/pre_tokenizer_names.h"
+#include "models/tokenizer/regex.h"
 #include "models/tokenizer/unicode_nfc.h"
 #include "models/tokenizer/utf8.h"
 #include "models/tokenizer/vocabulary.h"
@@ -32,126 +32,6 @@ using nlohmann::json;
 
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
 
-// The regexes of the pre-tokenizers that GGUF files name instead of spelling out, as the models'
-// tokenizer.json files write them (docs/tokenizer.md names the source of each).
-constexpr const char* kGpt2Pattern =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kLlama3Pattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-// Llama 3's with single digits.
-constexpr const char* kQwen2Pattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-// Mistral's Tekken: words split where an upper-case run meets a lower-case one.
-constexpr const char* kTekkenPattern =
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
-    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-// DeepSeek LLM (and V2): a list of cased-letter ranges, ASCII and full-width punctuation, trailing
-// spaces, CJK and Hangul runs. Written with \x{...} so that no editor can normalize them.
-constexpr const char* kDeepSeekLetters =
-    "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-"
-    "\\x{293}\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}"
-    "\\x{388}-\\x{38A}\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}"
-    "\\x{531}-\\x{556}\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}"
-    "\\x{1CBD}-\\x{1CBF}\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-"
-    "\\x{1F15}\\x{1F18}-\\x{1F1D}\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}"
-    "\\x{1F5B}\\x{1F5D}\\x{1F5F}-\\x{1F7D}\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-"
-    "\\x{1FC4}\\x{1FC6}-\\x{1FCC}\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}"
-    "-"
-    "\\x{1FF4}\\x{1FF6}-\\x{1FFC}\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}"
-    "\\x{2124}\\x{2126}\\x{2128}\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}\\x{213C}-\\x{213F}"
-    "\\x{2145}-\\x{2149}\\x{214E}\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}\\x{2CEB}-"
-    "\\x{2CEE}\\x{2CF2}\\x{2CF3}\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-"
-    "\\x{A787}\\x{A78B}-\\x{A78E}\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}"
-    "-"
-    "\\x{FF3A}\\x{FF41}-\\x{FF5A}\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}"
-    "\\x{10C80}-\\x{10CB2}\\x{10CC0}-\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+";
-constexpr const char* kDeepSeekPunctuation =
-    "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+";
-constexpr const char* kDeepSeekCjk = "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+";
-// What llama.cpp applies to a vocabulary without a pre-tokenizer name: runs of punctuation (with
-// the ASCII symbols that are not \p{P}), GPT-2's regex, digit runs, then groups of three digits.
-constexpr const char* kDefaultPunctuation = "[\\p{P}\\$\\+<=>\\^~\\|]+";
-
-// One step of a pre-tokenizer, named as in tokenizer.json. Each step splits every piece the step
-// before it made (Isolated: matches and the stretches between them are pieces).
-struct PreStepSpec {
-  enum class Type {
-    Split,        // pattern: the regex
-    ByteLevel,    // flag: use_regex (GPT-2's regex); later steps see the byte-level spelling
-    Digits,       // flag: individual_digits (each \p{N} alone; otherwise runs of them)
-    Punctuation,  // flag: Contiguous (runs; otherwise each character alone)
-  };
-  Type type;
-  const char* pattern = nullptr;
-  bool flag = false;
-};
-
-// A `tokenizer.ggml.pre` value: the normalizer, pre-tokenizer and BPE setting of the Hugging Face
-// tokenizer the name stands for.
-struct NamedPreTokenizer {
-  std::vector<std::string_view> names;
-  std::vector<PreStepSpec> steps;
-  bool ignore_merges = false;
-  bool nfc = false;  // the tokenizer.json's normalizer is NFC
-};
-
-const std::vector<NamedPreTokenizer>& named_pre_tokenizers() {
-  using T = PreStepSpec::Type;
-  const PreStepSpec byte_level{T::ByteLevel, nullptr, false};
-  const PreStepSpec byte_level_regex{T::ByteLevel, nullptr, true};
-  const PreStepSpec digits{T::Digits, nullptr, true};
-  static const std::vector<NamedPreTokenizer> table = {
-      {{"default"},
-       {{T::Split, kDefaultPunctuation},
-        {T::Split, kGpt2Pattern},
-        {T::Split, "\\p{N}+"},
-        {T::Split, "[0-9][0-9][0-9]"},
-        byte_level}},
-      {{"llama-bpe", "llama3", "llama-v3"},
-       {{T::Split, kLlama3Pattern}, byte_level},
-       /*ignore_merges=*/true},
-      {{"smaug-bpe"}, {{T::Split, kLlama3Pattern}, byte_level}},
-      {{"gpt-2"}, {byte_level_regex}},
-      {{"mpt", "olmo"}, {byte_level_regex}, false, /*nfc=*/true},
-      {{"starcoder", "smollm", "refact", "exaone"}, {digits, byte_level_regex}},
-      {{"command-r"}, {digits, byte_level_regex}, false, /*nfc=*/true},
-      {{"qwen2", "deepseek-r1-qwen"}, {{T::Split, kQwen2Pattern}, byte_level}, false, /*nfc=*/true},
-      {{"deepseek-llm"},
-       {{T::Split, "[\\r\\n]"},
-        {T::Split, kDeepSeekLetters},
-        {T::Split, kDeepSeekPunctuation},
-        {T::Split, "\\s+$"},
-        {T::Split, kDeepSeekCjk},
-        digits,
-        byte_level}},
-      {{"deepseek-coder"},
-       {{T::Split, "[\\r\\n]"},
-        {T::Split, "\\s?\\p{L}+"},
-        {T::Split, "\\s?\\p{P}+"},
-        {T::Split, kDeepSeekCjk},
-        digits,
-        byte_level}},
-      // Falcon's Digits and Split come after ByteLevel, so they see the byte-level spelling.
-      {{"falcon"},
-       {{T::Punctuation, nullptr, true},
-        byte_level_regex,
-        {T::Digits, nullptr, false},
-        {T::Split, "[0-9][0-9][0-9]"}}},
-      {{"tekken"}, {{T::Split, kTekkenPattern}, byte_level}, /*ignore_merges=*/true},
-  };
-  return table;
-}
-
-const NamedPreTokenizer* find_named_pre_tokenizer(std::string_view name) {
-  for (const NamedPreTokenizer& entry : named_pre_tokenizers()) {
-    if (std::find(entry.names.begin(), entry.names.end(), name) != entry.names.end()) return &entry;
-  }
-  return nullptr;
-}
-
 // Unicode's White_Space property: what `\s` means to Oniguruma (the engine of the `tokenizers`
 // package) and to Rust's regex crate.
 bool is_white_space(uint32_t code) {
@@ -159,162 +39,6 @@ bool is_white_space(uint32_t code) {
          code == 0x1680 || (code >= 0x2000 && code <= 0x200A) || code == 0x2028 || code == 0x2029 ||
          code == 0x202F || code == 0x205F || code == 0x3000;
 }
-
-// ---- PCRE2 ----
-
-// Match data and a JIT stack per thread: the compiled pattern is shared read-only between
-// threads, these are the per-match scratch PCRE2 needs.
-struct MatchScratch {
-  pcre2_match_data* data = nullptr;
-  pcre2_match_context* context = nullptr;
-  pcre2_jit_stack* stack = nullptr;
-
-  MatchScratch() {
-    data = pcre2_match_data_create(1, nullptr);
-    context = pcre2_match_context_create(nullptr);
-    // Grows from 32 KiB up to 16 MiB, so that a pathological input (a megabyte of one character
-    // class) fails cleanly long before it could exhaust memory.
-    stack = pcre2_jit_stack_create(32 * 1024, 16 * 1024 * 1024, nullptr);
-    if (context != nullptr && stack != nullptr) pcre2_jit_stack_assign(context, nullptr, stack);
-  }
-  ~MatchScratch() {
-    pcre2_jit_stack_free(stack);
-    pcre2_match_context_free(context);
-    pcre2_match_data_free(data);
-  }
-  MatchScratch(const MatchScratch&) = delete;
-  MatchScratch& operator=(const MatchScratch&) = delete;
-};
-
-MatchScratch& match_scratch() {
-  thread_local MatchScratch scratch;
-  if (scratch.data == nullptr || scratch.context == nullptr) {
-    EDGELM_FAIL("[tokenizer] out of memory for regex match data");
-  }
-  return scratch;
-}
-
-std::string pcre2_message(int code) {
-  std::array<PCRE2_UCHAR, 256> buffer{};
-  pcre2_get_error_message(code, buffer.data(), buffer.size());
-  return reinterpret_cast<const char*>(buffer.data());
-}
-
-// Rewrites `\s` and `\S` to Oniguruma's meaning (Unicode White_Space) before PCRE2 compiles the
-// pattern: with PCRE2_UCP, PCRE2 also counts U+180E MONGOLIAN VOWEL SEPARATOR as a space, which
-// `tokenizers` does not. Inside a character class `\S` cannot be rewritten and keeps PCRE2's
-// meaning (no common tokenizer pattern has one).
-std::string onig_compatible_pattern(std::string_view pattern) {
-  static constexpr std::string_view kSpaces =
-      "\\t-\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}"
-      "\\x{205F}\\x{3000}";
-  std::string out;
-  bool in_class = false;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    if (c == '\\' && i + 1 < pattern.size()) {
-      const char next = pattern[++i];
-      if (next == 's') {
-        out += in_class ? std::string(kSpaces) : str_cat("[", kSpaces, "]");
-      } else if (next == 'S' && !in_class) {
-        out += str_cat("[^", kSpaces, "]");
-      } else {
-        out += c;
-        out += next;
-      }
-      continue;
-    }
-    out += c;
-    if (!in_class && c == '[') {
-      in_class = true;
-      // A ']' right after '[' or '[^' is a literal, not the end of the class.
-      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
-      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
-    } else if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
-      const size_t end = pattern.find(":]", i + 2);  // a POSIX class such as [:alpha:]
-      if (end != std::string_view::npos) {
-        out.append(pattern.substr(i + 1, end + 2 - (i + 1)));
-        i = end + 1;
-      }
-    } else if (in_class && c == ']') {
-      in_class = false;
-    }
-  }
-  return out;
-}
-
-// A compiled pre-tokenizer regex (UTF + UCP, JIT-compiled when PCRE2 has a JIT).
-class Regex {
- public:
-  // Throws edgelm::Error "<where>: bad regex at offset N: <reason>".
-  Regex(std::string_view pattern, const std::string& where) {
-    const std::string translated = onig_compatible_pattern(pattern);
-    int error = 0;
-    PCRE2_SIZE offset = 0;
-    pcre2_code* code =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                      PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
-    if (code == nullptr) {
-      EDGELM_FAIL(where, ": bad regex '", pattern, "' at offset ", offset, ": ",
-                  pcre2_message(error));
-    }
-    code_.reset(code, pcre2_code_free);
-    jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
-  }
-
-  // Calls emit(begin, end) for every piece of `text` in order, covering all of it: each match,
-  // and each stretch between matches (the Split pre-tokenizer's Isolated behaviour). Empty
-  // matches produce no piece, as with Oniguruma's iterator in `tokenizers`. `text` must be valid
-  // UTF-8.
-  template <class Emit>
-  void split(std::string_view text, Emit&& emit) const {
-    MatchScratch& scratch = match_scratch();
-    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-    const size_t n = text.size();
-    size_t piece_start = 0;  // start of the not-yet-emitted stretch
-    size_t search_from = 0;
-    while (search_from < n) {
-      const int rc = jit_ ? pcre2_jit_match(code_.get(), subject, n, search_from, 0, scratch.data,
-                                            scratch.context)
-                          : pcre2_match(code_.get(), subject, n, search_from, PCRE2_NO_UTF_CHECK,
-                                        scratch.data, scratch.context);
-      if (rc == PCRE2_ERROR_NOMATCH) break;
-      if (rc < 0) EDGELM_FAIL("[tokenizer] pre-tokenizer regex failed: ", pcre2_message(rc));
-      const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
-      const size_t begin = ovector[0], end = ovector[1];
-      if (begin > piece_start) emit(piece_start, begin);
-      if (end == begin) {
-        // Step over one character so that the search moves on.
-        uint32_t code;
-        search_from =
-            begin + utf8::decode(reinterpret_cast<const unsigned char*>(text.data()) + begin,
-                                 n - begin, code);
-        piece_start = begin;
-        continue;
-      }
-      emit(begin, end);
-      piece_start = search_from = end;
-    }
-    if (piece_start < n) emit(piece_start, n);
-  }
-
-  // The length of a match starting at text[0]; 0 when there is none.
-  size_t match_at_start(std::string_view text) const {
-    MatchScratch& scratch = match_scratch();
-    const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-    const int rc = jit_ ? pcre2_jit_match(code_.get(), subject, text.size(), 0, 0, scratch.data,
-                                          scratch.context)
-                        : pcre2_match(code_.get(), subject, text.size(), 0, PCRE2_NO_UTF_CHECK,
-                                      scratch.data, scratch.context);
-    if (rc < 0) return 0;
-    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
-    return ovector[0] == 0 ? ovector[1] : 0;
-  }
-
- private:
-  std::shared_ptr<pcre2_code> code_;
-  bool jit_ = false;
-};
 
 // ---- added tokens ----
 
@@ -530,15 +254,8 @@ struct Tokenizer::Impl {
 
   // Normalizer: NFC on the text between added tokens, before the pre-tokenizer.
   bool nfc = false;
-  // Pre-tokenizer (byte-level BPE): each step splits every piece of the step before it.
-  struct PreStep {
-    std::optional<Regex> regex;
-    bool add_prefix_space = false;  // ByteLevel: a space before each piece not starting with one
-    // A step after ByteLevel: its regex sees GPT-2's one character per byte ("Â½" for the bytes
-    // of "½"), so it can cut inside a character, as it does in `tokenizers`.
-    bool on_byte_level_text = false;
-  };
-  std::vector<PreStep> pre_steps;
+  // Pre-tokenizer (byte-level BPE).
+  tokenizer::PreTokenizer pre_tokenizer;
 
   // Byte-level BPE model: token bytes → id, and the merge table over ids.
   StringIdMap word_ids;
@@ -575,8 +292,6 @@ struct Tokenizer::Impl {
   template <class OnText, class OnToken>
   void split_added(std::string_view text, const TokenMatcher& matcher, bool parse_special,
                    OnText&& on_text, OnToken&& on_token) const;
-  template <class Emit>
-  void pre_tokenize(std::string_view text, size_t step, Emit&& emit) const;
   void bpe_word(std::string_view word, WordCache& cache, std::vector<int32_t>& out) const;
   void push_byte_symbol(unsigned char byte, std::vector<int32_t>& symbols, bool& last_unk) const;
   void merge_linear(std::vector<int32_t>& ids) const;
@@ -681,41 +396,6 @@ void Tokenizer::Impl::split_added(std::string_view text, const TokenMatcher& mat
     text_start = end;
   }
   if (text_start < text.size()) on_text(text.substr(text_start));
-}
-
-template <class Emit>
-void Tokenizer::Impl::pre_tokenize(std::string_view text, size_t step, Emit&& emit) const {
-  if (step == pre_steps.size()) {
-    if (!text.empty()) emit(text);
-    return;
-  }
-  const PreStep& pre = pre_steps[step];
-  std::string prefixed;  // rare (GPT-2's add_prefix_space), so a copy is fine
-  if (pre.add_prefix_space && !text.empty() && text[0] != ' ') {
-    prefixed = str_cat(" ", text);
-    text = prefixed;
-  }
-  if (!pre.regex) {
-    pre_tokenize(text, step + 1, emit);
-  } else if (!pre.on_byte_level_text) {
-    pre.regex->split(text, [&](size_t begin, size_t end) {
-      pre_tokenize(text.substr(begin, end - begin), step + 1, emit);
-    });
-  } else {
-    // Spell the bytes as GPT-2's characters, split that, and cut the bytes at the same places:
-    // every character stands for one byte.
-    const ByteLevelTable& table = byte_level_table();
-    std::string spelled;
-    std::vector<uint32_t> byte_of(text.size() * 2 + 1);  // spelled offset → byte offset
-    for (size_t i = 0; i < text.size(); ++i) {
-      byte_of[spelled.size()] = static_cast<uint32_t>(i);
-      utf8::append(spelled, table.byte_to_code[static_cast<unsigned char>(text[i])]);
-    }
-    byte_of[spelled.size()] = static_cast<uint32_t>(text.size());
-    pre.regex->split(spelled, [&](size_t begin, size_t end) {
-      pre_tokenize(text.substr(byte_of[begin], byte_of[end] - byte_of[begin]), step + 1, emit);
-    });
-  }
 }
 
 void Tokenizer::Impl::push_byte_symbol(unsigned char byte, std::vector<int32_t>& symbols,
@@ -961,7 +641,7 @@ void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
         }
         split_added(
             gap, normalized_matcher, parse_special,
-            [&](std::string_view fragment) { pre_tokenize(fragment, 0, on_word); }, on_token);
+            [&](std::string_view fragment) { pre_tokenizer.split(fragment, on_word); }, on_token);
       },
       on_token);
 }
@@ -1053,36 +733,8 @@ std::string regex_literal(std::string_view text) {
   return out;
 }
 
-// Appends the step `spec` describes. `after_byte_level` is set by a ByteLevel step and makes every
-// later step run on the byte-level spelling. `where` names the step in a regex error.
-void append_pre_step(const PreStepSpec& spec, bool& after_byte_level, const std::string& where,
-                     std::vector<Tokenizer::Impl::PreStep>& steps) {
-  using Type = PreStepSpec::Type;
-  Tokenizer::Impl::PreStep step;
-  step.on_byte_level_text = after_byte_level;
-  switch (spec.type) {
-    case Type::Split:
-      step.regex.emplace(spec.pattern, where);
-      break;
-    case Type::ByteLevel:
-      if (spec.flag) step.regex.emplace(kGpt2Pattern, "[tokenizer] GPT-2 regex");
-      after_byte_level = true;
-      break;
-    case Type::Digits:
-      // `tokenizers` splits on Rust's char::is_numeric: general categories Nd, Nl and No, \p{N}.
-      step.regex.emplace(spec.flag ? "\\p{N}" : "\\p{N}+", "[tokenizer] Digits");
-      break;
-    case Type::Punctuation:
-      // ASCII punctuation (with $+<=>^`|~, which are \p{S}) and Unicode's \p{P}.
-      step.regex.emplace(spec.flag ? "[\\p{P}!-/:-@\\[-`{-~]+" : "[\\p{P}!-/:-@\\[-`{-~]",
-                         "[tokenizer] Punctuation");
-      break;
-  }
-  steps.push_back(std::move(step));
-}
-
 void parse_pre_tokenizer(const JsonSource& source, const json& value,
-                         std::vector<Tokenizer::Impl::PreStep>& steps) {
+                         tokenizer::PreTokenizer& pre_tokenizer) {
   if (value.is_null()) {
     source.fail("pre_tokenizer is null; a byte-level BPE needs a ByteLevel pre-tokenizer");
   }
@@ -1098,7 +750,6 @@ void parse_pre_tokenizer(const JsonSource& source, const json& value,
     list.emplace_back("pre_tokenizer.", &value);
   }
   using Type = PreStepSpec::Type;
-  bool byte_level = false;
   for (const auto& [where, item] : list) {
     const std::string item_type = type_of(source, *item, where);
     PreStepSpec spec{Type::Split};
@@ -1122,9 +773,12 @@ void parse_pre_tokenizer(const JsonSource& source, const json& value,
       }
       spec.pattern = regex.c_str();
     } else if (item_type == "ByteLevel") {
-      if (byte_level) source.fail(where, "a second ByteLevel step is not supported");
+      if (pre_tokenizer.has_byte_level()) {
+        source.fail(where, "a second ByteLevel step is not supported");
+      }
       // ByteLevel's defaults in `tokenizers`: add_prefix_space and use_regex both true.
       spec = {Type::ByteLevel, nullptr, source.bool_field(*item, "use_regex", where, true)};
+      spec.add_prefix_space = source.bool_field(*item, "add_prefix_space", where, true);
     } else if (item_type == "Digits") {
       spec = {Type::Digits, nullptr, source.bool_field(*item, "individual_digits", where, false)};
     } else if (item_type == "Punctuation") {
@@ -1141,14 +795,9 @@ void parse_pre_tokenizer(const JsonSource& source, const json& value,
                   "' is not supported (supported: Split with a regex, ByteLevel, Digits, "
                   "Punctuation)");
     }
-    const bool was_byte_level = byte_level;
-    append_pre_step(spec, byte_level,
-                    str_cat("[tokenizer] ", source.path(), ": ", where, "pattern"), steps);
-    if (spec.type == Type::ByteLevel && !was_byte_level) {
-      steps.back().add_prefix_space = source.bool_field(*item, "add_prefix_space", where, true);
-    }
+    pre_tokenizer.add_step(spec, str_cat("[tokenizer] ", source.path(), ": ", where, "pattern"));
   }
-  if (!byte_level)
+  if (!pre_tokenizer.has_byte_level())
     source.fail("pre_tokenizer has no ByteLevel step; only byte-level BPE is supported");
 }
 
@@ -1358,7 +1007,7 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
       source.fail("normalizer type '", type, "' is not supported (only null and NFC)");
     }
   }
-  parse_pre_tokenizer(source, source.require(root, "pre_tokenizer", ""), impl->pre_steps);
+  parse_pre_tokenizer(source, source.require(root, "pre_tokenizer", ""), impl->pre_tokenizer);
   if (root.contains("post_processor")) parse_post_processor(source, root["post_processor"], *impl);
   check_decoder(source, source.require(root, "decoder", ""));
   for (int32_t id : impl->prefix_ids) {
@@ -1446,10 +1095,7 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
     const std::string pre = file.find_string("tokenizer.ggml.pre").value_or("default");
     const NamedPreTokenizer* named = find_named_pre_tokenizer(pre);
     if (named == nullptr) {
-      std::string known;
-      for (const NamedPreTokenizer& entry : named_pre_tokenizers()) {
-        for (std::string_view name : entry.names) known += str_cat(known.empty() ? "" : ", ", name);
-      }
+      const std::string known = known_pre_tokenizer_names();
       if (!options.allow_unknown_pre_tokenizer) {
         fail("tokenizer.ggml.pre '", pre, "' is not a known pre-tokenizer (known: ", known,
              "); allow_unknown_pre_tokenizer (--allow-unknown-pre-tokenizer) would use llama-bpe's "
@@ -1461,10 +1107,8 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
                known, ")");
       named = find_named_pre_tokenizer("llama-bpe");
     }
-    bool after_byte_level = false;
     for (const PreStepSpec& spec : named->steps) {
-      append_pre_step(spec, after_byte_level, str_cat("[tokenizer] pre-tokenizer '", pre, "'"),
-                      impl->pre_steps);
+      impl->pre_tokenizer.add_step(spec, str_cat("[tokenizer] pre-tokenizer '", pre, "'"));
     }
     impl->ignore_merges = named->ignore_merges;
     impl->nfc = named->nfc;
