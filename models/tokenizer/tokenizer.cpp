@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/mapped_file.h"
 #include "models/gguf.h"
+#include "models/tokenizer/added_tokens.h"
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/hash_tables.h"
 #include "models/tokenizer/pre_tokenizer.h"
@@ -31,110 +32,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
-
-// Unicode's White_Space property: what `\s` means to Oniguruma (the engine of the `tokenizers`
-// package) and to Rust's regex crate.
-bool is_white_space(uint32_t code) {
-  return (code >= 0x09 && code <= 0x0D) || code == 0x20 || code == 0x85 || code == 0xA0 ||
-         code == 0x1680 || (code >= 0x2000 && code <= 0x200A) || code == 0x2028 || code == 0x2029 ||
-         code == 0x202F || code == 0x205F || code == 0x3000;
-}
-
-// ---- added tokens ----
-
-struct AddedToken {
-  int32_t id = kNone;
-  std::string content;
-  bool single_word = false;
-  bool lstrip = false;
-  bool rstrip = false;
-  bool special = false;
-};
-
-// Finds added tokens in text: the leftmost match, and the longest one starting there (the
-// Aho-Corasick LeftmostLongest rule of `tokenizers`). A byte trie, walked only from positions
-// whose byte can start a token.
-class TokenMatcher {
- public:
-  bool empty() const { return nodes_.size() <= 1; }
-
-  void add(std::string_view content, int32_t index) {
-    if (content.empty()) return;
-    if (nodes_.empty()) nodes_.emplace_back();
-    int32_t node = 0;
-    for (unsigned char byte : content) {
-      auto& children = nodes_[node].children;
-      const auto it =
-          std::lower_bound(children.begin(), children.end(), byte,
-                           [](const auto& child, unsigned char b) { return child.first < b; });
-      if (it != children.end() && it->first == byte) {
-        node = it->second;
-        continue;
-      }
-      const auto next = static_cast<int32_t>(nodes_.size());
-      children.insert(it, {byte, next});
-      nodes_.emplace_back();  // may move `children`, which is not used after this
-      node = next;
-    }
-    nodes_[node].index = index;
-    first_byte_[static_cast<unsigned char>(content[0])] = true;
-  }
-
-  struct Match {
-    size_t begin = 0;
-    size_t end = 0;
-    int32_t index = kNone;
-  };
-
-  // The leftmost-longest match starting at or after `from`.
-  bool find(std::string_view text, size_t from, Match& match) const {
-    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-    for (size_t i = from; i < text.size(); ++i) {
-      if (!first_byte_[p[i]]) continue;
-      int32_t node = 0;
-      int32_t best = kNone;
-      size_t best_end = 0;
-      for (size_t j = i; j < text.size(); ++j) {
-        const auto& children = nodes_[node].children;
-        auto it =
-            std::lower_bound(children.begin(), children.end(), p[j],
-                             [](const auto& child, unsigned char b) { return child.first < b; });
-        if (it == children.end() || it->first != p[j]) break;
-        node = it->second;
-        if (nodes_[node].index != kNone) {
-          best = nodes_[node].index;
-          best_end = j + 1;
-        }
-      }
-      if (best != kNone) {
-        match = {i, best_end, best};
-        return true;
-      }
-    }
-    return false;
-  }
-
- private:
-  struct Node {
-    int32_t index = kNone;
-    std::vector<std::pair<unsigned char, int32_t>> children;  // sorted by byte
-  };
-  std::vector<Node> nodes_;
-  std::array<bool, 256> first_byte_{};
-};
-
-// Matches a word character at the start of the subject, in the sense of Rust's regex `\w`
-// (Alphabetic, marks, decimal digits, connector punctuation, Join_Control), which `tokenizers`
-// uses to decide whether a single_word token stands alone.
-const Regex& word_char_regex() {
-  static const Regex regex("^[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]",
-                           "[tokenizer] word-character regex");
-  return regex;
-}
-
-bool starts_with_word_char(std::string_view text) {
-  return !text.empty() && word_char_regex().match_at_start(text) > 0;
-}
 
 // ---- the word cache ----
 
@@ -246,11 +143,7 @@ struct Tokenizer::Impl {
   std::string decoded_arena;
   std::vector<uint32_t> decoded_offsets;  // size vocab + 1
 
-  // Added tokens: first those matched on the raw text, then the "normalized" ones on what is left
-  // (with no normalizer, that only changes which one wins an overlap, as in `tokenizers`).
-  std::vector<AddedToken> added;
-  TokenMatcher raw_matcher;
-  TokenMatcher normalized_matcher;
+  tokenizer::AddedTokens added;
 
   // Normalizer: NFC on the text between added tokens, before the pre-tokenizer.
   bool nfc = false;
@@ -286,12 +179,8 @@ struct Tokenizer::Impl {
 
   // Fills decoded_arena from vocab.texts (after flags are set).
   void build_decoded();
-  void build_matchers();
 
   void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
-  template <class OnText, class OnToken>
-  void split_added(std::string_view text, const TokenMatcher& matcher, bool parse_special,
-                   OnText&& on_text, OnToken&& on_token) const;
   void bpe_word(std::string_view word, WordCache& cache, std::vector<int32_t>& out) const;
   void push_byte_symbol(unsigned char byte, std::vector<int32_t>& symbols, bool& last_unk) const;
   void merge_linear(std::vector<int32_t>& ids) const;
@@ -334,68 +223,6 @@ void Tokenizer::Impl::build_decoded() {
     }
     decoded_offsets.push_back(static_cast<uint32_t>(decoded_arena.size()));
   }
-}
-
-void Tokenizer::Impl::build_matchers() {
-  for (size_t i = 0; i < added.size(); ++i) {
-    vocab.flags[static_cast<size_t>(added[i].id)] |= kMatchedInText;
-    if (added[i].special) vocab.flags[static_cast<size_t>(added[i].id)] |= kSpecial;
-  }
-}
-
-template <class OnText, class OnToken>
-void Tokenizer::Impl::split_added(std::string_view text, const TokenMatcher& matcher,
-                                  bool parse_special, OnText&& on_text, OnToken&& on_token) const {
-  if (matcher.empty()) {
-    if (!text.empty()) on_text(text);
-    return;
-  }
-  size_t text_start = 0;  // end of the last token taken
-  size_t search_from = 0;
-  TokenMatcher::Match match;
-  while (matcher.find(text, search_from, match)) {
-    // A rejected match is not searched again for shorter tokens inside it, as in `tokenizers`.
-    search_from = match.end;
-    const AddedToken& token = added[static_cast<size_t>(match.index)];
-    if (!parse_special && token.special) continue;
-    size_t begin = match.begin, end = match.end;
-    if (token.single_word) {
-      const bool word_before = begin > 0 && [&] {
-        // The character that ends text[0, begin).
-        size_t i = begin - 1;
-        while (i > 0 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
-        return starts_with_word_char(text.substr(i, begin - i));
-      }();
-      const bool word_after = end < text.size() && starts_with_word_char(text.substr(end));
-      if (word_before || word_after) continue;
-    }
-    if (token.lstrip) {
-      size_t new_begin = begin;
-      while (new_begin > text_start) {
-        size_t i = new_begin - 1;
-        while (i > 0 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
-        uint32_t code;
-        utf8::decode(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i,
-                     code);
-        if (!is_white_space(code)) break;
-        new_begin = i;
-      }
-      begin = std::max(new_begin, text_start);
-    }
-    if (token.rstrip) {
-      while (end < text.size()) {
-        uint32_t code;
-        const size_t length = utf8::decode(
-            reinterpret_cast<const unsigned char*>(text.data()) + end, text.size() - end, code);
-        if (!is_white_space(code)) break;
-        end += length;
-      }
-    }
-    if (begin > text_start) on_text(text.substr(text_start, begin - text_start));
-    on_token(token.id);
-    text_start = end;
-  }
-  if (text_start < text.size()) on_text(text.substr(text_start));
 }
 
 void Tokenizer::Impl::push_byte_symbol(unsigned char byte, std::vector<int32_t>& symbols,
@@ -617,8 +444,8 @@ void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
       out.push_back(id);
       after_token = true;
     };
-    split_added(
-        text, raw_matcher, parse_special,
+    added.split(
+        AddedTokens::Pass::Raw, text, parse_special,
         [&](std::string_view fragment) {
           spm_fragment(fragment, add_space_prefix && after_token, out);
           after_token = false;
@@ -629,8 +456,8 @@ void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
   WordCache& cache = thread_word_cache(cache_key);
   auto on_token = [&](int32_t id) { out.push_back(id); };
   auto on_word = [&](std::string_view word) { bpe_word(word, cache, out); };
-  split_added(
-      text, raw_matcher, parse_special,
+  added.split(
+      AddedTokens::Pass::Raw, text, parse_special,
       [&](std::string_view gap) {
         // The normalizer runs on the text between the tokens matched as written; "normalized"
         // added tokens are then found in its output, as in `tokenizers`.
@@ -639,8 +466,8 @@ void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
           normalized = nfc_normalize(gap);
           gap = normalized;
         }
-        split_added(
-            gap, normalized_matcher, parse_special,
+        added.split(
+            AddedTokens::Pass::Normalized, gap, parse_special,
             [&](std::string_view fragment) { pre_tokenizer.split(fragment, on_word); }, on_token);
       },
       on_token);
@@ -925,13 +752,12 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
       token.lstrip = source.bool_field(list[i], "lstrip", where, false);
       token.rstrip = source.bool_field(list[i], "rstrip", where, false);
       token.special = source.bool_field(list[i], "special", where, false);
-      // With no normalizer, "normalized" tokens are found in a second pass (see Impl::added).
+      // With no normalizer, "normalized" tokens are found in a second pass (see AddedTokens).
       const bool normalized = source.bool_field(list[i], "normalized", where, !token.special);
       if (token.content.empty()) continue;  // `tokenizers` ignores them too
       max_id = std::max(max_id, token.id);
-      const auto index = static_cast<int32_t>(impl->added.size());
-      (normalized ? impl->normalized_matcher : impl->raw_matcher).add(token.content, index);
-      impl->added.push_back(std::move(token));
+      impl->added.add(std::move(token),
+                      normalized ? AddedTokens::Pass::Normalized : AddedTokens::Pass::Raw);
     }
   }
   if (max_id < 0) source.fail("model.vocab is empty");
@@ -954,7 +780,7 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
       impl->fallback_ids[static_cast<size_t>(value & 0xFF)] = id;
     }
   }
-  for (const AddedToken& token : impl->added) {
+  for (const AddedToken& token : impl->added.tokens()) {
     impl->vocab.texts[static_cast<size_t>(token.id)] = token.content;
     impl->vocab.ids.set(token.content, token.id);
   }
@@ -1018,7 +844,7 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
     if (id >= impl->vocab.size())
       source.fail("post_processor: id ", id, " is outside the vocabulary");
   }
-  impl->build_matchers();
+  impl->added.mark(impl->vocab);
   impl->build_decoded();
   return impl;
 }
@@ -1070,8 +896,7 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
       token.id = id;
       token.content = text;
       token.special = type == kGgufControl;
-      impl->raw_matcher.add(text, static_cast<int32_t>(impl->added.size()));
-      impl->added.push_back(std::move(token));
+      impl->added.add(std::move(token), AddedTokens::Pass::Raw);
     }
   }
   auto optional_id = [&](const char* key) -> std::optional<int32_t> {
@@ -1171,7 +996,7 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
     }
     if (auto unk = optional_id("tokenizer.ggml.unknown_token_id")) impl->unk_id = *unk;
   }
-  impl->build_matchers();
+  impl->added.mark(impl->vocab);
   impl->build_decoded();
   return impl;
 }
