@@ -14,6 +14,7 @@
 #include "core/mapped_file.h"
 #include "models/gguf.h"
 #include "models/tokenizer/added_tokens.h"
+#include "models/tokenizer/bpe.h"
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/hash_tables.h"
 #include "models/tokenizer/pre_tokenizer.h"
@@ -32,67 +33,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
-
-// ---- the word cache ----
-
-// Pre-token bytes → ids, bounded: cleared when full, which keeps it fast and small at the cost of
-// re-merging words after a clear.
-class WordCache {
- public:
-  static constexpr size_t kMaxWords = 1 << 15;
-  static constexpr size_t kMaxWordBytes = 256;  // longer words are merged each time
-
-  bool find(std::string_view word, std::vector<int32_t>& out) const {
-    const int32_t index = index_.find(word);
-    if (index == kNone) return false;
-    const auto [offset, count] = spans_[static_cast<size_t>(index)];
-    out.insert(out.end(), ids_.begin() + offset, ids_.begin() + offset + count);
-    return true;
-  }
-  void insert(std::string_view word, const int32_t* ids, size_t count) {
-    if (word.size() > kMaxWordBytes) return;
-    if (index_.size() >= kMaxWords) clear();
-    index_.set(word, static_cast<int32_t>(spans_.size()));
-    spans_.emplace_back(static_cast<uint32_t>(ids_.size()), static_cast<uint32_t>(count));
-    ids_.insert(ids_.end(), ids, ids + count);
-  }
-  void clear() {
-    index_.clear();
-    spans_.clear();
-    ids_.clear();
-  }
-
- private:
-  StringIdMap index_;
-  std::vector<std::pair<uint32_t, uint32_t>> spans_;
-  std::vector<int32_t> ids_;
-};
-
-// The calling thread's cache for the tokenizer `owner`. A thread keeps caches for the four
-// tokenizers it used last, so alternating between two models does not thrash.
-WordCache& thread_word_cache(uint64_t owner) {
-  struct Entry {
-    uint64_t owner = 0;
-    uint64_t last_use = 0;
-    std::unique_ptr<WordCache> cache;
-  };
-  thread_local std::array<Entry, 4> entries;
-  thread_local uint64_t clock = 0;
-  ++clock;
-  Entry* victim = &entries[0];
-  for (Entry& entry : entries) {
-    if (entry.owner == owner && entry.cache) {
-      entry.last_use = clock;
-      return *entry.cache;
-    }
-    if (entry.last_use < victim->last_use) victim = &entry;
-  }
-  if (!victim->cache) victim->cache = std::make_unique<WordCache>();
-  victim->cache->clear();
-  victim->owner = owner;
-  victim->last_use = clock;
-  return *victim->cache;
-}
 
 std::atomic<uint64_t> next_tokenizer_key{1};
 
@@ -123,10 +63,6 @@ MergeScratch& merge_scratch() {
   return scratch;
 }
 
-// Words up to this many symbols are merged by rescanning an array of pair ranks (quadratic, but
-// cache-friendly and allocation-free); longer ones through a heap (n log n).
-constexpr size_t kLinearMergeLimit = 48;
-
 }  // namespace
 
 // ---- the tokenizer ----
@@ -150,15 +86,9 @@ struct Tokenizer::Impl {
   // Pre-tokenizer (byte-level BPE).
   tokenizer::PreTokenizer pre_tokenizer;
 
-  // Byte-level BPE model: token bytes → id, and the merge table over ids.
-  StringIdMap word_ids;
-  size_t max_token_bytes = 0;  // the longest entry of word_ids
-  std::array<int32_t, 256> byte_ids{};
-  PairMap merges;
-  bool ignore_merges = false;
+  tokenizer::BpeModel bpe;
+
   int32_t unk_id = kNone;
-  bool fuse_unk = false;
-  bool byte_fallback = false;
   std::array<int32_t, 256> fallback_ids{};  // <0xNN> tokens
 
   // SentencePiece model: piece text → id for the pieces merges may produce, and their scores.
@@ -181,10 +111,6 @@ struct Tokenizer::Impl {
   void build_decoded();
 
   void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
-  void bpe_word(std::string_view word, WordCache& cache, std::vector<int32_t>& out) const;
-  void push_byte_symbol(unsigned char byte, std::vector<int32_t>& symbols, bool& last_unk) const;
-  void merge_linear(std::vector<int32_t>& ids) const;
-  void merge_heap(std::vector<int32_t>& ids) const;
   void spm_fragment(std::string_view text, bool prefix_space, std::vector<int32_t>& out) const;
 
   // Appends the bytes `id` contributes to decoded text. at_fragment_start carries the
@@ -223,135 +149,6 @@ void Tokenizer::Impl::build_decoded() {
     }
     decoded_offsets.push_back(static_cast<uint32_t>(decoded_arena.size()));
   }
-}
-
-void Tokenizer::Impl::push_byte_symbol(unsigned char byte, std::vector<int32_t>& symbols,
-                                       bool& last_unk) const {
-  if (byte_ids[byte] != kNone) {
-    symbols.push_back(byte_ids[byte]);
-    last_unk = false;
-    return;
-  }
-  // The byte's character is not in the vocabulary. `tokenizers` then tries <0xNN> tokens for the
-  // UTF-8 bytes of that character, then the unknown token, and otherwise drops it.
-  if (byte_fallback) {
-    std::string character;
-    utf8::append(character, byte_level_table().byte_to_code[byte]);
-    bool all = true;
-    for (unsigned char b : character) all = all && fallback_ids[b] != kNone;
-    if (all) {
-      for (unsigned char b : character) symbols.push_back(fallback_ids[b]);
-      last_unk = false;
-      return;
-    }
-  }
-  if (unk_id != kNone && !(fuse_unk && last_unk)) {
-    symbols.push_back(unk_id);
-    last_unk = true;
-  }
-}
-
-void Tokenizer::Impl::merge_linear(std::vector<int32_t>& ids) const {
-  MergeScratch& scratch = merge_scratch();
-  std::vector<int32_t>& ranks = scratch.ranks;
-  std::vector<int32_t>& merged = scratch.merged;
-  size_t n = ids.size();
-  constexpr int32_t kNoMerge = std::numeric_limits<int32_t>::max();
-  ranks.resize(n);
-  merged.resize(n);
-  auto look_up = [&](size_t i) {  // the pair (ids[i], ids[i + 1])
-    const PairMap::Merge merge = merges.find(ids[i], ids[i + 1]);
-    ranks[i] = merge.rank == kNone ? kNoMerge : merge.rank;
-    merged[i] = merge.id;
-  };
-  for (size_t i = 0; i + 1 < n; ++i) look_up(i);
-  while (n > 1) {
-    // The lowest rank, leftmost on ties: the order `tokenizers`' merge queue pops them in.
-    size_t best = 0;
-    for (size_t i = 1; i + 1 < n; ++i) {
-      if (ranks[i] < ranks[best]) best = i;
-    }
-    if (ranks[best] == kNoMerge) break;
-    ids[best] = merged[best];
-    ids.erase(ids.begin() + static_cast<ptrdiff_t>(best) + 1);
-    ranks.erase(ranks.begin() + static_cast<ptrdiff_t>(best));
-    merged.erase(merged.begin() + static_cast<ptrdiff_t>(best));
-    --n;
-    if (best > 0) look_up(best - 1);
-    if (best + 1 < n) look_up(best);
-  }
-}
-
-void Tokenizer::Impl::merge_heap(std::vector<int32_t>& ids) const {
-  MergeScratch& scratch = merge_scratch();
-  auto& symbols = scratch.symbols;
-  auto& heap = scratch.heap;
-  const auto n = static_cast<int32_t>(ids.size());
-  symbols.resize(ids.size());
-  for (int32_t i = 0; i < n; ++i) symbols[i] = {ids[i], i - 1, i + 1 < n ? i + 1 : kNone, 0, 1};
-  heap.clear();
-  // Lowest rank first, then leftmost: as `tokenizers` orders its queue.
-  auto later = [](const MergeScratch::Candidate& a, const MergeScratch::Candidate& b) {
-    return a.rank != b.rank ? a.rank > b.rank : a.left > b.left;
-  };
-  auto propose = [&](int32_t left) {
-    if (left == kNone || symbols[left].next == kNone) return;
-    const PairMap::Merge merge = merges.find(symbols[left].id, symbols[symbols[left].next].id);
-    if (merge.rank == kNone) return;
-    heap.push_back({0.0f, merge.rank, left, 0});
-    std::push_heap(heap.begin(), heap.end(), later);
-  };
-  for (int32_t i = 0; i + 1 < n; ++i) propose(i);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const MergeScratch::Candidate top = heap.back();
-    heap.pop_back();
-    MergeScratch::Symbol& left = symbols[top.left];
-    if (left.length == 0 || left.next == kNone) continue;
-    // Stale when either side has merged with something else since the candidate was queued.
-    const PairMap::Merge merge = merges.find(left.id, symbols[left.next].id);
-    if (merge.rank != top.rank) continue;
-    MergeScratch::Symbol& right = symbols[left.next];
-    left.id = merge.id;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next != kNone) symbols[right.next].prev = top.left;
-    propose(left.prev);
-    propose(top.left);
-  }
-  ids.clear();
-  for (int32_t i = 0; i != kNone; i = symbols[i].next) ids.push_back(symbols[i].id);
-}
-
-void Tokenizer::Impl::bpe_word(std::string_view word, WordCache& cache,
-                               std::vector<int32_t>& out) const {
-  if (word.size() == 1 && byte_ids[static_cast<unsigned char>(word[0])] != kNone) {
-    out.push_back(byte_ids[static_cast<unsigned char>(word[0])]);
-    return;
-  }
-  // The cache first: it also holds the words that are tokens, so a repeated word costs one
-  // lookup either way.
-  if (cache.find(word, out)) return;
-  if (ignore_merges && word.size() <= max_token_bytes) {
-    // Llama 3: a word that is a token is that token, whatever the merges would make of it.
-    const int32_t id = word_ids.find(word);
-    if (id != kNone) {
-      out.push_back(id);
-      cache.insert(word, &id, 1);
-      return;
-    }
-  }
-  std::vector<int32_t>& ids = merge_scratch().ids;
-  ids.clear();
-  bool last_unk = false;
-  for (unsigned char byte : word) push_byte_symbol(byte, ids, last_unk);
-  if (ids.size() <= kLinearMergeLimit) {
-    merge_linear(ids);
-  } else {
-    merge_heap(ids);
-  }
-  cache.insert(word, ids.data(), ids.size());
-  out.insert(out.end(), ids.begin(), ids.end());
 }
 
 void Tokenizer::Impl::spm_fragment(std::string_view text, bool prefix_space,
@@ -455,7 +252,7 @@ void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
   }
   WordCache& cache = thread_word_cache(cache_key);
   auto on_token = [&](int32_t id) { out.push_back(id); };
-  auto on_word = [&](std::string_view word) { bpe_word(word, cache, out); };
+  auto on_word = [&](std::string_view word) { bpe.encode_word(word, cache, out); };
   added.split(
       AddedTokens::Pass::Raw, text, parse_special,
       [&](std::string_view gap) {
@@ -726,9 +523,9 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
       source.fail("model.", key, " is not supported");
     }
   }
-  impl->ignore_merges = source.bool_field(model, "ignore_merges", "model.", false);
-  impl->fuse_unk = source.bool_field(model, "fuse_unk", "model.", false);
-  impl->byte_fallback = source.bool_field(model, "byte_fallback", "model.", false);
+  impl->bpe.ignore_merges = source.bool_field(model, "ignore_merges", "model.", false);
+  impl->bpe.fuse_unk = source.bool_field(model, "fuse_unk", "model.", false);
+  impl->bpe.byte_fallback = source.bool_field(model, "byte_fallback", "model.", false);
 
   // Vocabulary: the model's tokens, then the added tokens (which may reuse model ids).
   int32_t max_id = -1;
@@ -763,21 +560,19 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
   if (max_id < 0) source.fail("model.vocab is empty");
   impl->vocab.texts.resize(static_cast<size_t>(max_id) + 1);
   impl->vocab.flags.assign(impl->vocab.texts.size(), 0);
-  impl->byte_ids.fill(kNone);
-  impl->fallback_ids.fill(kNone);
   StringIdMap model_ids;  // stored text → id, model vocabulary only (what merges refer to)
   for (const auto& [text, id] : model_tokens) {
     impl->vocab.texts[static_cast<size_t>(id)] = text;
     model_ids.set(text, id);
     impl->vocab.ids.set(text, id);
     if (auto bytes = byte_level_to_bytes(text)) {
-      impl->word_ids.set(*bytes, id);
-      impl->max_token_bytes = std::max(impl->max_token_bytes, bytes->size());
-      if (bytes->size() == 1) impl->byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
+      impl->bpe.word_ids.set(*bytes, id);
+      impl->bpe.max_token_bytes = std::max(impl->bpe.max_token_bytes, bytes->size());
+      if (bytes->size() == 1) impl->bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
     }
     if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
       const int value = std::stoi(text.substr(3, 2), nullptr, 16);
-      impl->fallback_ids[static_cast<size_t>(value & 0xFF)] = id;
+      impl->bpe.fallback_ids[static_cast<size_t>(value & 0xFF)] = id;
     }
   }
   for (const AddedToken& token : impl->added.tokens()) {
@@ -786,12 +581,12 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
   }
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
     const std::string unk = source.string_field(model, "unk_token", "model.");
-    impl->unk_id = model_ids.find(unk);
-    if (impl->unk_id == kNone) source.fail("model.unk_token '", unk, "' is not in model.vocab");
+    impl->bpe.unk_id = model_ids.find(unk);
+    if (impl->bpe.unk_id == kNone) source.fail("model.unk_token '", unk, "' is not in model.vocab");
   }
 
   // Merges: "a b" strings (older files) or ["a", "b"] pairs; rank = position in the list.
-  impl->merges.reserve(merges.size());
+  impl->bpe.merges.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const json& merge = merges[rank];
     std::string left, right;
@@ -818,7 +613,7 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
     if (left_id == kNone || right_id == kNone || merged_id == kNone) {
       source.fail("model.merges[", rank, "]: token '", missing, "' is not in model.vocab");
     }
-    impl->merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
+    impl->bpe.merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
   }
 
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
@@ -882,7 +677,6 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
   }
   impl->vocab.texts = std::move(tokens);
   impl->vocab.flags.assign(impl->vocab.texts.size(), 0);
-  impl->byte_ids.fill(kNone);
   impl->fallback_ids.fill(kNone);
   const auto n = static_cast<int32_t>(impl->vocab.texts.size());
   for (int32_t id = 0; id < n; ++id) {
@@ -935,20 +729,20 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
     for (const PreStepSpec& spec : named->steps) {
       impl->pre_tokenizer.add_step(spec, str_cat("[tokenizer] pre-tokenizer '", pre, "'"));
     }
-    impl->ignore_merges = named->ignore_merges;
+    impl->bpe.ignore_merges = named->ignore_merges;
     impl->nfc = named->nfc;
     for (int32_t id = 0; id < n; ++id) {
       if (auto bytes = byte_level_to_bytes(impl->vocab.texts[static_cast<size_t>(id)])) {
-        if (impl->word_ids.find(*bytes) == kNone) impl->word_ids.set(*bytes, id);
-        impl->max_token_bytes = std::max(impl->max_token_bytes, bytes->size());
+        if (impl->bpe.word_ids.find(*bytes) == kNone) impl->bpe.word_ids.set(*bytes, id);
+        impl->bpe.max_token_bytes = std::max(impl->bpe.max_token_bytes, bytes->size());
         if (bytes->size() == 1 &&
-            impl->byte_ids[static_cast<unsigned char>((*bytes)[0])] == kNone) {
-          impl->byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
+            impl->bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] == kNone) {
+          impl->bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
         }
       }
     }
     const std::vector<std::string> merges = file.get_string_array("tokenizer.ggml.merges");
-    impl->merges.reserve(merges.size());
+    impl->bpe.merges.reserve(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       const std::string& line = merges[rank];
       const size_t space = line.find(' ');
@@ -964,7 +758,7 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
         fail("tokenizer.ggml.merges[", rank, "] '", line,
              "' names a token not in tokenizer.ggml.tokens");
       }
-      impl->merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
+      impl->bpe.merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
     }
   } else {
     impl->kind = Tokenizer::Impl::Kind::SentencePiece;
