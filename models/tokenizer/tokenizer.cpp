@@ -20,6 +20,7 @@
 #include "models/tokenizer/pre_tokenizer.h"
 #include "models/tokenizer/pre_tokenizer_names.h"
 #include "models/tokenizer/regex.h"
+#include "models/tokenizer/sentencepiece.h"
 #include "models/tokenizer/unicode_nfc.h"
 #include "models/tokenizer/utf8.h"
 #include "models/tokenizer/vocabulary.h"
@@ -32,36 +33,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
-
 std::atomic<uint64_t> next_tokenizer_key{1};
-
-// Scratch buffers of the BPE merge loops, per thread, so that merging a word allocates nothing.
-struct MergeScratch {
-  std::vector<int32_t> ids;
-  std::vector<int32_t> ranks;
-  std::vector<int32_t> merged;
-  struct Symbol {
-    int32_t id;
-    int32_t prev;
-    int32_t next;
-    uint32_t begin;   // SentencePiece: byte offset of the piece
-    uint32_t length;  // SentencePiece: byte length; 0 once merged away
-  };
-  std::vector<Symbol> symbols;
-  struct Candidate {
-    float score;      // SentencePiece: the merged piece's score
-    int32_t rank;     // BPE: the merge's rank
-    int32_t left;     // symbol index of the pair's left side
-    uint32_t length;  // SentencePiece: bytes of the merged piece
-  };
-  std::vector<Candidate> heap;
-};
-
-MergeScratch& merge_scratch() {
-  thread_local MergeScratch scratch;
-  return scratch;
-}
 
 }  // namespace
 
@@ -87,14 +59,7 @@ struct Tokenizer::Impl {
   tokenizer::PreTokenizer pre_tokenizer;
 
   tokenizer::BpeModel bpe;
-
-  int32_t unk_id = kNone;
-  std::array<int32_t, 256> fallback_ids{};  // <0xNN> tokens
-
-  // SentencePiece model: piece text → id for the pieces merges may produce, and their scores.
-  StringIdMap piece_ids;
-  std::vector<float> scores;
-  bool add_space_prefix = true;
+  tokenizer::SentencePieceModel sentencepiece;
 
   // Post-processor.
   std::vector<int32_t> prefix_ids;
@@ -111,7 +76,6 @@ struct Tokenizer::Impl {
   void build_decoded();
 
   void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
-  void spm_fragment(std::string_view text, bool prefix_space, std::vector<int32_t>& out) const;
 
   // Appends the bytes `id` contributes to decoded text. at_fragment_start carries the
   // SentencePiece rule that drops the space the encoder put in front of each text fragment.
@@ -139,97 +103,15 @@ void Tokenizer::Impl::build_decoded() {
       decoded_arena += text;
     } else {
       for (size_t i = 0; i < text.size();) {
-        if (text.compare(i, kSpmSpace.size(), kSpmSpace) == 0) {
+        if (text.compare(i, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
           decoded_arena += ' ';
-          i += kSpmSpace.size();
+          i += kSpaceSymbol.size();
         } else {
           decoded_arena += text[i++];
         }
       }
     }
     decoded_offsets.push_back(static_cast<uint32_t>(decoded_arena.size()));
-  }
-}
-
-void Tokenizer::Impl::spm_fragment(std::string_view text, bool prefix_space,
-                                   std::vector<int32_t>& out) const {
-  // SentencePiece sees spaces as "▁", and a "▁" in front of the text.
-  std::string normalized;
-  normalized.reserve(text.size() + 16);
-  if (prefix_space) normalized += kSpmSpace;
-  for (char c : text) {
-    if (c == ' ') {
-      normalized += kSpmSpace;
-    } else {
-      normalized += c;
-    }
-  }
-  MergeScratch& scratch = merge_scratch();
-  auto& symbols = scratch.symbols;
-  auto& heap = scratch.heap;
-  symbols.clear();
-  heap.clear();
-  const auto* bytes = reinterpret_cast<const unsigned char*>(normalized.data());
-  for (size_t i = 0; i < normalized.size();) {
-    uint32_t code;
-    const size_t length = utf8::decode(bytes + i, normalized.size() - i, code);
-    const auto index = static_cast<int32_t>(symbols.size());
-    symbols.push_back(
-        {kNone, index - 1, kNone, static_cast<uint32_t>(i), static_cast<uint32_t>(length)});
-    if (index > 0) symbols[index - 1].next = index;
-    i += length;
-  }
-  auto piece = [&](uint32_t begin, uint32_t length) {
-    return std::string_view(normalized).substr(begin, length);
-  };
-  // Highest score first, then leftmost.
-  auto later = [](const MergeScratch::Candidate& a, const MergeScratch::Candidate& b) {
-    return a.score != b.score ? a.score < b.score : a.left > b.left;
-  };
-  auto propose = [&](int32_t left) {
-    if (left == kNone || symbols[left].next == kNone) return;
-    const MergeScratch::Symbol& a = symbols[left];
-    const MergeScratch::Symbol& b = symbols[a.next];
-    const int32_t id = piece_ids.find(piece(a.begin, a.length + b.length));
-    if (id == kNone) return;
-    heap.push_back({scores[static_cast<size_t>(id)], kNone, left, a.length + b.length});
-    std::push_heap(heap.begin(), heap.end(), later);
-  };
-  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) propose(i);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), later);
-    const MergeScratch::Candidate top = heap.back();
-    heap.pop_back();
-    MergeScratch::Symbol& left = symbols[top.left];
-    // Symbols only grow, so an unchanged total length means neither side has merged since.
-    if (left.length == 0 || left.next == kNone ||
-        left.length + symbols[left.next].length != top.length) {
-      continue;
-    }
-    MergeScratch::Symbol& right = symbols[left.next];
-    left.length += right.length;
-    right.length = 0;
-    left.next = right.next;
-    if (right.next != kNone) symbols[right.next].prev = top.left;
-    propose(left.prev);
-    propose(top.left);
-  }
-  for (int32_t i = symbols.empty() ? kNone : 0; i != kNone; i = symbols[i].next) {
-    const std::string_view text_piece = piece(symbols[i].begin, symbols[i].length);
-    const int32_t id = piece_ids.find(text_piece);
-    if (id != kNone) {
-      out.push_back(id);
-      continue;
-    }
-    // Not a piece (only single characters get here): its bytes as <0xNN>, else unknown.
-    for (unsigned char byte : text_piece) {
-      if (fallback_ids[byte] != kNone) {
-        out.push_back(fallback_ids[byte]);
-      } else if (unk_id != kNone) {
-        out.push_back(unk_id);
-        break;
-      }
-    }
   }
 }
 
@@ -244,7 +126,8 @@ void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
     added.split(
         AddedTokens::Pass::Raw, text, parse_special,
         [&](std::string_view fragment) {
-          spm_fragment(fragment, add_space_prefix && after_token, out);
+          sentencepiece.encode_fragment(fragment, sentencepiece.add_space_prefix && after_token,
+                                        out);
           after_token = false;
         },
         on_token);
@@ -282,7 +165,7 @@ void Tokenizer::Impl::append_decoded(int32_t id, bool skip_special, bool& at_fra
     }
     if (skip_special && (flag & kSpecial)) return;
     std::string_view piece = decoded(id);
-    if (at_fragment_start && add_space_prefix && !(flag & kByte) && !piece.empty() &&
+    if (at_fragment_start && sentencepiece.add_space_prefix && !(flag & kByte) && !piece.empty() &&
         piece[0] == ' ') {
       piece.remove_prefix(1);
     }
@@ -677,7 +560,6 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
   }
   impl->vocab.texts = std::move(tokens);
   impl->vocab.flags.assign(impl->vocab.texts.size(), 0);
-  impl->fallback_ids.fill(kNone);
   const auto n = static_cast<int32_t>(impl->vocab.texts.size());
   for (int32_t id = 0; id < n; ++id) {
     const std::string& text = impl->vocab.texts[static_cast<size_t>(id)];
@@ -766,8 +648,9 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
     if (scores.size() != impl->vocab.texts.size()) {
       fail("tokenizer.ggml.scores has ", scores.size(), " entries for ", n, " tokens");
     }
-    impl->scores.assign(scores.begin(), scores.end());
-    impl->add_space_prefix = file.find_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+    impl->sentencepiece.scores.assign(scores.begin(), scores.end());
+    impl->sentencepiece.add_space_prefix =
+        file.find_bool("tokenizer.ggml.add_space_prefix").value_or(true);
     for (int32_t id = 0; id < n; ++id) {
       const std::string& text = impl->vocab.texts[static_cast<size_t>(id)];
       const int64_t type = types[static_cast<size_t>(id)];
@@ -778,17 +661,20 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
           fail("byte token ", id, " is '", text, "', not <0xNN>");
         }
         impl->vocab.flags[static_cast<size_t>(id)] |= tokenizer::kByte;
-        impl->fallback_ids[static_cast<size_t>(std::stoi(text.substr(3, 2), nullptr, 16))] = id;
+        impl->sentencepiece
+            .fallback_ids[static_cast<size_t>(std::stoi(text.substr(3, 2), nullptr, 16))] = id;
       } else if (type == kGgufNormal || type == kGgufUserDefined) {
         // Merges may produce only these: SentencePiece never makes a control, unknown or unused
         // piece out of text.
-        if (impl->piece_ids.find(text) == kNone) impl->piece_ids.set(text, id);
+        if (impl->sentencepiece.piece_ids.find(text) == kNone)
+          impl->sentencepiece.piece_ids.set(text, id);
       } else if (type == kGgufUnknown) {
-        if (impl->unk_id == kNone) impl->unk_id = id;
+        if (impl->sentencepiece.unk_id == kNone) impl->sentencepiece.unk_id = id;
         impl->vocab.flags[static_cast<size_t>(id)] |= tokenizer::kSpecial;
       }
     }
-    if (auto unk = optional_id("tokenizer.ggml.unknown_token_id")) impl->unk_id = *unk;
+    if (auto unk = optional_id("tokenizer.ggml.unknown_token_id"))
+      impl->sentencepiece.unk_id = *unk;
   }
   impl->added.mark(impl->vocab);
   impl->build_decoded();
