@@ -17,6 +17,7 @@
 #include "models/tokenizer/bpe.h"
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/hash_tables.h"
+#include "models/tokenizer/pipeline.h"
 #include "models/tokenizer/pre_tokenizer.h"
 #include "models/tokenizer/pre_tokenizer_names.h"
 #include "models/tokenizer/regex.h"
@@ -33,149 +34,7 @@ namespace {
 
 using nlohmann::json;
 
-std::atomic<uint64_t> next_tokenizer_key{1};
-
 }  // namespace
-
-// ---- the tokenizer ----
-
-struct Tokenizer::Impl {
-  enum class Kind { ByteLevelBpe, SentencePiece };
-
-  Kind kind = Kind::ByteLevelBpe;
-  uint64_t cache_key = 0;
-  std::string source;  // the file, for messages
-
-  tokenizer::Vocabulary vocab;
-  // id → decoded bytes.
-  std::string decoded_arena;
-  std::vector<uint32_t> decoded_offsets;  // size vocab + 1
-
-  tokenizer::AddedTokens added;
-
-  // Normalizer: NFC on the text between added tokens, before the pre-tokenizer.
-  bool nfc = false;
-  // Pre-tokenizer (byte-level BPE).
-  tokenizer::PreTokenizer pre_tokenizer;
-
-  tokenizer::BpeModel bpe;
-  tokenizer::SentencePieceModel sentencepiece;
-
-  // Post-processor.
-  std::vector<int32_t> prefix_ids;
-  std::vector<int32_t> suffix_ids;
-  std::optional<int32_t> bos;
-
-  std::string_view decoded(int32_t id) const {
-    const size_t index = static_cast<size_t>(id);
-    return std::string_view(decoded_arena)
-        .substr(decoded_offsets[index], decoded_offsets[index + 1] - decoded_offsets[index]);
-  }
-
-  // Fills decoded_arena from vocab.texts (after flags are set).
-  void build_decoded();
-
-  void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
-
-  // Appends the bytes `id` contributes to decoded text. at_fragment_start carries the
-  // SentencePiece rule that drops the space the encoder put in front of each text fragment.
-  void append_decoded(int32_t id, bool skip_special, bool& at_fragment_start,
-                      std::string& out) const;
-};
-
-void Tokenizer::Impl::build_decoded() {
-  decoded_arena.clear();
-  decoded_offsets.assign(1, 0);
-  for (size_t id = 0; id < vocab.texts.size(); ++id) {
-    const std::string& text = vocab.texts[id];
-    if (kind == Kind::ByteLevelBpe) {
-      // The ByteLevel decoder: a token's characters map back to bytes; a token with a character
-      // outside the table (an added token such as "<|résumé|>" in another script) is its own
-      // UTF-8, as in `tokenizers`.
-      if (auto bytes = byte_level_to_bytes(text)) {
-        decoded_arena += *bytes;
-      } else {
-        decoded_arena += text;
-      }
-    } else if (vocab.flags[id] & kByte) {
-      decoded_arena += static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16));
-    } else if (vocab.flags[id] & (kSpecial | kMatchedInText)) {
-      decoded_arena += text;
-    } else {
-      for (size_t i = 0; i < text.size();) {
-        if (text.compare(i, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
-          decoded_arena += ' ';
-          i += kSpaceSymbol.size();
-        } else {
-          decoded_arena += text[i++];
-        }
-      }
-    }
-    decoded_offsets.push_back(static_cast<uint32_t>(decoded_arena.size()));
-  }
-}
-
-void Tokenizer::Impl::encode(std::string_view text, bool parse_special,
-                             std::vector<int32_t>& out) const {
-  if (kind == Kind::SentencePiece) {
-    bool after_token = true;  // the first fragment, and each after an added token, gets a "▁"
-    auto on_token = [&](int32_t id) {
-      out.push_back(id);
-      after_token = true;
-    };
-    added.split(
-        AddedTokens::Pass::Raw, text, parse_special,
-        [&](std::string_view fragment) {
-          sentencepiece.encode_fragment(fragment, sentencepiece.add_space_prefix && after_token,
-                                        out);
-          after_token = false;
-        },
-        on_token);
-    return;
-  }
-  WordCache& cache = thread_word_cache(cache_key);
-  auto on_token = [&](int32_t id) { out.push_back(id); };
-  auto on_word = [&](std::string_view word) { bpe.encode_word(word, cache, out); };
-  added.split(
-      AddedTokens::Pass::Raw, text, parse_special,
-      [&](std::string_view gap) {
-        // The normalizer runs on the text between the tokens matched as written; "normalized"
-        // added tokens are then found in its output, as in `tokenizers`.
-        std::string normalized;
-        if (nfc) {
-          normalized = nfc_normalize(gap);
-          gap = normalized;
-        }
-        added.split(
-            AddedTokens::Pass::Normalized, gap, parse_special,
-            [&](std::string_view fragment) { pre_tokenizer.split(fragment, on_word); }, on_token);
-      },
-      on_token);
-}
-
-void Tokenizer::Impl::append_decoded(int32_t id, bool skip_special, bool& at_fragment_start,
-                                     std::string& out) const {
-  vocab.check_id(id, "decode");
-  const uint8_t flag = vocab.flags[static_cast<size_t>(id)];
-  if (kind == Kind::SentencePiece) {
-    if (flag & kMatchedInText) {
-      at_fragment_start = true;
-      if (!(skip_special && (flag & kSpecial))) out += decoded(id);
-      return;
-    }
-    if (skip_special && (flag & kSpecial)) return;
-    std::string_view piece = decoded(id);
-    if (at_fragment_start && sentencepiece.add_space_prefix && !(flag & kByte) && !piece.empty() &&
-        piece[0] == ' ') {
-      piece.remove_prefix(1);
-    }
-    at_fragment_start = false;
-    out += piece;
-    return;
-  }
-  if (skip_special && (flag & kSpecial)) return;
-  out += decoded(id);
-}
 
 // ---- loading: Hugging Face tokenizer.json ----
 
@@ -352,11 +211,14 @@ void parse_post_processor(const JsonSource& source, const json& value, Tokenizer
       for (const json& id_value : (*entry)["ids"]) {
         const int32_t id =
             source.id_value(id_value, str_cat(where, "special_tokens['", name, "']"));
-        (after_sequence ? impl.suffix_ids : impl.prefix_ids).push_back(id);
+        (after_sequence ? impl.post_processor.suffix_ids : impl.post_processor.prefix_ids)
+            .push_back(id);
       }
     }
   }
-  if (!impl.prefix_ids.empty()) impl.bos = impl.prefix_ids.front();
+  if (!impl.post_processor.prefix_ids.empty()) {
+    impl.post_processor.bos = impl.post_processor.prefix_ids.front();
+  }
 }
 
 void check_decoder(const JsonSource& source, const json& value) {
@@ -375,7 +237,7 @@ void check_decoder(const JsonSource& source, const json& value) {
 
 std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const json& root) {
   auto impl = std::make_shared<Tokenizer::Impl>();
-  impl->kind = Tokenizer::Impl::Kind::ByteLevelBpe;
+  BpeModel& bpe = impl->model.emplace<BpeModel>();
   impl->source = source.path();
   if (!root.is_object()) source.fail("not a tokenizer.json (the top level is not an object)");
 
@@ -406,9 +268,9 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
       source.fail("model.", key, " is not supported");
     }
   }
-  impl->bpe.ignore_merges = source.bool_field(model, "ignore_merges", "model.", false);
-  impl->bpe.fuse_unk = source.bool_field(model, "fuse_unk", "model.", false);
-  impl->bpe.byte_fallback = source.bool_field(model, "byte_fallback", "model.", false);
+  bpe.ignore_merges = source.bool_field(model, "ignore_merges", "model.", false);
+  bpe.fuse_unk = source.bool_field(model, "fuse_unk", "model.", false);
+  bpe.byte_fallback = source.bool_field(model, "byte_fallback", "model.", false);
 
   // Vocabulary: the model's tokens, then the added tokens (which may reuse model ids).
   int32_t max_id = -1;
@@ -449,13 +311,13 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
     model_ids.set(text, id);
     impl->vocab.ids.set(text, id);
     if (auto bytes = byte_level_to_bytes(text)) {
-      impl->bpe.word_ids.set(*bytes, id);
-      impl->bpe.max_token_bytes = std::max(impl->bpe.max_token_bytes, bytes->size());
-      if (bytes->size() == 1) impl->bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
+      bpe.word_ids.set(*bytes, id);
+      bpe.max_token_bytes = std::max(bpe.max_token_bytes, bytes->size());
+      if (bytes->size() == 1) bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
     }
     if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
       const int value = std::stoi(text.substr(3, 2), nullptr, 16);
-      impl->bpe.fallback_ids[static_cast<size_t>(value & 0xFF)] = id;
+      bpe.fallback_ids[static_cast<size_t>(value & 0xFF)] = id;
     }
   }
   for (const AddedToken& token : impl->added.tokens()) {
@@ -464,12 +326,12 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
   }
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
     const std::string unk = source.string_field(model, "unk_token", "model.");
-    impl->bpe.unk_id = model_ids.find(unk);
-    if (impl->bpe.unk_id == kNone) source.fail("model.unk_token '", unk, "' is not in model.vocab");
+    bpe.unk_id = model_ids.find(unk);
+    if (bpe.unk_id == kNone) source.fail("model.unk_token '", unk, "' is not in model.vocab");
   }
 
   // Merges: "a b" strings (older files) or ["a", "b"] pairs; rank = position in the list.
-  impl->bpe.merges.reserve(merges.size());
+  bpe.merges.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const json& merge = merges[rank];
     std::string left, right;
@@ -496,7 +358,7 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
     if (left_id == kNone || right_id == kNone || merged_id == kNone) {
       source.fail("model.merges[", rank, "]: token '", missing, "' is not in model.vocab");
     }
-    impl->bpe.merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
+    bpe.merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
   }
 
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
@@ -514,16 +376,15 @@ std::shared_ptr<Tokenizer::Impl> parse_hf_json(const JsonSource& source, const j
   parse_pre_tokenizer(source, source.require(root, "pre_tokenizer", ""), impl->pre_tokenizer);
   if (root.contains("post_processor")) parse_post_processor(source, root["post_processor"], *impl);
   check_decoder(source, source.require(root, "decoder", ""));
-  for (int32_t id : impl->prefix_ids) {
+  for (int32_t id : impl->post_processor.prefix_ids) {
     if (id >= impl->vocab.size())
       source.fail("post_processor: id ", id, " is outside the vocabulary");
   }
-  for (int32_t id : impl->suffix_ids) {
+  for (int32_t id : impl->post_processor.suffix_ids) {
     if (id >= impl->vocab.size())
       source.fail("post_processor: id ", id, " is outside the vocabulary");
   }
-  impl->added.mark(impl->vocab);
-  impl->build_decoded();
+  impl->finish_loading();
   return impl;
 }
 
@@ -581,17 +442,17 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
     if (*value < 0 || *value >= n) fail(key, " = ", *value, " is outside the vocabulary of ", n);
     return static_cast<int32_t>(*value);
   };
-  impl->bos = optional_id("tokenizer.ggml.bos_token_id");
+  impl->post_processor.bos = optional_id("tokenizer.ggml.bos_token_id");
   const std::optional<int32_t> eos = optional_id("tokenizer.ggml.eos_token_id");
-  if (impl->bos && file.find_bool("tokenizer.ggml.add_bos_token").value_or(true)) {
-    impl->prefix_ids.push_back(*impl->bos);
+  if (impl->post_processor.bos && file.find_bool("tokenizer.ggml.add_bos_token").value_or(true)) {
+    impl->post_processor.prefix_ids.push_back(*impl->post_processor.bos);
   }
   if (eos && file.find_bool("tokenizer.ggml.add_eos_token").value_or(false)) {
-    impl->suffix_ids.push_back(*eos);
+    impl->post_processor.suffix_ids.push_back(*eos);
   }
 
   if (model == "gpt2") {
-    impl->kind = Tokenizer::Impl::Kind::ByteLevelBpe;
+    BpeModel& bpe = impl->model.emplace<BpeModel>();
     // A file without the key is treated as llama.cpp treats it: "default".
     const std::string pre = file.find_string("tokenizer.ggml.pre").value_or("default");
     const NamedPreTokenizer* named = find_named_pre_tokenizer(pre);
@@ -611,20 +472,19 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
     for (const PreStepSpec& spec : named->steps) {
       impl->pre_tokenizer.add_step(spec, str_cat("[tokenizer] pre-tokenizer '", pre, "'"));
     }
-    impl->bpe.ignore_merges = named->ignore_merges;
+    bpe.ignore_merges = named->ignore_merges;
     impl->nfc = named->nfc;
     for (int32_t id = 0; id < n; ++id) {
       if (auto bytes = byte_level_to_bytes(impl->vocab.texts[static_cast<size_t>(id)])) {
-        if (impl->bpe.word_ids.find(*bytes) == kNone) impl->bpe.word_ids.set(*bytes, id);
-        impl->bpe.max_token_bytes = std::max(impl->bpe.max_token_bytes, bytes->size());
-        if (bytes->size() == 1 &&
-            impl->bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] == kNone) {
-          impl->bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
+        if (bpe.word_ids.find(*bytes) == kNone) bpe.word_ids.set(*bytes, id);
+        bpe.max_token_bytes = std::max(bpe.max_token_bytes, bytes->size());
+        if (bytes->size() == 1 && bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] == kNone) {
+          bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
         }
       }
     }
     const std::vector<std::string> merges = file.get_string_array("tokenizer.ggml.merges");
-    impl->bpe.merges.reserve(merges.size());
+    bpe.merges.reserve(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       const std::string& line = merges[rank];
       const size_t space = line.find(' ');
@@ -640,16 +500,16 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
         fail("tokenizer.ggml.merges[", rank, "] '", line,
              "' names a token not in tokenizer.ggml.tokens");
       }
-      impl->bpe.merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
+      bpe.merges.set(left_id, right_id, {static_cast<int32_t>(rank), merged_id});
     }
   } else {
-    impl->kind = Tokenizer::Impl::Kind::SentencePiece;
+    SentencePieceModel& sentencepiece = impl->model.emplace<SentencePieceModel>();
     const std::vector<double> scores = file.get_float_array("tokenizer.ggml.scores");
     if (scores.size() != impl->vocab.texts.size()) {
       fail("tokenizer.ggml.scores has ", scores.size(), " entries for ", n, " tokens");
     }
-    impl->sentencepiece.scores.assign(scores.begin(), scores.end());
-    impl->sentencepiece.add_space_prefix =
+    sentencepiece.scores.assign(scores.begin(), scores.end());
+    sentencepiece.add_space_prefix =
         file.find_bool("tokenizer.ggml.add_space_prefix").value_or(true);
     for (int32_t id = 0; id < n; ++id) {
       const std::string& text = impl->vocab.texts[static_cast<size_t>(id)];
@@ -661,23 +521,20 @@ std::shared_ptr<Tokenizer::Impl> parse_gguf(const GgufFile& file, const Tokenize
           fail("byte token ", id, " is '", text, "', not <0xNN>");
         }
         impl->vocab.flags[static_cast<size_t>(id)] |= tokenizer::kByte;
-        impl->sentencepiece
-            .fallback_ids[static_cast<size_t>(std::stoi(text.substr(3, 2), nullptr, 16))] = id;
+        sentencepiece.fallback_ids[static_cast<size_t>(std::stoi(text.substr(3, 2), nullptr, 16))] =
+            id;
       } else if (type == kGgufNormal || type == kGgufUserDefined) {
         // Merges may produce only these: SentencePiece never makes a control, unknown or unused
         // piece out of text.
-        if (impl->sentencepiece.piece_ids.find(text) == kNone)
-          impl->sentencepiece.piece_ids.set(text, id);
+        if (sentencepiece.piece_ids.find(text) == kNone) sentencepiece.piece_ids.set(text, id);
       } else if (type == kGgufUnknown) {
-        if (impl->sentencepiece.unk_id == kNone) impl->sentencepiece.unk_id = id;
+        if (sentencepiece.unk_id == kNone) sentencepiece.unk_id = id;
         impl->vocab.flags[static_cast<size_t>(id)] |= tokenizer::kSpecial;
       }
     }
-    if (auto unk = optional_id("tokenizer.ggml.unknown_token_id"))
-      impl->sentencepiece.unk_id = *unk;
+    if (auto unk = optional_id("tokenizer.ggml.unknown_token_id")) sentencepiece.unk_id = *unk;
   }
-  impl->added.mark(impl->vocab);
-  impl->build_decoded();
+  impl->finish_loading();
   return impl;
 }
 
@@ -697,7 +554,6 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path) {
   }
   try {
     std::shared_ptr<Impl> impl = parse_hf_json(source, root);
-    impl->cache_key = next_tokenizer_key.fetch_add(1);
     return Tokenizer(std::move(impl));
   } catch (const json::exception& e) {
     source.fail("unexpected structure (", e.what(), ")");
@@ -706,7 +562,6 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path) {
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& file, const TokenizerOptions& options) {
   std::shared_ptr<Impl> impl = parse_gguf(file, options);
-  impl->cache_key = next_tokenizer_key.fetch_add(1);
   return Tokenizer(std::move(impl));
 }
 
@@ -731,29 +586,11 @@ Tokenizer Tokenizer::from_model_path(const std::string& path, const TokenizerOpt
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
                                        bool parse_special) const {
-  std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3 + 4);
-  if (add_bos) ids.insert(ids.end(), impl_->prefix_ids.begin(), impl_->prefix_ids.end());
-  if (utf8::is_valid(text)) {
-    impl_->encode(text, parse_special, ids);
-  } else {
-    std::string repaired;
-    repaired.reserve(text.size() + 16);
-    append_utf8_repaired(repaired, text, true);
-    impl_->encode(repaired, parse_special, ids);
-  }
-  if (add_bos) ids.insert(ids.end(), impl_->suffix_ids.begin(), impl_->suffix_ids.end());
-  return ids;
+  return impl_->encode(text, add_bos, parse_special);
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
-  std::string bytes;
-  bool at_fragment_start = true;
-  for (int32_t id : ids) impl_->append_decoded(id, skip_special, at_fragment_start, bytes);
-  if (utf8::is_valid(bytes)) return bytes;
-  std::string text;
-  append_utf8_repaired(text, bytes, true);
-  return text;
+  return impl_->decode(ids, skip_special);
 }
 
 std::string Tokenizer::token_text(int32_t id) const {
@@ -772,7 +609,7 @@ int64_t Tokenizer::vocab_size() const {
 }
 
 std::optional<int32_t> Tokenizer::bos_id() const {
-  return impl_->bos;
+  return impl_->post_processor.bos;
 }
 
 bool Tokenizer::is_special(int32_t id) const {
@@ -781,8 +618,8 @@ bool Tokenizer::is_special(int32_t id) const {
 }
 
 std::string Tokenizer::describe() const {
-  return str_cat(impl_->kind == Impl::Kind::ByteLevelBpe ? "byte-level BPE" : "SentencePiece BPE",
-                 ", ", impl_->vocab.size(), " tokens (", impl_->added.size(), " added) from ",
+  return str_cat(impl_->is_sentencepiece() ? "SentencePiece BPE" : "byte-level BPE", ", ",
+                 impl_->vocab.size(), " tokens (", impl_->added.size(), " added) from ",
                  impl_->source);
 }
 
