@@ -18,25 +18,31 @@ namespace {
 
 using nlohmann::json;
 
+// Typed access to the fields of a tokenizer.json, failing with "[tokenizer] <path>: <where><key>
+// ..." so that every error names the file and the field. `where` is a field path ending in '.'.
 class JsonSource {
  public:
   explicit JsonSource(std::string path) : path_(std::move(path)) {}
 
+  // Throws edgelm::Error "[tokenizer] <path>: <args...>".
   template <class... Args>
   [[noreturn]] void fail(Args&&... args) const {
     EDGELM_FAIL("[tokenizer] ", path_, ": ", std::forward<Args>(args)...);
   }
+  // object[key]; fails when it is missing.
   const json& require(const json& object, const std::string& key, const std::string& where) const {
     const auto it = object.find(key);
     if (it == object.end()) fail(where, key, " is missing");
     return *it;
   }
+  // object[key] as a string; fails when it is missing or not a string.
   std::string string_field(const json& object, const std::string& key,
                            const std::string& where) const {
     const json& value = require(object, key, where);
     if (!value.is_string()) fail(where, key, " is not a string");
     return value.get<std::string>();
   }
+  // object[key] as a bool, `fallback` when it is missing or null.
   bool bool_field(const json& object, const std::string& key, const std::string& where,
                   bool fallback) const {
     const auto it = object.find(key);
@@ -44,6 +50,7 @@ class JsonSource {
     if (!it->is_boolean()) fail(where, key, " is not true or false");
     return it->get<bool>();
   }
+  // `value` as a token id; `what` names it in the error.
   int32_t id_value(const json& value, const std::string& what) const {
     if (!value.is_number_integer()) fail(what, " is not an integer id");
     const int64_t id = value.get<int64_t>();
