@@ -164,15 +164,8 @@ void BpeModel::merge_heap(std::vector<int32_t>& ids) const {
   for (int32_t i = 0; i != kNone; i = symbols[i].next) ids.push_back(symbols[i].id);
 }
 
-void BpeModel::encode_word(std::string_view word, WordCache& cache,
-                           std::vector<int32_t>& out) const {
-  if (word.size() == 1 && byte_ids[static_cast<unsigned char>(word[0])] != kNone) {
-    out.push_back(byte_ids[static_cast<unsigned char>(word[0])]);
-    return;
-  }
-  // The cache first: it also holds the words that are tokens, so a repeated word costs one
-  // lookup either way.
-  if (cache.find(word, out)) return;
+void BpeModel::encode_uncached(std::string_view word, WordCache& cache,
+                               std::vector<int32_t>& out) const {
   if (ignore_merges && word.size() <= max_token_bytes) {
     // Llama 3: a word that is a token is that token, whatever the merges would make of it.
     const int32_t id = word_ids.find(word);

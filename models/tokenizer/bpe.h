@@ -71,10 +71,23 @@ struct BpeModel {
     fallback_ids.fill(kNone);
   }
 
-  // Appends the ids of one pre-token to `out`, through `cache` (the calling thread's).
-  void encode_word(std::string_view word, WordCache& cache, std::vector<int32_t>& out) const;
+  // Appends the ids of one pre-token to `out`, through `cache` (the calling thread's). Inline,
+  // since most words are one byte or already in the cache.
+  void encode_word(std::string_view word, WordCache& cache, std::vector<int32_t>& out) const {
+    if (word.size() == 1 && byte_ids[static_cast<unsigned char>(word[0])] != kNone) {
+      out.push_back(byte_ids[static_cast<unsigned char>(word[0])]);
+      return;
+    }
+    // The cache first: it also holds the words that are tokens, so a repeated word costs one
+    // lookup either way.
+    if (cache.find(word, out)) return;
+    encode_uncached(word, cache, out);
+  }
 
  private:
+  // A word the cache does not have: the token it is (ignore_merges), else the merges' result;
+  // either goes into the cache.
+  void encode_uncached(std::string_view word, WordCache& cache, std::vector<int32_t>& out) const;
   void push_byte_symbol(unsigned char byte, std::vector<int32_t>& symbols, bool& last_unk) const;
   void merge_linear(std::vector<int32_t>& ids) const;
   void merge_heap(std::vector<int32_t>& ids) const;

@@ -10,38 +10,6 @@
 namespace edgelm::tokenizer {
 namespace {
 
-// Match data and a JIT stack per thread: the compiled pattern is shared read-only between
-// threads, these are the per-match scratch PCRE2 needs.
-struct MatchScratch {
-  pcre2_match_data* data = nullptr;
-  pcre2_match_context* context = nullptr;
-  pcre2_jit_stack* stack = nullptr;
-
-  MatchScratch() {
-    data = pcre2_match_data_create(1, nullptr);
-    context = pcre2_match_context_create(nullptr);
-    // Grows from 32 KiB up to 16 MiB, so that a pathological input (a megabyte of one character
-    // class) fails cleanly long before it could exhaust memory.
-    stack = pcre2_jit_stack_create(32 * 1024, 16 * 1024 * 1024, nullptr);
-    if (context != nullptr && stack != nullptr) pcre2_jit_stack_assign(context, nullptr, stack);
-  }
-  ~MatchScratch() {
-    pcre2_jit_stack_free(stack);
-    pcre2_match_context_free(context);
-    pcre2_match_data_free(data);
-  }
-  MatchScratch(const MatchScratch&) = delete;
-  MatchScratch& operator=(const MatchScratch&) = delete;
-};
-
-MatchScratch& match_scratch() {
-  thread_local MatchScratch scratch;
-  if (scratch.data == nullptr || scratch.context == nullptr) {
-    EDGELM_FAIL("[tokenizer] out of memory for regex match data");
-  }
-  return scratch;
-}
-
 std::string pcre2_message(int code) {
   std::array<PCRE2_UCHAR, 256> buffer{};
   pcre2_get_error_message(code, buffer.data(), buffer.size());
@@ -91,16 +59,39 @@ std::string onig_compatible_pattern(std::string_view pattern) {
   return out;
 }
 
-// A match of the subject with the thread's match data: PCRE2's return code.
-int run_match(pcre2_code* code, bool jit, std::string_view text, size_t from,
-              MatchScratch& scratch) {
-  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  return jit ? pcre2_jit_match(code, subject, text.size(), from, 0, scratch.data, scratch.context)
-             : pcre2_match(code, subject, text.size(), from, PCRE2_NO_UTF_CHECK, scratch.data,
-                           scratch.context);
-}
-
 }  // namespace
+
+// Match data and a JIT stack per thread: the compiled pattern is shared read-only between
+// threads, these are the per-match scratch PCRE2 needs.
+struct Regex::Scratch {
+  pcre2_match_data* data = nullptr;
+  pcre2_match_context* context = nullptr;
+  pcre2_jit_stack* stack = nullptr;
+
+  Scratch() {
+    data = pcre2_match_data_create(1, nullptr);
+    context = pcre2_match_context_create(nullptr);
+    // Grows from 32 KiB up to 16 MiB, so that a pathological input (a megabyte of one character
+    // class) fails cleanly long before it could exhaust memory.
+    stack = pcre2_jit_stack_create(32 * 1024, 16 * 1024 * 1024, nullptr);
+    if (context != nullptr && stack != nullptr) pcre2_jit_stack_assign(context, nullptr, stack);
+  }
+  ~Scratch() {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(context);
+    pcre2_match_data_free(data);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+Regex::Scratch& Regex::thread_scratch() {
+  thread_local Scratch scratch;
+  if (scratch.data == nullptr || scratch.context == nullptr) {
+    EDGELM_FAIL("[tokenizer] out of memory for regex match data");
+  }
+  return scratch;
+}
 
 struct Regex::Compiled {
   pcre2_code* code = nullptr;
@@ -126,9 +117,16 @@ Regex::Regex(std::string_view pattern, const std::string& where) {
   compiled_ = std::move(compiled);
 }
 
-bool Regex::find(std::string_view text, size_t from, Match& match) const {
-  MatchScratch& scratch = match_scratch();
-  const int rc = run_match(compiled_->code, compiled_->jit, text, from, scratch);
+int Regex::run(Scratch& scratch, std::string_view text, size_t from) const {
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  return compiled_->jit ? pcre2_jit_match(compiled_->code, subject, text.size(), from, 0,
+                                          scratch.data, scratch.context)
+                        : pcre2_match(compiled_->code, subject, text.size(), from,
+                                      PCRE2_NO_UTF_CHECK, scratch.data, scratch.context);
+}
+
+bool Regex::find(Scratch& scratch, std::string_view text, size_t from, Match& match) const {
+  const int rc = run(scratch, text, from);
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   if (rc < 0) EDGELM_FAIL("[tokenizer] pre-tokenizer regex failed: ", pcre2_message(rc));
   const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
@@ -137,8 +135,8 @@ bool Regex::find(std::string_view text, size_t from, Match& match) const {
 }
 
 size_t Regex::match_at_start(std::string_view text) const {
-  MatchScratch& scratch = match_scratch();
-  if (run_match(compiled_->code, compiled_->jit, text, 0, scratch) < 0) return 0;
+  Scratch& scratch = thread_scratch();
+  if (run(scratch, text, 0) < 0) return 0;
   const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
   return ovector[0] == 0 ? ovector[1] : 0;
 }

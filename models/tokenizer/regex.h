@@ -28,8 +28,9 @@ class Regex {
     const size_t n = text.size();
     size_t piece_start = 0;  // start of the not-yet-emitted stretch
     size_t search_from = 0;
+    Scratch& scratch = thread_scratch();
     Match match;
-    while (search_from < n && find(text, search_from, match)) {
+    while (search_from < n && find(scratch, text, search_from, match)) {
       if (match.begin > piece_start) emit(piece_start, match.begin);
       if (match.end == match.begin) {
         // Step over one character so that the search moves on.
@@ -56,10 +57,15 @@ class Regex {
     size_t end = 0;
   };
   struct Compiled;
+  struct Scratch;  // PCRE2's match data and JIT stack
 
+  // The calling thread's scratch, shared by every Regex.
+  static Scratch& thread_scratch();
+  // PCRE2's return code for a match at or after `from`.
+  int run(Scratch& scratch, std::string_view text, size_t from) const;
   // The first match in `text` starting at or after `from`; false when there is none. Throws
   // edgelm::Error when PCRE2 fails (its JIT stack exhausted, for one).
-  bool find(std::string_view text, size_t from, Match& match) const;
+  bool find(Scratch& scratch, std::string_view text, size_t from, Match& match) const;
 
   std::shared_ptr<const Compiled> compiled_;
 };
