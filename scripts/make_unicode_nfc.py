@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
-"""Writes models/unicode_nfc.inc: the Unicode data that NFC normalization needs (canonical
-combining classes, canonical decompositions, and which of them recompose), from Python's
-unicodedata.
+"""Writes models/tokenizer/unicode_nfc.inc: the Unicode data that NFC normalization needs
+(canonical combining classes, canonical decompositions, and which of them recompose), from
+Python's unicodedata.
 
     python3 scripts/make_unicode_nfc.py
 
 Python 3.11's unicodedata has Unicode 14.0, the version of PCRE2 10.42's tables, so the
 normalizer and the pre-tokenizer regexes agree on what every character is. The output is
 byte-identical from run to run for a given Python version. Only the tables are generated; the
-algorithm (models/unicode_nfc.cpp) is written by hand.
+algorithm (models/tokenizer/unicode_nfc.cpp) is written by hand.
 """
 
 import sys
 import unicodedata
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "models" / "unicode_nfc.inc"
+OUT = Path(__file__).resolve().parents[1] / "models" / "tokenizer" / "unicode_nfc.inc"
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3  # composed algorithmically, not listed
 
 

@@ -49,7 +49,9 @@ fi
 # GCC 13 on, while the compiler defines __FLT16_MAX__ on AArch64.
 tests=(test_op_parity test_parity_selftest test_zero_alloc test_attention test_rope test_quant
        test_tensor test_thread_pool test_kv_cache test_llama test_eviction test_sampler
-       test_tokenizer test_gguf test_safetensors)
+       test_tokenizer test_tokenizer_gguf test_tokenizer_hf_json test_tokenizer_pre_tokenizers
+       test_tokenizer_sentencepiece test_tokenizer_stream test_tokenizer_unicode test_gguf
+       test_safetensors)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE=scripts/aarch64-linux-gnu.cmake \
   -DCMAKE_BUILD_TYPE=Release -DEDGELM_BUILD_TESTS=ON -DEDGELM_OPENCL=OFF >/dev/null
 cmake --build "$build_dir" -j "$jobs" --target "${tests[@]}" test_backend

@@ -9,8 +9,8 @@ namespace edgelm {
 
 // `text` (valid UTF-8) in Normalization Form C: canonical decomposition, canonical ordering of
 // combining marks, canonical composition (Unicode's UAX #15, Hangul included). The character data
-// is Unicode 14.0 (models/unicode_nfc.inc, from scripts/make_unicode_nfc.py), the version of the
-// PCRE2 tables the pre-tokenizer regexes use. Text whose code points are all below U+0300 is
+// is Unicode 14.0 (models/tokenizer/unicode_nfc.inc, from scripts/make_unicode_nfc.py), the version
+// of the PCRE2 tables the pre-tokenizer regexes use. Text whose code points are all below U+0300 is
 // already in NFC and is returned as it is without further work.
 std::string nfc_normalize(std::string_view text);
 

@@ -1,4 +1,4 @@
-#include "models/unicode_nfc.h"
+#include "models/tokenizer/unicode_nfc.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/utf8.h"
+#include "models/tokenizer/utf8.h"
 
 namespace edgelm {
 namespace {
@@ -24,7 +24,7 @@ struct Decomposition {
   bool recomposes;
 };
 
-#include "models/unicode_nfc.inc"
+#include "models/tokenizer/unicode_nfc.inc"
 
 // Hangul syllables decompose and compose by arithmetic (Unicode's section 3.12).
 constexpr uint32_t kHangulBase = 0xAC00, kLeadBase = 0x1100, kVowelBase = 0x1161,
