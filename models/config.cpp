@@ -81,19 +81,49 @@ std::optional<std::vector<int32_t>> find_ids(const json& object, const char* key
   return ids;
 }
 
+std::optional<bool> find_bool(const json& object, const char* key, const std::string& path) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean())
+    EDGELM_FAIL("[config] ", path, ": field '", key, "' must be true or false, got ", it->dump());
+  return it->get<bool>();
+}
+
+// `scaling` is config.json's rope_scaling, or transformers 5's rope_parameters (which also holds
+// rope_theta). Its type is named by "rope_type" or, in older files, "type"; an object with
+// settings but no type would otherwise be read as no scaling at all, so it is refused.
 RopeScaling parse_rope_scaling(const json& scaling, const std::string& path) {
   RopeScaling result;
   if (scaling.is_null()) return result;
   if (!scaling.is_object())
     EDGELM_FAIL("[config] ", path, ": rope_scaling must be an object or null");
-  std::string type;
+  std::optional<std::string> type;
   for (const char* key : {"rope_type", "type"}) {
-    if (scaling.contains(key) && scaling[key].is_string()) type = scaling[key].get<std::string>();
+    const auto it = scaling.find(key);
+    if (it == scaling.end()) continue;
+    if (!it->is_string()) {
+      EDGELM_FAIL("[config] ", path, ": rope_scaling '", key, "' must be a string, got ",
+                  it->dump());
+    }
+    if (type && *type != it->get<std::string>()) {
+      EDGELM_FAIL("[config] ", path, ": rope_scaling 'rope_type' '", *type, "' and 'type' '",
+                  it->get<std::string>(), "' disagree");
+    }
+    type = it->get<std::string>();
   }
-  if (type == "default" || type.empty()) return result;
-  if (type != "llama3") {
-    EDGELM_FAIL("[config] ", path, ": unsupported rope_scaling type '", type,
-                "' (supported: llama3)");
+  if (!type) {
+    for (const auto& [key, value] : scaling.items()) {
+      if (key != "rope_theta") {
+        EDGELM_FAIL("[config] ", path, ": rope_scaling sets '", key,
+                    "' but names no 'rope_type' (supported: default, llama3)");
+      }
+    }
+    return result;
+  }
+  if (*type == "default") return result;
+  if (*type != "llama3") {
+    EDGELM_FAIL("[config] ", path, ": unsupported rope_scaling type '", *type,
+                "' (supported: default, llama3)");
   }
   result.type = RopeScaling::Type::Llama3;
   auto number = [&](const char* key) {
@@ -112,6 +142,67 @@ RopeScaling parse_rope_scaling(const json& scaling, const std::string& path) {
   }
   result.original_max_position_embeddings = static_cast<int64_t>(context);
   return result;
+}
+
+// The config.json fields of transformers' Llama that change the computation in a way this
+// implementation does not follow: each is refused rather than ignored, since ignoring it runs
+// another network on the same weights and prints fluent-looking garbage with exit status 0.
+void check_llama_variant(const json& root, const std::string& path) {
+  if (const auto it = root.find("architectures"); it != root.end() && !it->is_null()) {
+    if (!it->is_array())
+      EDGELM_FAIL("[config] ", path, ": field 'architectures' must be a list, got ", it->dump());
+    for (const json& architecture : *it) {
+      if (architecture != "LlamaForCausalLM") {
+        EDGELM_FAIL("[config] ", path, ": unsupported architectures entry ", architecture.dump(),
+                    " (supported: LlamaForCausalLM)");
+      }
+    }
+  }
+  if (const auto it = root.find("hidden_act"); it != root.end() && !it->is_null()) {
+    if (*it != "silu") {
+      EDGELM_FAIL("[config] ", path, ": unsupported hidden_act ", it->dump(), " (supported: silu)");
+    }
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (find_bool(root, key, path).value_or(false))
+      EDGELM_FAIL("[config] ", path, ": ", key,
+                  " true is not supported (projections without bias)");
+  }
+  if (const auto factor = find_number(root, "partial_rotary_factor", path);
+      factor && *factor != 1) {
+    EDGELM_FAIL("[config] ", path, ": partial_rotary_factor ", *factor,
+                " is not supported (rotary embeddings over the whole head only)");
+  }
+  if (const auto it = root.find("quantization_config"); it != root.end() && !it->is_null()) {
+    std::string method = "unknown";
+    if (it->is_object() && it->contains("quant_method") && (*it)["quant_method"].is_string())
+      method = (*it)["quant_method"].get<std::string>();
+    EDGELM_FAIL("[config] ", path, ": quantization_config (quant_method '", method,
+                "') is not supported: pre-quantized checkpoints need their own kernels");
+  }
+}
+
+// GGUF's rope scaling keys, as llama.cpp reads them: llama.rope.scaling.type (absent: "linear"),
+// and a factor in llama.rope.scaling.factor or the older llama.rope.scale_linear (0 or absent: no
+// scaling). Llama 3's scaling arrives as the rope_freqs.weight tensor instead; any other scaling
+// that changes the rotation is refused.
+void check_gguf_rope_scaling(const GgufFile& file) {
+  std::optional<double> factor = file.find_float("llama.rope.scaling.factor");
+  const char* factor_key = "llama.rope.scaling.factor";
+  if (!factor) {
+    factor = file.find_float("llama.rope.scale_linear");
+    factor_key = "llama.rope.scale_linear";
+  }
+  const bool scales = factor && *factor != 0.0 && *factor != 1.0;
+  const std::string type = file.find_string("llama.rope.scaling.type").value_or("linear");
+  if (type != "none" && type != "linear") {
+    EDGELM_FAIL("[gguf] ", file.path(), ": unsupported llama.rope.scaling.type '", type,
+                "' (supported: none, and linear with factor 1)");
+  }
+  if (type == "linear" && scales) {
+    EDGELM_FAIL("[gguf] ", file.path(), ": ", factor_key, " ", *factor,
+                ": linear rope scaling is not supported");
+  }
 }
 
 }  // namespace
@@ -147,6 +238,12 @@ void validate_config(const LlamaConfig& c, const std::string& source) {
       EDGELM_FAIL("[config] ", source, ": ", name, " ", value, " must be positive and finite");
   };
   positive_finite(c.rms_norm_eps, "rms_norm_eps");
+  // An epsilon is a guard against dividing by zero, orders of magnitude below the mean square of
+  // real activations (1e-5, 1e-6); one of 1 or more would swamp it and flatten every normalized
+  // vector, so it means a misplaced value, not a model.
+  if (!(c.rms_norm_eps < 1.0f)) {
+    EDGELM_FAIL("[config] ", source, ": rms_norm_eps ", c.rms_norm_eps, " must be below 1");
+  }
   positive_finite(c.rope.theta, "rope_theta");
   if (c.rope.scaling.type == RopeScaling::Type::Llama3) {
     const RopeScaling& s = c.rope.scaling;
@@ -187,6 +284,7 @@ LlamaConfig load_hf_config(const std::string& dir) {
     EDGELM_FAIL("[config] ", path, ": unknown architecture: model_type '", model_type,
                 "' (supported: llama)");
   }
+  check_llama_variant(root, path);
   LlamaConfig c;
   c.vocab_size = get_int(root, "vocab_size", path);
   c.hidden_size = get_int(root, "hidden_size", path);
@@ -208,10 +306,7 @@ LlamaConfig load_hf_config(const std::string& dir) {
       c.rope.theta = static_cast<float>(*theta);
     c.rope.scaling = parse_rope_scaling(parameters, path);
   }
-  if (root.contains("tie_word_embeddings") && !root["tie_word_embeddings"].is_boolean()) {
-    EDGELM_FAIL("[config] ", path, ": field 'tie_word_embeddings' must be true or false");
-  }
-  c.tie_word_embeddings = root.value("tie_word_embeddings", false);
+  c.tie_word_embeddings = find_bool(root, "tie_word_embeddings", path).value_or(false);
   c.max_position_embeddings = find_int(root, "max_position_embeddings", path).value_or(2048);
   c.bos_token_id =
       token_id(find_int(root, "bos_token_id", path).value_or(-1), "bos_token_id", path);
@@ -264,6 +359,12 @@ LlamaConfig load_gguf_config(const GgufFile& file) {
                 " differs from the head size ", c.head_dim,
                 " (partial rotary embeddings are not supported)");
   }
+  // Mixtral's GGUF files say "llama" too; their experts replace the feed-forward tensors.
+  if (auto experts = file.find_int("llama.expert_count"); experts && *experts != 0) {
+    EDGELM_FAIL("[gguf] ", file.path(), ": llama.expert_count ", *experts,
+                " (mixture-of-experts models are not supported)");
+  }
+  check_gguf_rope_scaling(file);
   c.rms_norm_eps = static_cast<float>(file.get_float("llama.attention.layer_norm_rms_epsilon"));
   c.rope.theta = static_cast<float>(file.find_float("llama.rope.freq_base").value_or(10000.0));
   c.rope.head_dim = c.head_dim;

@@ -39,15 +39,22 @@ struct LlamaConfig {
 
 // Reads <dir>/config.json and, when present, <dir>/generation_config.json (whose eos/bos ids take
 // precedence, as in transformers). Throws edgelm::Error "[config] <file>: ..." naming the field for
-// a missing file, malformed JSON, a missing or ill-typed field, an architecture other than llama,
-// or an unsupported rope_scaling type.
+// a missing file, malformed JSON, a missing or ill-typed field, an architecture other than llama
+// (model_type, or an `architectures` entry other than LlamaForCausalLM), a field that makes another
+// network of the same weights (hidden_act other than silu, attention_bias or mlp_bias true,
+// partial_rotary_factor other than 1, quantization_config), or a rope_scaling that is not
+// default or llama3 (one with settings but no type included).
 LlamaConfig load_hf_config(const std::string& dir);
 
 // Reads the llama.* keys of a GGUF file (general.architecture must be "llama"). Llama 3 rope
-// scaling arrives as the per-pair divisors of the `rope_freqs.weight` tensor, if present.
+// scaling arrives as the per-pair divisors of the `rope_freqs.weight` tensor, if present. Throws
+// "[gguf] <path>: ..." for a mixture of experts (llama.expert_count) and for rope scaling keys
+// that change the rotation (llama.rope.scaling.type other than none or linear, a linear factor
+// other than 1).
 LlamaConfig load_gguf_config(const GgufFile& file);
 
-// Checks the relations between fields (divisibility, positivity); throws naming `source`.
+// Checks the relations between fields (divisibility, positivity, rms_norm_eps below 1); throws
+// naming `source`.
 void validate_config(const LlamaConfig& config, const std::string& source);
 
 }  // namespace edgelm

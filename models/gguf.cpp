@@ -1,5 +1,6 @@
 #include "models/gguf.h"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -672,6 +673,30 @@ GgufFile GgufFile::open_impl(const std::string& path, bool with_tensors) {
     }
     tensor.file_offset = static_cast<size_t>(start);
     tensor.data = mapping.data() + tensor.file_offset;
+  }
+  // No two tensors may share bytes: a header whose offsets alias (all zero, or one range inside
+  // another) describes a file whose tensors are not what their names say. Padding between tensors
+  // is allowed, and so is any order; ggml's writer lays them out in info order, packed to the
+  // alignment.
+  std::vector<const GgufTensor*> by_offset;
+  by_offset.reserve(result.tensors_.size());
+  for (const GgufTensor& tensor : result.tensors_) by_offset.push_back(&tensor);
+  std::sort(by_offset.begin(), by_offset.end(), [](const GgufTensor* a, const GgufTensor* b) {
+    return a->file_offset != b->file_offset ? a->file_offset < b->file_offset
+                                            : a->nbytes < b->nbytes;
+  });
+  const GgufTensor* previous = nullptr;  // the last non-empty tensor in data order
+  for (const GgufTensor* tensor : by_offset) {
+    if (tensor->nbytes == 0) continue;  // shares no bytes, wherever it points
+    if (previous != nullptr && tensor->file_offset < previous->file_offset + previous->nbytes) {
+      const auto range = [&](const GgufTensor& t) {
+        const size_t begin = t.file_offset - result.data_offset_;
+        return str_cat("[", begin, ", ", begin + t.nbytes, ")");
+      };
+      cursor.fail(str_cat("tensors '", previous->name, "' (data bytes ", range(*previous),
+                          ") and '", tensor->name, "' (data bytes ", range(*tensor), ") overlap"));
+    }
+    previous = tensor;
   }
   return result;
 }

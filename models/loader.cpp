@@ -4,9 +4,12 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <unordered_set>
+#include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -195,6 +198,116 @@ Shape matrix(int64_t rows, int64_t cols) {
   return {rows, cols};
 }
 
+// How a format names its tensors, for check_tensor_names.
+struct TensorNaming {
+  const char* layer_prefix;            // "model.layers." / "blk.": then the layer index and a dot
+  const char* layer_count_key;         // where the layer count comes from, for messages
+  std::vector<std::string> global;     // the tensors outside the layers that the loader reads
+  std::vector<const char*> per_layer;  // the suffixes of each layer's tensors
+};
+
+// The layer a tensor name belongs to ("model.layers.12.mlp.up_proj.weight" -> 12); nullopt for
+// names outside the layers.
+std::optional<int64_t> layer_of(const std::string& name, const std::string& prefix) {
+  if (!name.starts_with(prefix)) return std::nullopt;
+  int64_t layer = 0;
+  size_t i = prefix.size();
+  const size_t digits_begin = i;
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && i - digits_begin < 18; ++i) {
+    layer = layer * 10 + (name[i] - '0');
+  }
+  if (i == digits_begin || i >= name.size() || name[i] != '.') return std::nullopt;
+  return layer;
+}
+
+// Checks that the file holds exactly the tensors the config implies, before any is loaded: each
+// expected tensor present, no tensor of a layer past the layer count (a count that disagrees with
+// the file would silently run a shallower model), and no tensor the loader would not read (a bias,
+// a norm of another architecture), except those `ignored` accepts. `names` is every tensor of the
+// file(s); `source` names them in messages.
+void check_tensor_names(const std::vector<std::string>& names, const TensorNaming& naming,
+                        int64_t n_layers, const std::function<bool(const std::string&)>& ignored,
+                        const std::string& source) {
+  std::vector<std::string> expected = naming.global;
+  for (int64_t l = 0; l < n_layers; ++l) {
+    for (const char* suffix : naming.per_layer)
+      expected.push_back(str_cat(naming.layer_prefix, l, ".", suffix));
+  }
+  const std::unordered_set<std::string> present(names.begin(), names.end());
+  for (const std::string& name : expected) {
+    if (present.count(name) == 0) EDGELM_FAIL("[load] ", source, ": missing tensor '", name, "'");
+  }
+  const std::unordered_set<std::string> read(expected.begin(), expected.end());
+  for (const std::string& name : names) {
+    if (read.count(name) != 0) continue;
+    if (const auto layer = layer_of(name, naming.layer_prefix); layer && *layer >= n_layers) {
+      EDGELM_FAIL("[load] ", source, ": tensor '", name, "' belongs to layer ", *layer, " but ",
+                  naming.layer_count_key, " is ", n_layers);
+    }
+    if (ignored(name)) continue;
+    EDGELM_FAIL("[load] ", source, ": tensor '", name,
+                "' is not part of a Llama model (ignoring it would compute another network than "
+                "the checkpoint's)");
+  }
+}
+
+const std::vector<const char*> kHfLayerTensors = {
+    "input_layernorm.weight",  "post_attention_layernorm.weight",
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+    "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+    "mlp.down_proj.weight"};
+const std::vector<const char*> kGgufLayerTensors = {
+    "attn_norm.weight",   "ffn_norm.weight", "attn_q.weight", "attn_k.weight",  "attn_v.weight",
+    "attn_output.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+
+// The Hugging Face tensors checked against config.json. Rotary `inv_freq` buffers, which older
+// checkpoints saved, are ignored as transformers ignores them: they are recomputed from head_dim
+// and rope_theta. With tie_word_embeddings true, an lm_head.weight is accepted only when it is
+// the embedding byte for byte (a tied model saved with both), since the output is the embedding;
+// with false it must be there, as transformers would otherwise run a random output matrix.
+void check_hf_tensors(const SafetensorsModel& st, const LlamaConfig& c, const std::string& dir) {
+  const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
+  TensorNaming naming{"model.layers.",
+                      "num_hidden_layers",
+                      {"model.embed_tokens.weight", "model.norm.weight"},
+                      kHfLayerTensors};
+  if (!c.tie_word_embeddings) {
+    if (st.find("lm_head.weight") == nullptr) {
+      EDGELM_FAIL("[load] ", dir, ": no tensor 'lm_head.weight' but ", config_path,
+                  " says tie_word_embeddings false (for a tied model, set it true)");
+    }
+    naming.global.push_back("lm_head.weight");
+  } else if (const SafetensorsTensor* head = st.find("lm_head.weight")) {
+    const SafetensorsTensor* embedding = st.find("model.embed_tokens.weight");
+    if (embedding == nullptr || head->dtype != embedding->dtype ||
+        !(head->shape == embedding->shape) ||
+        std::memcmp(head->data, embedding->data, head->nbytes) != 0) {
+      EDGELM_FAIL("[load] ", dir, ": ", config_path,
+                  " says tie_word_embeddings true but tensor 'lm_head.weight' differs from "
+                  "'model.embed_tokens.weight' (for an untied model, set it false)");
+    }
+    naming.global.push_back("lm_head.weight");
+  }
+  check_tensor_names(
+      st.names(), naming, c.n_layers,
+      [](const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }, dir);
+}
+
+// The GGUF tensors checked against the llama.* metadata. rope_freqs.weight was read by
+// load_gguf_config; nothing else is ignored.
+void check_gguf_tensors(const GgufFile& gguf, const LlamaConfig& c) {
+  TensorNaming naming{
+      "blk.", "llama.block_count", {"token_embd.weight", "output_norm.weight"}, kGgufLayerTensors};
+  if (!c.tie_word_embeddings) naming.global.push_back("output.weight");
+  if (gguf.find_tensor("rope_freqs.weight") != nullptr)
+    naming.global.push_back("rope_freqs.weight");
+  std::vector<std::string> names;
+  for (const GgufTensor& tensor : gguf.tensors()) names.push_back(tensor.name);
+  check_tensor_names(
+      names, naming, c.n_layers, [](const std::string&) { return false; }, gguf.path());
+}
+
 // ---- Hugging Face folder ----
 
 LoadedModel load_hf(const std::string& dir, Backend& backend, Backend& converter,
@@ -206,6 +319,7 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, Backend& converter
   const LlamaConfig& c = loaded.config;
   auto weights_file = std::make_shared<SafetensorsModel>(SafetensorsModel::open(dir));
   const SafetensorsModel& st = *weights_file;
+  check_hf_tensors(st, c, dir);
 
   std::map<const MappedFile*, std::shared_ptr<Buffer>> buffers;  // one wrap per mapped file
   auto raw = [&](const std::string& name, Shape expected) {
@@ -298,6 +412,7 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, Backend& conver
   const GgufFile& gguf = *file;
   loaded.config = load_gguf_config(gguf);
   const LlamaConfig& c = loaded.config;
+  check_gguf_tensors(gguf, c);
 
   std::shared_ptr<Buffer> buffer;
   // The tensor as stored (in place when its type maps to a DType), or dequantized to F32.

@@ -245,6 +245,39 @@ SafetensorsTensor parse_tensor(const std::string& path, const std::string& name,
   return tensor;
 }
 
+// The reference implementation's layout rule, checked on tensors sorted by data: each tensor
+// starts where the one before it ends (the first at the data block's start), and the last ends at
+// the end of the file. Overlapping tensors would alias each other's bytes; a gap or trailing bytes
+// mean a header that does not describe its data (both are what a corrupt or hand-edited header
+// looks like).
+void check_layout(const std::string& path, const std::vector<SafetensorsTensor>& tensors,
+                  const uint8_t* data, size_t data_size) {
+  size_t end = 0;  // of the data seen so far, from the block's start
+  const SafetensorsTensor* previous = nullptr;
+  for (const SafetensorsTensor& tensor : tensors) {
+    const auto begin = static_cast<size_t>(tensor.data - data);
+    if (begin < end) {
+      fail(path, "tensors '", previous->name, "' [", previous->data - data, ", ", end, "] and '",
+           tensor.name, "' [", begin, ", ", begin + tensor.nbytes, "] overlap");
+    }
+    if (begin > end) {
+      if (previous == nullptr) {
+        fail(path, "the data block's first ", begin, " bytes belong to no tensor (the first, '",
+             tensor.name, "', begins at ", begin, ")");
+      }
+      fail(path, "bytes [", end, ", ", begin, ") of the data block, between tensors '",
+           previous->name, "' and '", tensor.name, "', belong to no tensor");
+    }
+    end = begin + tensor.nbytes;
+    previous = &tensor;
+  }
+  if (end != data_size) {
+    if (previous == nullptr) fail(path, "the data block holds ", data_size, " bytes but no tensor");
+    fail(path, "the data block's last ", data_size - end, " bytes, after tensor '", previous->name,
+         "' ends at ", end, ", belong to no tensor");
+  }
+}
+
 // A shard name from an index must be a file directly inside the model folder.
 bool is_plain_file_name(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
@@ -321,6 +354,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
                      if (a.data != b.data) return a.data < b.data;
                      return a.nbytes < b.nbytes;
                    });
+  check_layout(path, result.tensors_, data, data_size);
   for (size_t i = 0; i < result.tensors_.size(); ++i) result.index_[result.tensors_[i].name] = i;
   return result;
 }

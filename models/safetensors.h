@@ -35,8 +35,10 @@ struct SafetensorsTensor {
 class SafetensorsFile {
  public:
   // Maps and parses `path`. Throws edgelm::Error "[safetensors] <path>: <what is wrong>" for a
-  // missing or unreadable file, a malformed header, an unsupported dtype, or a tensor whose byte
-  // range does not match its shape or lies outside the data block.
+  // missing or unreadable file, a malformed header, an unsupported dtype, a tensor whose byte
+  // range does not match its shape or lies outside the data block, or byte ranges that break the
+  // format's layout: as in the reference implementation, the tensors must tile the data block
+  // exactly (no two overlap, and no byte between or after them belongs to none).
   static SafetensorsFile open(const std::string& path);
 
   // All tensors, in the order of their data in the file (header order does not matter).

@@ -110,6 +110,29 @@ TEST_F(HfConfigTest, RejectsValuesTheModelCannotRunWith) {
        {"low_freq_factor 4 must be below high_freq_factor 4"}},
       {"eps 0", [](json& c) { c["rms_norm_eps"] = 0; }, {"rms_norm_eps 0 must be positive"}},
       {"theta negative", [](json& c) { c["rope_theta"] = -1; }, {"rope_theta -1 must be positive"}},
+      {"eps 1", [](json& c) { c["rms_norm_eps"] = 1; }, {"rms_norm_eps 1 must be below 1"}},
+      {"rope scaling without a type",
+       [](json& c) {
+         c["rope_scaling"] = {{"factor", 8.0}};
+       },
+       {"rope_scaling sets 'factor' but names no 'rope_type'"}},
+      {"rope type not a string",
+       [](json& c) { c["rope_scaling"]["rope_type"] = 3; },
+       {"rope_scaling 'rope_type' must be a string, got 3"}},
+      {"rope types disagree",
+       [](json& c) { c["rope_scaling"]["type"] = "linear"; },
+       {"rope_scaling 'rope_type' 'llama3' and 'type' 'linear' disagree"}},
+      {"linear rope scaling",
+       [](json& c) {
+         c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+       },
+       {"unsupported rope_scaling type 'linear' (supported: default, llama3)"}},
+      {"rope_parameters without a type",
+       [](json& c) {
+         c.erase("rope_scaling");
+         c["rope_parameters"] = {{"rope_theta", 10000.0}, {"factor", 4.0}};
+       },
+       {"rope_scaling sets 'factor' but names no 'rope_type'"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -118,6 +141,20 @@ TEST_F(HfConfigTest, RejectsValuesTheModelCannotRunWith) {
     const std::string dir = write(config);
     expect_error([&] { load_hf_config(dir); }, c.parts);
     expect_error([&] { load_hf_config(dir); }, {"[config] ", "config.json"});
+  }
+}
+
+// transformers 5's rope_parameters holds rope_theta with or without a type; neither is an error.
+TEST_F(HfConfigTest, RopeParametersWithThetaOnlyLoad) {
+  for (const json& parameters :
+       {json{{"rope_theta", 250000.0}}, json{{"rope_theta", 250000.0}, {"rope_type", "default"}}}) {
+    SCOPED_TRACE(parameters.dump());
+    json config = good_;
+    config.erase("rope_scaling");
+    config["rope_parameters"] = parameters;
+    const LlamaConfig c = load_hf_config(write(config));
+    EXPECT_EQ(c.rope.theta, 250000.0f);
+    EXPECT_EQ(c.rope.scaling.type, RopeScaling::Type::None);
   }
 }
 
@@ -213,6 +250,10 @@ TEST_F(GgufConfigTest, RejectsValuesTheModelCannotRunWith) {
        [](GgufWriter& w) { w.set_f32("llama.attention.layer_norm_rms_epsilon", INFINITY); },
        {},
        {"rms_norm_eps inf must be positive and finite"}},
+      {"eps 1",
+       [](GgufWriter& w) { w.set_f32("llama.attention.layer_norm_rms_epsilon", 1.0f); },
+       {},
+       {"rms_norm_eps 1 must be below 1"}},
       {"infinite theta",
        [](GgufWriter& w) { w.set_f32("llama.rope.freq_base", INFINITY); },
        {},

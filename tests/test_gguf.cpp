@@ -917,6 +917,36 @@ TEST(GgufMalformedTest, BadTensorInfos) {
   expect_open_error(path, {"duplicate tensor name 'w'"});
 }
 
+// Tensors whose data ranges share bytes are refused, naming both; padding between tensors, any
+// order of the data, and an empty tensor anywhere are fine.
+TEST(GgufMalformedTest, OverlappingTensorData) {
+  struct Info {
+    std::string name;
+    uint64_t n_floats;
+    uint64_t offset;
+  };
+  const auto file = [](const std::vector<Info>& infos, size_t data_bytes) {
+    Bytes b = header(3, infos.size(), 0);
+    for (const Info& info : infos)
+      b.str(info.name).u32(1).u64(info.n_floats).u32(0).u64(info.offset);
+    b.pad_to(32).zeros(data_bytes);
+    return b.data;
+  };
+  const std::string path = temp_path("overlap");
+  write_file(path, file({{"a", 8, 0}, {"b", 8, 0}}, 32));
+  expect_open_error(path,
+                    {"tensors 'a' (data bytes [0, 32)) and 'b' (data bytes [0, 32)) overlap"});
+  write_file(path, file({{"a", 16, 0}, {"b", 8, 32}}, 64));
+  expect_open_error(path,
+                    {"tensors 'a' (data bytes [0, 64)) and 'b' (data bytes [32, 64)) overlap"});
+  // The empty tensor points inside 'early' but holds no byte of it.
+  write_file(path, file({{"late", 8, 64}, {"early", 16, 0}, {"empty", 0, 32}}, 96));
+  const GgufFile reordered = GgufFile::open(path);
+  EXPECT_EQ(reordered.find_tensor("late")->file_offset - reordered.data_offset(), 64u);
+  write_file(path, file({{"a", 8, 0}, {"b", 8, 64}}, 96));  // 32 bytes of padding between them
+  EXPECT_EQ(GgufFile::open(path).tensors().size(), 2u);
+}
+
 TEST(GgufMalformedTest, EveryTruncationThrows) {
   GgufWriter writer;
   writer.set_string("general.architecture", "llama");

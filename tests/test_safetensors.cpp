@@ -481,6 +481,46 @@ TEST_F(SafetensorsTest, RejectsEveryKindOfBadFile) {
   }
 }
 
+// The reference implementation's layout rule: sorted by offset, the tensors tile the data block
+// exactly. Shared bytes, bytes of no tensor between or after them, are refused, naming the tensors.
+TEST_F(SafetensorsTest, RejectsTensorsThatDoNotTileTheDataBlock) {
+  const auto f32 = [](const std::string& name, int count, int begin) {
+    return str_cat(R"(")", name, R"(":{"dtype":"F32","shape":[)", count, R"(],"data_offsets":[)",
+                   begin, ",", begin + 4 * count, "]}");
+  };
+  struct Case {
+    const char* label;
+    std::string bytes;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"all at offset 0", file_bytes("{" + f32("a", 1, 0) + "," + f32("b", 1, 0) + "}", 4),
+       "tensors 'a' [0, 4] and 'b' [0, 4] overlap"},
+      {"one inside another", file_bytes("{" + f32("a", 2, 0) + "," + f32("b", 1, 4) + "}", 8),
+       "tensors 'a' [0, 8] and 'b' [4, 8] overlap"},
+      {"shifted by a byte", file_bytes("{" + f32("a", 2, 0) + "," + f32("b", 2, 7) + "}", 15),
+       "tensors 'a' [0, 8] and 'b' [7, 15] overlap"},
+      {"gap between", file_bytes("{" + f32("a", 1, 0) + "," + f32("b", 1, 8) + "}", 12),
+       "bytes [4, 8) of the data block, between tensors 'a' and 'b', belong to no tensor"},
+      {"gap before", file_bytes("{" + f32("a", 1, 4) + "}", 8),
+       "the data block's first 4 bytes belong to no tensor (the first, 'a', begins at 4)"},
+      {"bytes after", file_bytes("{" + f32("a", 1, 0) + "}", 8),
+       "the data block's last 4 bytes, after tensor 'a' ends at 4, belong to no tensor"},
+      {"data but no tensor", file_bytes("{}", 4), "the data block holds 4 bytes but no tensor"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    const std::string message = open_error(c.bytes);
+    EXPECT_TRUE(contains(message, c.expected)) << message;
+  }
+  // Empty tensors take no bytes: at the start, between two tensors, at the end.
+  const std::string file = path("empties.safetensors");
+  write_file(file, file_bytes("{" + f32("e0", 0, 0) + "," + f32("a", 1, 0) + "," + f32("e1", 0, 4) +
+                                  "," + f32("b", 1, 4) + "," + f32("e2", 0, 8) + "}",
+                              8));
+  EXPECT_EQ(SafetensorsFile::open(file).tensors().size(), 5u);
+}
+
 TEST_F(SafetensorsTest, RejectsATruncatedFileAtEveryLength) {
   const std::vector<Source> sources = {
       make_source("a", DType::F32, Shape{3, 2}, 71),

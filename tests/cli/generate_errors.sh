@@ -26,6 +26,11 @@ d=$(broken missing_field); sed -i '/"hidden_size"/d' "$d/config.json"
 expect_error "missing config field" "hidden_size" --model-path "$d" --prompt-ids 1
 d=$(broken unknown_arch); sed -i 's/"model_type": "llama"/"model_type": "mamba"/' "$d/config.json"
 expect_error "unknown architecture" "unknown architecture" --model-path "$d" --prompt-ids 1
+# Another family in a Llama-shaped config, and a layer count below the file's: refused, not run.
+d=$(broken qwen2_arch); sed -i 's/"LlamaForCausalLM"/"Qwen2ForCausalLM"/' "$d/config.json"
+expect_error "another architecture" "unsupported architectures entry \"Qwen2ForCausalLM\"" --model-path "$d" --prompt-ids 1
+d=$(broken fewer_layers); sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 1/' "$d/config.json"
+expect_error "layer count below the tensors" "belongs to layer 1 but num_hidden_layers is 1" --model-path "$d" --prompt-ids 1
 d=$(broken shape_mismatch); sed -i 's/"intermediate_size": 128/"intermediate_size": 160/' "$d/config.json"
 expect_error "shape mismatch" "has shape" --model-path "$d" --prompt-ids 1
 d=$(broken header_too_long); size=$(stat -c %s "$d/model.safetensors")
