@@ -148,6 +148,59 @@ TEST(CliUtil, ExtrasPassLongFlagsOnButNotUnknownShortOnes) {
   EXPECT_EQ(parse_error(strict, {"-xyz"}), "unknown flag '-xyz' (--help lists the flags)");
 }
 
+// The error parse_id_list throws for `text`, "" when it parses.
+std::string id_list_error(const std::string& text) {
+  try {
+    edgelm::cli::parse_id_list(text, "--prompt-ids");
+    return "";
+  } catch (const edgelm::Error& e) {
+    return e.what();
+  }
+}
+
+TEST(CliUtil, IdListTakesCommaSeparatedDecimalIds) {
+  EXPECT_EQ(edgelm::cli::parse_id_list("1,2,3", "--decode"), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(edgelm::cli::parse_id_list("0", "--decode"), std::vector<int32_t>{0});
+  EXPECT_EQ(edgelm::cli::parse_id_list("007,2147483647", "--decode"),
+            (std::vector<int32_t>{7, 2147483647}));
+}
+
+TEST(CliUtil, IdListIsStrict) {
+  // Each of these once parsed: " " as the prompt [0] (std::stoll failed, the value stayed 0), a
+  // trailing comma and a sign silently, spaces around an item as the number.
+  for (const char* bad : {" ", "+1", "-1", " 1", "1 ", "0x10", "1.5", "1e3", "2147483648",
+                          "99999999999999999999", "1;2", "١"}) {
+    const std::string error = id_list_error(bad);
+    EXPECT_EQ(error, edgelm::str_cat("--prompt-ids: '", bad,
+                                     "' is not a token id (comma-separated decimal ids in [0, "
+                                     "2147483647], no spaces, e.g. 1,2,3)"))
+        << "'" << bad << "'";
+  }
+  EXPECT_EQ(id_list_error("1, 2").find("--prompt-ids: ' 2' is not a token id"), 0u);
+  EXPECT_EQ(id_list_error("1 ,2").find("--prompt-ids: '1 ' is not a token id"), 0u);
+  EXPECT_EQ(id_list_error("1,2,").find("--prompt-ids: item 3 of '1,2,' is empty"), 0u);
+  EXPECT_EQ(id_list_error(",1").find("--prompt-ids: item 1 of ',1' is empty"), 0u);
+  EXPECT_EQ(id_list_error("1,,2").find("--prompt-ids: item 2 of '1,,2' is empty"), 0u);
+  EXPECT_EQ(id_list_error(",").find("--prompt-ids: item 1 of ',' is empty"), 0u);
+  EXPECT_EQ(id_list_error("").find("--prompt-ids: no token ids given"), 0u);
+}
+
+TEST(CliUtil, CpuListIsStrict) {
+  EXPECT_EQ(edgelm::cli::parse_cpu_list("0-3,6", "--cpus"), (std::vector<int>{0, 1, 2, 3, 6}));
+  EXPECT_EQ(edgelm::cli::parse_cpu_list("5", "--cpus"), std::vector<int>{5});
+  for (const char* bad :
+       {" ", "0-3,", ",1", "+1", "1 ", "0- 3", "0-3-5", "-1", "4096", "0-4096", "a"}) {
+    try {
+      edgelm::cli::parse_cpu_list(bad, "--cpus");
+      ADD_FAILURE() << "'" << bad << "' parsed";
+    } catch (const edgelm::Error& e) {
+      EXPECT_EQ(std::string(e.what()).find("--cpus: '"), 0u) << e.what();
+    }
+  }
+  EXPECT_THROW(edgelm::cli::parse_cpu_list("3-1", "--cpus"), edgelm::Error);
+  EXPECT_THROW(edgelm::cli::parse_cpu_list("", "--cpus"), edgelm::Error);
+}
+
 TEST(CliUtil, ReadTextFile) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "edgelm_cli_util";
   std::filesystem::create_directories(dir);
