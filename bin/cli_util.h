@@ -244,11 +244,15 @@ inline bool parse_flags(CLI::App& app, int argc, char** argv) {
 }
 
 // The bytes of the text file `path`; throws edgelm::Error naming `flag` when it is missing, a
-// directory, or cannot be read.
+// directory, not a regular file, or cannot be read. The file's kind is checked with stat before it
+// is opened: opening a FIFO blocks until a writer comes, and /dev/zero never ends.
 inline std::string read_text_file(const std::string& path, const char* flag) {
   std::error_code error;
-  if (std::filesystem::is_directory(path, error))
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (std::filesystem::is_directory(status))
     EDGELM_FAIL(flag, ": '", path, "' is a directory, not a text file");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    EDGELM_FAIL(flag, ": '", path, "' is not a regular file (a FIFO, device or socket)");
   std::ifstream in(path, std::ios::binary);
   if (!in) EDGELM_FAIL(flag, ": cannot open '", path, "': ", std::strerror(errno));
   std::ostringstream text;

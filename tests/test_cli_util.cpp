@@ -1,6 +1,7 @@
 // bin/cli_util.h, the parse every tool runs: the flag vocabulary check, the pre-parse (unknown
 // flags with their hints, values that look like flags, multi-letter aliases), and read_text_file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -218,6 +219,16 @@ TEST(CliUtil, ReadTextFile) {
   EXPECT_NE(error_of((dir / "none.txt").string()).find("-f/--file: cannot open '"),
             std::string::npos);
   EXPECT_NE(error_of(dir.string()).find("is a directory"), std::string::npos);
+  // Neither may block or read forever: the kind is checked before the open (a FIFO's open waits
+  // for a writer, which never comes here).
+  const std::string fifo = (dir / "fifo").string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of(fifo),
+            "-f/--file: '" + fifo + "' is not a regular file (a FIFO, device or socket)");
+  EXPECT_EQ(error_of("/dev/zero"),
+            "-f/--file: '/dev/zero' is not a regular file (a FIFO, device or socket)");
+  std::filesystem::remove(fifo);
 }
 
 }  // namespace
