@@ -261,6 +261,21 @@ inline std::string read_text_file(const std::string& path, const char* flag) {
   return text.str();
 }
 
+// Closes `out`, a file the tool wrote for `flag`, and throws edgelm::Error naming the flag and
+// `path` when any write to it failed: an ofstream keeps what it buffers until it is flushed, so a
+// full disk often shows only here.
+inline void close_written_file(std::ofstream& out, const std::string& path, const char* flag) {
+  out.close();
+  if (!out) EDGELM_FAIL(flag, ": cannot write '", path, "' (disk full or not writable?)");
+}
+
+// Flushes stdout and throws edgelm::Error when a write to it failed (stdout on a full disk, or
+// /dev/full): a tool whose output is its result must not exit 0 without it. Call last in run().
+inline void finish_stdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)
+    EDGELM_FAIL("stdout: write failed: ", std::strerror(errno));
+}
+
 // A check for unsigned 64-bit flags (seeds). CLI11 2.3 reads "-1" into such a flag as 2^64-1 and
 // clamps a number past 2^64-1 to it without a word; this rejects both before the conversion.
 inline const CLI::Validator kUint64(

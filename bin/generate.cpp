@@ -577,6 +577,7 @@ int run(int argc, char** argv) {
     // that what follows starts on a line of its own.
     if (std::cin.eof() || isatty(STDIN_FILENO) == 0) std::fputc('\n', stderr);
     log_eviction_summary(manager);
+    edgelm::cli::finish_stdout();
     return 0;
   }
 
@@ -622,6 +623,7 @@ int run(int argc, char** argv) {
     std::ofstream* csv = profile_csv.is_open() ? &profile_csv : nullptr;
     print_profile("prefill", prefill_profile, stats.prefill_seconds, csv);
     print_profile("decode", backend->op_timings(), stats.decode_seconds, csv);
+    if (csv != nullptr) edgelm::cli::close_written_file(profile_csv, profile_out, "--profile-out");
   }
   const int64_t peak = edgelm::peak_resident_bytes();
   log_eviction_summary(manager);
@@ -684,6 +686,7 @@ int run(int argc, char** argv) {
     std::printf("%s\n",
                 summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
+  edgelm::cli::finish_stdout();
   return 0;
 }
 

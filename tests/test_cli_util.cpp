@@ -231,4 +231,24 @@ TEST(CliUtil, ReadTextFile) {
   std::filesystem::remove(fifo);
 }
 
+TEST(CliUtil, CloseWrittenFileReportsAFullDisk) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  std::ofstream out("/dev/full");
+  ASSERT_TRUE(out.is_open());
+  out << "phase,op\n";  // buffered: the failure shows only when the stream is flushed
+  ASSERT_TRUE(out.good());
+  try {
+    edgelm::cli::close_written_file(out, "/dev/full", "--profile-out");
+    ADD_FAILURE() << "a write to /dev/full passed";
+  } catch (const edgelm::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--profile-out: cannot write '/dev/full' (disk full or not writable?)");
+  }
+  const auto path = std::filesystem::path(::testing::TempDir()) / "edgelm_cli_util_written.csv";
+  std::ofstream good(path);
+  good << "phase,op\n";
+  EXPECT_NO_THROW(edgelm::cli::close_written_file(good, path.string(), "--profile-out"));
+  std::filesystem::remove(path);
+}
+
 }  // namespace
