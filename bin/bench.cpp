@@ -21,6 +21,8 @@
 //   bench -m model-q4_0.gguf --n-prompt 128,512 -n 128 -t 1,2 -r 3
 //   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 --n-prompt 0 -n 64 -d 0,1024 -o json
 //   bench -m model.gguf -pg 512,128 --no-bw-probe
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
@@ -42,6 +44,7 @@
 #include "bin/cli_util.h"
 #include "core/buffer.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "core/process_stats.h"
 #include "core/thread_pool.h"
 #include "models/loader.h"
@@ -168,6 +171,14 @@ struct TestSpec {
   }
   // The tokens the timed run processes, which its tokens/s counts.
   int64_t tokens() const { return n_prompt + n_gen; }
+  // The flags that asked for the test, for messages: "--n-prompt 512 -d 1024".
+  std::string flags() const {
+    std::string text = n_gen == 0      ? edgelm::str_cat("--n-prompt ", n_prompt)
+                       : n_prompt == 0 ? edgelm::str_cat("-n ", n_gen)
+                                       : edgelm::str_cat("-pg ", n_prompt, ",", n_gen);
+    if (n_depth > 0) text += edgelm::str_cat(" -d ", n_depth);
+    return text;
+  }
 };
 
 // "512,128" -> a pg test of 512 prompt tokens and 128 generated ones; throws naming --pg.
@@ -418,8 +429,11 @@ int run(int argc, char** argv) {
   app.add_option("--pg", pg_texts,
                  "-pg PP,TG: a test of PP prompt tokens then TG generated ones, timed together "
                  "(llama-bench's pg rows; repeatable)");
-  app.add_option("-d,--n-depth", depths,
-                 "Tokens already in the KV cache before each test, prefilled untimed (default 0)")
+  app.add_option(
+         "-d,--n-depth", depths,
+         "Tokens already in the KV cache before each test, prefilled untimed (default 0). A test "
+         "past the model's context gets a warning; one whose KV cache is larger than "
+         "the machine's memory is refused")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option(flag::kThreads, threads, "CPU thread counts (default: one per hardware thread)")
@@ -566,20 +580,33 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "bench: loaded %s (%s, %s, %s) in %.2f s\n", model_name.c_str(),
                    loaded.format.c_str(), summary.type.c_str(),
                    format_bytes(static_cast<double>(summary.bytes)).c_str(), load_s);
-      int64_t longest = 0;
-      for (const TestSpec& test : tests) longest = std::max(longest, test.n_depth + test.tokens());
-      if (longest > loaded.config.max_position_embeddings) {
-        std::fprintf(stderr,
-                     "bench: note: the longest test needs %lld positions, more than the %lld "
-                     "the model was trained for (its context length); it runs all the same\n",
-                     static_cast<long long>(longest),
-                     static_cast<long long>(loaded.config.max_position_embeddings));
-      }
-      const std::vector<int32_t> ids = make_token_ids(longest, loaded.config.vocab_size);
       const edgelm::LlamaConfig& config = loaded.config;
       const double kv_bytes_per_slot =
           static_cast<double>(2 * config.n_layers * config.kv_dim() *
                               static_cast<int64_t>(edgelm::dtype_row_bytes(kv_type, 1)));
+      // A test past the model's context runs (its speed is still a speed) on positions the model
+      // never saw, and takes long: say so before it starts. A test whose KV cache, which it fills
+      // whole, is larger than the machine's memory cannot run at all.
+      const double memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                                  static_cast<double>(::sysconf(_SC_PAGESIZE));
+      int64_t longest = 0;
+      for (const TestSpec& test : tests) {
+        const int64_t positions = test.n_depth + test.tokens();
+        longest = std::max(longest, positions);
+        const double kv_bytes = kv_bytes_per_slot * static_cast<double>(positions);
+        if (memory_bytes > 0 && kv_bytes > memory_bytes) {
+          EDGELM_FAIL(test.flags(), ": ", test.name(), " fills a KV cache of ", positions,
+                      " positions, ", format_bytes(kv_bytes), ", more than this machine's ",
+                      format_bytes(memory_bytes), " of memory");
+        }
+        if (positions > config.max_position_embeddings) {
+          edgelm::log_warn("[bench] ", test.flags(), ": ", test.name(), " needs ", positions,
+                           " positions, past the model's context of ",
+                           config.max_position_embeddings,
+                           " (the length it was trained for); it runs all the same");
+        }
+      }
+      const std::vector<int32_t> ids = make_token_ids(longest, config.vocab_size);
 
       for (size_t ti = 0; ti < threads.size(); ++ti) {
         const int n_threads = threads[ti];

@@ -244,17 +244,36 @@ inline bool parse_flags(CLI::App& app, int argc, char** argv) {
 }
 
 // The bytes of the text file `path`; throws edgelm::Error naming `flag` when it is missing, a
-// directory, or cannot be read.
+// directory, not a regular file, or cannot be read. The file's kind is checked with stat before it
+// is opened: opening a FIFO blocks until a writer comes, and /dev/zero never ends.
 inline std::string read_text_file(const std::string& path, const char* flag) {
   std::error_code error;
-  if (std::filesystem::is_directory(path, error))
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (std::filesystem::is_directory(status))
     EDGELM_FAIL(flag, ": '", path, "' is a directory, not a text file");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    EDGELM_FAIL(flag, ": '", path, "' is not a regular file (a FIFO, device or socket)");
   std::ifstream in(path, std::ios::binary);
   if (!in) EDGELM_FAIL(flag, ": cannot open '", path, "': ", std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) EDGELM_FAIL(flag, ": cannot read '", path, "'");
   return text.str();
+}
+
+// Closes `out`, a file the tool wrote for `flag`, and throws edgelm::Error naming the flag and
+// `path` when any write to it failed: an ofstream keeps what it buffers until it is flushed, so a
+// full disk often shows only here.
+inline void close_written_file(std::ofstream& out, const std::string& path, const char* flag) {
+  out.close();
+  if (!out) EDGELM_FAIL(flag, ": cannot write '", path, "' (disk full or not writable?)");
+}
+
+// Flushes stdout and throws edgelm::Error when a write to it failed (stdout on a full disk, or
+// /dev/full): a tool whose output is its result must not exit 0 without it. Call last in run().
+inline void finish_stdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)
+    EDGELM_FAIL("stdout: write failed: ", std::strerror(errno));
 }
 
 // A check for unsigned 64-bit flags (seeds). CLI11 2.3 reads "-1" into such a flag as 2^64-1 and
@@ -271,55 +290,79 @@ inline const CLI::Validator kUint64(
     },
     "UINT64");
 
-// "1,2,3" -> {1, 2, 3}; throws edgelm::Error naming `flag` for anything else.
+namespace detail {
+
+// The items of a comma list, empty ones included ("1,,2" and "1," hold one), so that the parsers
+// below can refuse them instead of skipping them as std::getline would.
+inline std::vector<std::string_view> split_commas(std::string_view text) {
+  std::vector<std::string_view> items;
+  while (true) {
+    const size_t comma = text.find(',');
+    items.push_back(text.substr(0, comma));
+    if (comma == std::string_view::npos) return items;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+// `text` as a decimal number in [0, max], digits only: no sign, space or other character
+// (std::stoll would take " 1", "+1" and "1 "). False for anything else, a value past `max`
+// included.
+inline bool parse_decimal(std::string_view text, int64_t max, int64_t& value) {
+  if (text.empty() ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  return error == std::errc() && stop == end && value <= max;
+}
+
+}  // namespace detail
+
+// The list syntax parse_id_list takes, for help texts and errors.
+inline constexpr const char* kIdListSyntax =
+    "comma-separated decimal ids in [0, 2147483647], no spaces, e.g. 1,2,3";
+
+// "1,2,3" -> {1, 2, 3}. Strict: every item is digits only, within int32; an empty item ("1,,2",
+// "1,"), a sign, a space (also around a comma) or an empty list throws edgelm::Error naming `flag`
+// and the item.
 inline std::vector<int32_t> parse_id_list(const std::string& text, const char* flag) {
+  if (text.empty()) EDGELM_FAIL(flag, ": no token ids given (", kIdListSyntax, ")");
   std::vector<int32_t> ids;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    size_t used = 0;
-    long long value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
+  const std::vector<std::string_view> items = detail::split_commas(text);
+  for (size_t i = 0; i < items.size(); ++i) {
+    int64_t value = 0;
+    if (items[i].empty()) {
+      EDGELM_FAIL(flag, ": item ", i + 1, " of '", text, "' is empty (", kIdListSyntax, ")");
     }
-    while (used < item.size() && item[used] == ' ') ++used;
-    if (item.empty() || used != item.size() || value < 0 || value > INT32_MAX) {
-      EDGELM_FAIL(flag, ": '", item, "' is not a token id (expected e.g. 1,2,3)");
+    if (!detail::parse_decimal(items[i], INT32_MAX, value)) {
+      EDGELM_FAIL(flag, ": '", items[i], "' is not a token id (", kIdListSyntax, ")");
     }
     ids.push_back(static_cast<int32_t>(value));
   }
-  if (ids.empty()) EDGELM_FAIL(flag, ": no token ids given");
   return ids;
 }
 
-// "0-3,6" -> {0, 1, 2, 3, 6}: CPU indices for thread pinning; throws edgelm::Error naming `flag`.
+// "0-3,6" -> {0, 1, 2, 3, 6}: CPU indices for thread pinning, as strict as parse_id_list (digits
+// only, no empty item, no spaces); throws edgelm::Error naming `flag` and the item.
 inline std::vector<int> parse_cpu_list(const std::string& text, const char* flag) {
+  constexpr int64_t kMaxCpu =
+      4095;  // a bound far above any machine's count, that still catches typos
+  if (text.empty()) EDGELM_FAIL(flag, ": no CPUs given");
   std::vector<int> cpus;
-  std::stringstream stream(text);
-  std::string item;
-  auto number = [&](const std::string& part) {
-    size_t used = 0;
-    long value = -1;
-    try {
-      value = std::stol(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (part.empty() || used != part.size() || value < 0 || value > 4095) {
-      EDGELM_FAIL(flag, ": '", item, "' is not a CPU index or range (expected e.g. 0-3,6)");
-    }
-    return static_cast<int>(value);
-  };
-  while (std::getline(stream, item, ',')) {
+  for (const std::string_view item : detail::split_commas(text)) {
     const size_t dash = item.find('-');
-    const int first = number(item.substr(0, dash));
-    const int last = dash == std::string::npos ? first : number(item.substr(dash + 1));
+    int64_t first = 0, last = 0;
+    if (!detail::parse_decimal(item.substr(0, dash), kMaxCpu, first) ||
+        !detail::parse_decimal(
+            dash == std::string_view::npos ? item.substr(0, dash) : item.substr(dash + 1), kMaxCpu,
+            last)) {
+      EDGELM_FAIL(flag, ": '", item, "' is not a CPU index or range (expected e.g. 0-3,6",
+                  " with no spaces; CPUs 0 to ", kMaxCpu, ")");
+    }
     if (last < first) EDGELM_FAIL(flag, ": range '", item, "' runs backwards");
-    for (int cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
+    for (int64_t cpu = first; cpu <= last; ++cpu) cpus.push_back(static_cast<int>(cpu));
   }
-  if (cpus.empty()) EDGELM_FAIL(flag, ": no CPUs given");
   return cpus;
 }
 

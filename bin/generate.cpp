@@ -129,7 +129,8 @@ int run(int argc, char** argv) {
   app.add_option(flag::kFile, prompt_file,
                  "Read the prompt text from this file (one trailing newline is dropped)");
   app.add_option("--prompt-ids", prompt_ids_text,
-                 "Prompt as token ids, e.g. 1,2,3 (bypasses the tokenizer)");
+                 "Prompt as token ids, comma-separated decimal numbers without spaces, e.g. 1,2,3 "
+                 "(bypasses the tokenizer)");
   app.add_flag("--chat", chat, "Wrap the prompt in the model's chat template");
   app.add_option("--chat-template", chat_template_name,
                  "Chat template for --chat / --interactive instead of the model's (see "
@@ -139,7 +140,8 @@ int run(int argc, char** argv) {
   app.add_option("--system", system_prompt, "System message for --chat / --interactive");
   app.add_flag("-i,--interactive", interactive, "Multi-turn chat on stdin (/reset, /quit)");
   app.add_flag("--print-ids", print_ids, "Stream token ids instead of text");
-  app.add_option(flag::kPredict, n_generate, "Tokens to generate (per turn)")
+  app.add_option(flag::kPredict, n_generate,
+                 "Tokens to generate (per turn); a warning when the reply cannot fit in -c")
       ->check(CLI::Range(0, 1 << 30));
   app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
   app.add_flag("--list-devices", list_devices, "List the OpenCL platforms and devices, then exit");
@@ -429,6 +431,22 @@ int run(int argc, char** argv) {
                format.c_str(), weight_types.c_str(), config.describe().c_str(),
                backend->device().c_str());
   if (tokenizer) std::fprintf(stderr, "tokenizer: %s\n", tokenizer->describe().c_str());
+  // Positions past the length the model was trained for run, but may give poor text.
+  if (app.count("--ctx-size") > 0 && max_seq_len > config.max_position_embeddings) {
+    edgelm::log_warn("-c/--ctx-size ", max_seq_len, " is past the model's context of ",
+                     config.max_position_embeddings,
+                     " positions (the length it was trained for); the text may degrade past it");
+  }
+  // A reply of n tokens takes n - 1 positions after its prompt's: an -n that the logical context
+  // cannot hold stops early, so say so before the wait rather than after it.
+  auto warn_reply_room = [&](int64_t prompt_tokens) {
+    const int64_t room = max_seq_len - prompt_tokens + 1;
+    if (n_generate <= room) return;
+    edgelm::log_warn("-n/--n-predict ", n_generate, " is more than the ", room,
+                     " tokens a reply can take after a ", prompt_tokens,
+                     "-token prompt in -c/--ctx-size ", max_seq_len, " (model context ",
+                     config.max_position_embeddings, "); the reply stops when the context is full");
+  };
 
   if (temperature->count() == 0 && config.default_temperature)
     sampling.temperature = *config.default_temperature;
@@ -538,6 +556,7 @@ int run(int argc, char** argv) {
 
   if (interactive) {
     edgelm::ChatSession chat_session(*chat_template, system_prompt);
+    warn_reply_room(1);
     std::fprintf(
         stderr,
         "interactive chat: type a message; /reset clears the conversation, /quit or Ctrl-D ends\n");
@@ -577,6 +596,7 @@ int run(int argc, char** argv) {
     // that what follows starts on a line of its own.
     if (std::cin.eof() || isatty(STDIN_FILENO) == 0) std::fputc('\n', stderr);
     log_eviction_summary(manager);
+    edgelm::cli::finish_stdout();
     return 0;
   }
 
@@ -591,6 +611,7 @@ int run(int argc, char** argv) {
     }
   }
   check_prompt(prompt_ids);
+  warn_reply_room(static_cast<int64_t>(prompt_ids.size()));
   if (chat) declare_system_prompt(prompt_ids);
   session.prefill(prompt_ids);
   if (!dump_kv_positions.empty()) write_kv_positions(dump_kv_positions, cache);
@@ -622,6 +643,7 @@ int run(int argc, char** argv) {
     std::ofstream* csv = profile_csv.is_open() ? &profile_csv : nullptr;
     print_profile("prefill", prefill_profile, stats.prefill_seconds, csv);
     print_profile("decode", backend->op_timings(), stats.decode_seconds, csv);
+    if (csv != nullptr) edgelm::cli::close_written_file(profile_csv, profile_out, "--profile-out");
   }
   const int64_t peak = edgelm::peak_resident_bytes();
   log_eviction_summary(manager);
@@ -684,6 +706,7 @@ int run(int argc, char** argv) {
     std::printf("%s\n",
                 summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
+  edgelm::cli::finish_stdout();
   return 0;
 }
 

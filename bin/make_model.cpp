@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
                  options.preset.c_str(), quant.c_str(),
                  static_cast<unsigned long long>(options.seed), seconds);
     std::printf("%s\n", path.c_str());
+    edgelm::cli::finish_stdout();
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_model: %s\n", e.what());

@@ -100,7 +100,8 @@ int run(int argc, char** argv) {
   auto* text_option =
       app.add_option(std::string(flag::kPrompt) + ",--text", text, "Text to encode");
   auto* file_option = app.add_option(flag::kFile, file, "File whose contents to encode");
-  auto* decode_option = app.add_option("--decode", decode_text, "Ids to decode, e.g. 1,2,3");
+  auto* decode_option = app.add_option("--decode", decode_text,
+                                       "Ids to decode, comma-separated without spaces, e.g. 1,2,3");
   text_option->excludes(file_option)->excludes(decode_option);
   file_option->excludes(decode_option);
   app.add_flag("--ids-only", ids_only, "Print only the JSON array of ids");
@@ -129,6 +130,7 @@ int run(int argc, char** argv) {
 
   if (run_bench) {
     bench(tokenizer, read_records(file), !no_bos, bench_seconds);
+    edgelm::cli::finish_stdout();
     return 0;
   }
   if (!decode_text.empty()) {
@@ -136,6 +138,7 @@ int run(int argc, char** argv) {
     std::string decoded = tokenizer.decode(ids, skip_special);
     std::fwrite(decoded.data(), 1, decoded.size(), stdout);
     std::fputc('\n', stdout);
+    edgelm::cli::finish_stdout();
     return 0;
   }
   const std::string input = file.empty() ? text : edgelm::cli::read_text_file(file, "-f/--file");
@@ -150,6 +153,7 @@ int run(int argc, char** argv) {
   }
   // Stored token texts of a GGUF vocabulary may hold invalid UTF-8; print those bytes as U+FFFD.
   std::printf("%s\n", out.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+  edgelm::cli::finish_stdout();
   return 0;
 }
 

@@ -13,7 +13,9 @@
 namespace edgelm {
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before the check below can refuse
+  // it; on a regular file the flag changes nothing.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) EDGELM_FAIL("[file] ", path, ": cannot open: ", std::strerror(errno));
   struct stat info {};
   if (::fstat(fd, &info) != 0) {

@@ -45,6 +45,9 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   out.write(reinterpret_cast<const char*>(data),
             static_cast<std::streamsize>(count * sizeof(float)));
+  // Closed before the check: what the stream still buffers (all of a small array) is written only
+  // now, and a full disk shows only here.
+  out.close();
   if (!out) EDGELM_FAIL("[npy] ", path, ": write failed");
 }
 

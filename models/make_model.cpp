@@ -358,6 +358,7 @@ void write_json(const std::string& path, const json& value) {
   std::ofstream out(path);
   if (!out) EDGELM_FAIL("[make_model] ", path, ": cannot open for writing");
   out << value.dump(2) << "\n";
+  out.close();  // flushes: a full disk shows only here for a small file
   if (!out) EDGELM_FAIL("[make_model] ", path, ": write failed");
 }
 

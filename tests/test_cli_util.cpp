@@ -1,6 +1,7 @@
 // bin/cli_util.h, the parse every tool runs: the flag vocabulary check, the pre-parse (unknown
 // flags with their hints, values that look like flags, multi-letter aliases), and read_text_file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -148,6 +149,59 @@ TEST(CliUtil, ExtrasPassLongFlagsOnButNotUnknownShortOnes) {
   EXPECT_EQ(parse_error(strict, {"-xyz"}), "unknown flag '-xyz' (--help lists the flags)");
 }
 
+// The error parse_id_list throws for `text`, "" when it parses.
+std::string id_list_error(const std::string& text) {
+  try {
+    edgelm::cli::parse_id_list(text, "--prompt-ids");
+    return "";
+  } catch (const edgelm::Error& e) {
+    return e.what();
+  }
+}
+
+TEST(CliUtil, IdListTakesCommaSeparatedDecimalIds) {
+  EXPECT_EQ(edgelm::cli::parse_id_list("1,2,3", "--decode"), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(edgelm::cli::parse_id_list("0", "--decode"), std::vector<int32_t>{0});
+  EXPECT_EQ(edgelm::cli::parse_id_list("007,2147483647", "--decode"),
+            (std::vector<int32_t>{7, 2147483647}));
+}
+
+TEST(CliUtil, IdListIsStrict) {
+  // Each of these once parsed: " " as the prompt [0] (std::stoll failed, the value stayed 0), a
+  // trailing comma and a sign silently, spaces around an item as the number.
+  for (const char* bad : {" ", "+1", "-1", " 1", "1 ", "0x10", "1.5", "1e3", "2147483648",
+                          "99999999999999999999", "1;2", "١"}) {
+    const std::string error = id_list_error(bad);
+    EXPECT_EQ(error, edgelm::str_cat("--prompt-ids: '", bad,
+                                     "' is not a token id (comma-separated decimal ids in [0, "
+                                     "2147483647], no spaces, e.g. 1,2,3)"))
+        << "'" << bad << "'";
+  }
+  EXPECT_EQ(id_list_error("1, 2").find("--prompt-ids: ' 2' is not a token id"), 0u);
+  EXPECT_EQ(id_list_error("1 ,2").find("--prompt-ids: '1 ' is not a token id"), 0u);
+  EXPECT_EQ(id_list_error("1,2,").find("--prompt-ids: item 3 of '1,2,' is empty"), 0u);
+  EXPECT_EQ(id_list_error(",1").find("--prompt-ids: item 1 of ',1' is empty"), 0u);
+  EXPECT_EQ(id_list_error("1,,2").find("--prompt-ids: item 2 of '1,,2' is empty"), 0u);
+  EXPECT_EQ(id_list_error(",").find("--prompt-ids: item 1 of ',' is empty"), 0u);
+  EXPECT_EQ(id_list_error("").find("--prompt-ids: no token ids given"), 0u);
+}
+
+TEST(CliUtil, CpuListIsStrict) {
+  EXPECT_EQ(edgelm::cli::parse_cpu_list("0-3,6", "--cpus"), (std::vector<int>{0, 1, 2, 3, 6}));
+  EXPECT_EQ(edgelm::cli::parse_cpu_list("5", "--cpus"), std::vector<int>{5});
+  for (const char* bad :
+       {" ", "0-3,", ",1", "+1", "1 ", "0- 3", "0-3-5", "-1", "4096", "0-4096", "a"}) {
+    try {
+      edgelm::cli::parse_cpu_list(bad, "--cpus");
+      ADD_FAILURE() << "'" << bad << "' parsed";
+    } catch (const edgelm::Error& e) {
+      EXPECT_EQ(std::string(e.what()).find("--cpus: '"), 0u) << e.what();
+    }
+  }
+  EXPECT_THROW(edgelm::cli::parse_cpu_list("3-1", "--cpus"), edgelm::Error);
+  EXPECT_THROW(edgelm::cli::parse_cpu_list("", "--cpus"), edgelm::Error);
+}
+
 TEST(CliUtil, ReadTextFile) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "edgelm_cli_util";
   std::filesystem::create_directories(dir);
@@ -165,6 +219,36 @@ TEST(CliUtil, ReadTextFile) {
   EXPECT_NE(error_of((dir / "none.txt").string()).find("-f/--file: cannot open '"),
             std::string::npos);
   EXPECT_NE(error_of(dir.string()).find("is a directory"), std::string::npos);
+  // Neither may block or read forever: the kind is checked before the open (a FIFO's open waits
+  // for a writer, which never comes here).
+  const std::string fifo = (dir / "fifo").string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of(fifo),
+            "-f/--file: '" + fifo + "' is not a regular file (a FIFO, device or socket)");
+  EXPECT_EQ(error_of("/dev/zero"),
+            "-f/--file: '/dev/zero' is not a regular file (a FIFO, device or socket)");
+  std::filesystem::remove(fifo);
+}
+
+TEST(CliUtil, CloseWrittenFileReportsAFullDisk) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  std::ofstream out("/dev/full");
+  ASSERT_TRUE(out.is_open());
+  out << "phase,op\n";  // buffered: the failure shows only when the stream is flushed
+  ASSERT_TRUE(out.good());
+  try {
+    edgelm::cli::close_written_file(out, "/dev/full", "--profile-out");
+    ADD_FAILURE() << "a write to /dev/full passed";
+  } catch (const edgelm::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--profile-out: cannot write '/dev/full' (disk full or not writable?)");
+  }
+  const auto path = std::filesystem::path(::testing::TempDir()) / "edgelm_cli_util_written.csv";
+  std::ofstream good(path);
+  good << "phase,op\n";
+  EXPECT_NO_THROW(edgelm::cli::close_written_file(good, path.string(), "--profile-out"));
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ online=$(getconf _NPROCESSORS_ONLN)
 if "$bench" -m "$gguf" --n-prompt 0 -n 2 -d 4095 -t $((online + 1)) -r 1 "${quick[@]}" \
     > "$work/out.md" 2> "$work/err.txt" &&
   grep -q "^bench: note: -t $((online + 1)) is more threads than the $online " "$work/err.txt" &&
-  grep -q '^bench: note: the longest test needs 4097 positions, more than the 4096 ' \
+  grep -q '^\[warn\] \[bench\] -n 2 -d 4095: tg2 @ d4095 needs 4097 positions, past the model.s context of 4096 ' \
     "$work/err.txt"; then
   ok "notes on threads and context"
 else

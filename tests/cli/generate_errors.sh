@@ -288,4 +288,54 @@ else
   fail "interactive session that starts over"
 fi
 
+# Id lists are strict (" " once ran with the prompt [0]; a trailing comma and a sign passed).
+expect_error "--prompt-ids ' '" "--prompt-ids: ' ' is not a token id" --model-path "$gguf" --prompt-ids " "
+expect_error "--prompt-ids 1,2," "--prompt-ids: item 3 of '1,2,' is empty" --model-path "$gguf" --prompt-ids 1,2,
+expect_error "--prompt-ids +1" "--prompt-ids: '+1' is not a token id" --model-path "$gguf" --prompt-ids +1
+
+# A model path that is a FIFO or a device ends at once (the FIFO's open does not wait for a
+# writer); `timeout` turns a hang into exit 124, which counts as a failure.
+timed_generate() { timeout 20 "$generate" "$@"; }
+mkfifo "$work/fifo"
+expect_error_from timed_generate generate "-m a FIFO" "$work/fifo: not a regular file" -m "$work/fifo" --prompt-ids 1
+expect_error_from timed_generate generate "-f a FIFO" "-f/--file: '$work/fifo' is not a regular file" \
+  -m "$gguf" -f "$work/fifo"
+
+# A file that cannot be written (a full disk) is an error naming it, not exit 0 after the run.
+if [ -e /dev/full ]; then
+  run=(--model-path "$gguf" --prompt-ids 1,2 -n 2)
+  expect_error "--profile-out on a full disk" "--profile-out: cannot write '/dev/full'" "${run[@]}" --profile-out /dev/full
+  expect_error "--dump-logits on a full disk" "[npy] /dev/full: write failed" "${run[@]}" --dump-logits /dev/full
+  expect_error "--dump-kv-positions on a full disk" "[npy] /dev/full: write failed" "${run[@]}" --dump-kv-positions /dev/full
+  "$generate" "${run[@]}" > /dev/full 2> "$work/err.txt"
+  rc=$?
+  if [ $rc -eq 1 ] && [ "$(tail -n 1 "$work/err.txt")" = "generate: stdout: write failed: No space left on device" ]; then
+    ok "stdout on a full disk"
+  else
+    fail "stdout on a full disk (exit $rc)"
+  fi
+fi
+
+# Runs that cannot give what was asked say so before they start: a reply -c cannot hold, a -c past
+# the model's context (the tiny preset's is 4096). Both run.
+if "$generate" --model-path "$gguf" --prompt-ids 1,2 -n 40 -c 16 --ignore-eos --print-ids > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q '^\[warn\] -n/--n-predict 40 is more than the 15 tokens a reply can take after a 2-token prompt in -c/--ctx-size 16 (model context 4096)' "$work/err.txt" &&
+  grep -q 'stop: context_full' "$work/err.txt"; then
+  ok "-n past -c warns"
+else
+  fail "-n past -c warns"
+fi
+if "$generate" --model-path "$gguf" --prompt-ids 1,2 -n 15 -c 16 --ignore-eos --print-ids > "$work/out.txt" 2> "$work/err.txt" &&
+  ! grep -q 'warn' "$work/err.txt" && grep -q 'stop: length' "$work/err.txt"; then
+  ok "-n that -c holds exactly: no warning"
+else
+  fail "-n that -c holds exactly: no warning"
+fi
+if "$generate" --model-path "$gguf" --prompt-ids 1,2 -n 2 -c 5000 > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q '^\[warn\] -c/--ctx-size 5000 is past the model.s context of 4096 positions' "$work/err.txt"; then
+  ok "-c past the model's context warns"
+else
+  fail "-c past the model's context warns"
+fi
+
 finish_cli_test generate_errors

@@ -59,4 +59,29 @@ expect_flag_error "$tokenize" tokenize "-f missing file" "-f/--file: cannot open
 expect_flag_error "$tokenize" tokenize "-f a folder" "is a directory" -m "$work/hf" -f "$work"
 expect_unknown_short_flags "$tokenize" tokenize -m "$work/hf" -p x
 
+# Id lists are strict: digits and commas only (" " once decoded as id 0, "1,2," and "+1" passed).
+expect_flag_error "$tokenize" tokenize "--decode ' '" "--decode: ' ' is not a token id" -m "$gguf" --decode " "
+expect_flag_error "$tokenize" tokenize "--decode 1,2," "--decode: item 3 of '1,2,' is empty" -m "$gguf" --decode 1,2,
+expect_flag_error "$tokenize" tokenize "--decode +1" "--decode: '+1' is not a token id" -m "$gguf" --decode +1
+expect_flag_error "$tokenize" tokenize "--decode '1, 2'" "--decode: ' 2' is not a token id" -m "$gguf" --decode "1, 2"
+
+# Inputs that are not regular files end at once, not in a wait for a FIFO's writer or a read of
+# /dev/zero that never ends; `timeout` turns a hang into exit 124, which counts as a failure.
+timed_tokenize() { timeout 20 "$tokenize" "$@"; }
+mkfifo "$work/fifo"
+expect_error_from timed_tokenize tokenize "-f a FIFO" "-f/--file: '$work/fifo' is not a regular file" \
+  -m "$work/hf" -f "$work/fifo"
+expect_error_from timed_tokenize tokenize "-f /dev/zero" "-f/--file: '/dev/zero' is not a regular file" \
+  -m "$work/hf" -f /dev/zero
+expect_error_from timed_tokenize tokenize "-m a FIFO" "$work/fifo: not a regular file" -m "$work/fifo" -p x
+expect_error_from timed_tokenize tokenize "-m /dev/zero" "/dev/zero: not a regular file" -m /dev/zero -p x
+
+# Output that cannot be written (a full disk) is an error, not exit 0.
+if [ -e /dev/full ]; then
+  "$tokenize" -m "$work/hf" -p "Hello" > /dev/full 2> "$work/err.txt"
+  rc=$?
+  check "stdout on /dev/full: exit $rc, '$(tail -n 1 "$work/err.txt")'" \
+    $([ $rc -eq 1 ] && [ "$(cat "$work/err.txt")" = "tokenize: stdout: write failed: No space left on device" ]; echo $?)
+fi
+
 finish_cli_test tokenize_cli
