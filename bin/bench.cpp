@@ -55,12 +55,12 @@ namespace {
 
 // How the probe walks a thread's share of the buffer. Which reads fastest depends on the machine,
 // so the probe runs each and keeps the fastest:
-// - kOneStream: front to back. The Zen 4 VM's best with one thread (31-32 GB/s).
+// - kOneStream: front to back. The AMD EPYC Zen 4's best with one thread (31-32 GB/s).
 // - kPrefetch: the same, each cache line also prefetched 2 KiB ahead, as the matmul kernels once
-//   did. On the Zen 3 VM one thread's demand misses alone left bandwidth unused (~14 GB/s without,
-//   while decode itself pulled 16); on the Zen 4 VM it cost a quarter (24-25 GB/s).
+//   did. On the AMD EPYC Zen 3 one thread's demand misses alone left bandwidth unused (~14 GB/s without,
+//   while decode itself pulled 16); on the Zen 4 it cost a quarter (24-25 GB/s).
 // - kTwoStreams: the two halves of the share side by side, a cache line of each in turn. On the
-//   Zen 5 VM one core gets ~40 GB/s this way against ~33 from one stream; against the one-stream
+//   AMD EPYC Zen 5 one core gets ~40 GB/s this way against ~33 from one stream; against the one-stream
 //   figure, Q8_0 and F16 decode on one thread read 101-114 % of the limit (docs/performance.md).
 enum class ReadPattern { kOneStream, kPrefetch, kTwoStreams };
 constexpr ReadPattern kReadPatterns[] = {ReadPattern::kOneStream, ReadPattern::kPrefetch,
