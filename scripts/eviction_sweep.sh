@@ -13,9 +13,10 @@
 #   --preset paper     docs/eviction_results.md's run: 8 policies and 2 protected ones at 48, 128
 #                      and 512 slots (2.3 % to 25 % of a 2,048-token window) streamed over the
 #                      first window of alice29.txt and of plrabn12.txt (an eviction every 16
-#                      tokens) with their cost, compress-then-continue on alice29.txt, the strict
-#                      setting (every token) with per-layer budgets, and passkeys at 1,024 and
-#                      2,048 tokens, three depths, the question after and before the document.
+#                      tokens) with their cost, compress-then-continue on alice29.txt, passkeys in
+#                      1,024-token documents at three depths with the question after and before
+#                      the document (6 policies at 128 slots), and the strict setting (every
+#                      token) with per-layer budgets.
 #   --preset cost-1b   the cost alone on the random-weight Llama-3.2-1B shape (Q4_0, made with
 #                      make_model) at a 4,096-token logical length, 8 policies at 256 and 1,024 slots.
 # Flags after the preset's are passed to eviction_eval (a later flag overrides the preset's, e.g.
@@ -102,12 +103,13 @@ case "$preset" in
       --budgets 48,128,512 --policies "$quality" --evict-every 16 --runs streaming,cost
     evaluate continuation -f "$texts/alice29.txt" -c 2048 --budgets 48,128,512 \
       --policies "$quality" --runs continuation --prefix-tokens 512 --continue-tokens 128
+    evaluate retrieval -f "$texts/alice29.txt" -c 2048 --budgets 128 \
+      --policies sliding,sink,h2o,tova,snapkv,expected_attention --runs retrieval \
+      --passkey-lengths 1024 --passkey-depths 0.1,0.5,0.9 --passkey-placements end,both \
+      --passkey-trials 1
     # A pyramid's top layer keeps a few slots, which take one token at a time: the strict setting.
-    evaluate strict -f "$texts/alice29.txt" -c 2048 --budgets 128,512 --evict-every 1 \
-      --policies sink,h2o,tova,snapkv,snapkv+pyramid,tova+pyramid --runs streaming
-    evaluate retrieval -f "$texts/alice29.txt" -c 2048 --budgets 128,512 --policies "$policies" \
-      --runs retrieval --passkey-lengths 1024,2048 --passkey-depths 0.1,0.5,0.9 \
-      --passkey-placements end,both --passkey-trials 1
+    evaluate strict -f "$texts/alice29.txt" -c 1024 --budgets 128 --evict-every 1 \
+      --policies sink,tova,snapkv,snapkv+pyramid,tova+pyramid --runs streaming
     ;;
   cost-1b)
     evaluate cost -f "$texts/alice29.txt" -c 4096 --budgets 256,1024 --policies "$policies" \
