@@ -116,6 +116,14 @@ case "$preset" in
       --runs cost --cost-tokens 32
     ;;
 esac
-python3 scripts/plot_eviction.py -o "$out" "$out"/*.jsonl
+# The strict run repeats (policy, budget) cells of the streaming run with other settings: its
+# plots go to a folder of their own.
+shopt -s nullglob
+main_runs=()
+for file in "$out"/*.jsonl; do [ "$(basename "$file")" = strict.jsonl ] || main_runs+=("$file"); done
+python3 scripts/plot_eviction.py -o "$out" "${main_runs[@]}"
+if [ -f "$out/strict.jsonl" ]; then
+  python3 scripts/plot_eviction.py -o "$out/strict" "$out/strict.jsonl"
+fi
 echo "eviction_sweep: $preset done in $(($(date +%s) - start)) s: $out" >&2
 cat "$out"/*.md
