@@ -57,11 +57,12 @@ namespace {
 // so the probe runs each and keeps the fastest:
 // - kOneStream: front to back. The AMD EPYC Zen 4's best with one thread (31-32 GB/s).
 // - kPrefetch: the same, each cache line also prefetched 2 KiB ahead, as the matmul kernels once
-//   did. On the AMD EPYC Zen 3 one thread's demand misses alone left bandwidth unused (~14 GB/s without,
-//   while decode itself pulled 16); on the Zen 4 it cost a quarter (24-25 GB/s).
+//   did. On the AMD EPYC Zen 3 one thread's demand misses alone left bandwidth unused (~14 GB/s
+//   without, while decode itself pulled 16); on the Zen 4 it cost a quarter (24-25 GB/s).
 // - kTwoStreams: the two halves of the share side by side, a cache line of each in turn. On the
-//   AMD EPYC Zen 5 one core gets ~40 GB/s this way against ~33 from one stream; against the one-stream
-//   figure, Q8_0 and F16 decode on one thread read 101-114 % of the limit (docs/performance.md).
+//   AMD EPYC Zen 5 one core gets ~40 GB/s this way against ~33 from one stream; against the
+//   one-stream figure, Q8_0 and F16 decode on one thread read 101-114 % of the limit
+//   (docs/performance.md).
 enum class ReadPattern { kOneStream, kPrefetch, kTwoStreams };
 constexpr ReadPattern kReadPatterns[] = {ReadPattern::kOneStream, ReadPattern::kPrefetch,
                                          ReadPattern::kTwoStreams};
@@ -728,11 +729,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "bench: %s\n", e.what());
-    return 1;
-  }
+  return edgelm::cli::run_tool("bench", run, argc, argv);
 }

@@ -9,7 +9,9 @@
 #include <charconv>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -274,6 +276,18 @@ inline void close_written_file(std::ofstream& out, const std::string& path, cons
 inline void finish_stdout() {
   if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)
     EDGELM_FAIL("stdout: write failed: ", std::strerror(errno));
+}
+
+// A tool's main(): runs run(argc, argv) and turns an exception into one line on stderr, "tool:
+// message", after what stdout already holds, and exit status 1.
+inline int run_tool(const char* tool, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", tool, e.what());
+    return 1;
+  }
 }
 
 // A check for unsigned 64-bit flags (seeds). CLI11 2.3 reads "-1" into such a flag as 2^64-1 and

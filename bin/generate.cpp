@@ -713,11 +713,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "generate: %s\n", e.what());
-    return 1;
-  }
+  return edgelm::cli::run_tool("generate", run, argc, argv);
 }

@@ -189,11 +189,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "perplexity: %s\n", e.what());
-    return 1;
-  }
+  return edgelm::cli::run_tool("perplexity", run, argc, argv);
 }

@@ -160,11 +160,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "tokenize: %s\n", e.what());
-    return 1;
-  }
+  return edgelm::cli::run_tool("tokenize", run, argc, argv);
 }
