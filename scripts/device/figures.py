@@ -118,37 +118,68 @@ def generate_threads(plt, found, path, dpi):
 
 def generate_budget(plt, found, path, dpi):
     runs = res.generate_rows(found, False)
-    evicting = [run for run in runs if run.result["eviction_policy"] != "none"]
-    if not evicting:
+    if not any(run.result["eviction_policy"] != "none" for run in runs):
         return None
+    # One panel per model and weight type; a colour per backend, a line style per policy; only
+    # the largest thread count of each, so that threads do not multiply the lines.
     most_threads = {}
     for run in runs:
         r = run.result
         key = (res.model_of(r["model"]), r["weight_type"], r["backend"])
         most_threads[key] = max(most_threads.get(key, 0), run.axes.get("threads", 0))
-    series, full = {}, {}
+    panels = {}
     for run in runs:
         r = run.result
         key = (res.model_of(r["model"]), r["weight_type"], r["backend"])
         if run.axes.get("threads", 0) != most_threads[key]:
             continue
-        label = " ".join(key)
+        panel = panels.setdefault(key[:2], {})
+        entry = panel.setdefault(r["backend"], {"full": None, "policies": {}})
         if r["eviction_policy"] == "none":
-            full[label] = r["decode_tok_s"]
+            entry["full"] = r["decode_tok_s"]
         else:
-            series.setdefault(f"{r['eviction_policy']}: {label}", {})[r["kv_budget"]] = (
-                r["decode_tok_s"], None)
-    fig, ax = plt.subplots(figsize=(8, 4.8))
-    lines(ax, series, "KV budget (slots per layer and kv head)", "decode tokens/s")
-    for label, speed in sorted(full.items()):
-        ax.axhline(speed, linestyle="--", linewidth=1, color="gray")
-        ax.annotate(f"full cache: {label}", (ax.get_xlim()[0], speed), fontsize=7,
-                    color="gray", va="bottom")
-    ax.set_title(f"generate: decode speed under a KV budget ({max(most_threads.values())} "
-                 "threads or the most run)")
-    legend(fig, [ax])
-    finish(plt, fig, path, dpi, (len(series) + 2) // 3)
-    return "generate: decode tokens/s against the KV budget per eviction policy"
+            entry["policies"].setdefault(r["eviction_policy"], {})[r["kv_budget"]] = (
+                r["decode_tok_s"])
+    keys = sorted(panels)
+    columns = min(2, len(keys))
+    rows = (len(keys) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 4.6 * rows), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ["-", "--", "-.", ":"]
+    markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
+    backends = sorted({b for panel in panels.values() for b in panel})
+    policies = sorted({p for panel in panels.values() for e in panel.values()
+                       for p in e["policies"]})
+    for index, key in enumerate(keys):
+        ax = axes[index // columns][index % columns]
+        budgets, values = set(), []
+        for backend, entry in sorted(panels[key].items()):
+            colour = colours[backends.index(backend) % len(colours)]
+            for policy, points in sorted(entry["policies"].items()):
+                xs = sorted(points)
+                budgets.update(xs)
+                values += [points[x] for x in xs]
+                number = policies.index(policy)
+                ax.plot(xs, [points[x] for x in xs], color=colour,
+                        linestyle=styles[number % len(styles)],
+                        marker=markers[number % len(markers)], label=f"{backend}: {policy}")
+            if entry["full"] is not None:
+                values.append(entry["full"])
+                ax.axhline(entry["full"], color=colour, linestyle=":", linewidth=1.2,
+                           label=f"{backend}: full cache")
+        spread_scale(ax, values)
+        ax.set_xticks(sorted(budgets))
+        ax.set_xlabel("KV budget (slots per layer and kv head)")
+        ax.set_ylabel("decode tokens/s")
+        ax.set_title(f"{key[0]} {key[1]}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    for index in range(len(keys), rows * columns):
+        axes[index // columns][index % columns].axis("off")
+    fig.suptitle("generate: decode speed under a KV budget, at the most threads run per backend")
+    finish(plt, fig, path, dpi, 0)
+    return ("generate: decode tokens/s against the KV budget per policy and backend (dotted: the "
+            "full cache)")
 
 
 def eviction_quality(plt, found, path, dpi):
