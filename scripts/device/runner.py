@@ -121,7 +121,10 @@ class Runner:
 
     def spawn(self, command):
         """Starts a command in the background on the target; returns a handle for kill()."""
-        result = self.shell(f"nohup sh -c {quote(command)} > /dev/null 2>&1 & echo $!", timeout=60)
+        # Not through shell(): its `cd DIR &&` would put the whole list in a background subshell
+        # and $! would name that subshell, not the command that kill() must stop.
+        result = self.shell_raw(f"nohup sh -c {quote(command)} > /dev/null 2>&1 & echo $!",
+                                timeout=60)
         pid = result.stdout.strip()
         if result.rc != 0 or not pid.isdigit():
             raise DeviceError(f"could not start a background command on the {self.kind} target: "
