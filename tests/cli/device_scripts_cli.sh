@@ -188,6 +188,43 @@ done
 [ $left -eq 0 ]
 check "foreground_impact: no busy loop left running in the device folder" $?
 
+# --- The adb runner, through a fake adb that does here what adb does on a phone: "shell" runs
+# the line in sh (from a home folder of its own), "push"/"pull" copy, "get-state" says "device".
+adb_home="$work/adb-home"
+mkdir -p "$adb_home" "$fake/adb"
+cat > "$fake/adb/adb" << EOF
+#!/bin/sh
+[ "\$1" = "-s" ] && [ "\$2" = "PHONE1" ] && shift 2 || { echo "want -s PHONE1" >&2; exit 1; }
+case \$1 in
+  get-state) echo device ;;
+  shell) shift; cd "$adb_home" && exec sh -c "\$*" ;;
+  push | pull) cp "\$2" "\$3" ;;
+  *) echo "fake adb: \$1?" >&2; exit 1 ;;
+esac
+EOF
+chmod +x "$fake/adb/adb"
+on_phone=(--adb "$fake/adb/adb" -s PHONE1 --device-dir "$work/phone")
+run_script "$device/deploy" "${on_phone[@]}" --bin-dir "$bin" --tools generate -m "$gguf" \
+  > "$work/deploy3.txt" 2> "$work/err.txt" &&
+  [ "$(grep -c ': pushed (' "$work/deploy3.txt")" -eq 2 ] &&
+  run_script "$device/deploy" "${on_phone[@]}" --bin-dir "$bin" --tools generate -m "$gguf" \
+    > "$work/deploy3.txt" 2> "$work/err.txt" &&
+  [ "$(grep -c ': up to date (' "$work/deploy3.txt")" -eq 2 ]
+check "adb runner: deploy pushes, then finds the files there" $?
+run_script "$device/foreground_impact" "${on_phone[@]}" -m "$model" --load busy:1 -t 1 \
+  --repeats 1 --settle 0.2 --generate-args "-n 8 --ignore-eos" -o "$work/adb-foreground" \
+  > /dev/null 2> "$work/err.txt" &&
+  grep -q '"kind": "adb"' "$work/adb-foreground/manifest.json" &&
+  grep -q '"serial": "PHONE1"' "$work/adb-foreground/manifest.json"
+check "adb runner: foreground_impact runs generate beside a busy loop" $?
+left=0
+for process in /proc/[0-9]*; do
+  [ "$(readlink "$process/cwd" 2> /dev/null)" = "$adb_home" ] &&
+    tr '\0' ' ' < "$process/cmdline" 2> /dev/null | grep -q 'while :' && left=1
+done
+[ $left -eq 0 ]
+check "adb runner: the busy loop started with nohup is killed again" $?
+
 # --- The tools' own output files, without a manifest.
 loose="$work/loose"
 mkdir -p "$loose"
