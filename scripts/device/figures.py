@@ -98,13 +98,14 @@ def generate_threads(plt, found, path, dpi):
     series = {"prefill": {}, "decode": {}}
     for run in full:
         r = run.result
-        if "threads" not in run.axes:
+        threads = res.threads_of(run)
+        if not threads:
             continue
         label = " ".join([res.model_of(r["model"]), r["weight_type"], r["backend"]])
         if r["eviction_policy"] != "none":
             label += f" {r['eviction_policy']} {r['kv_budget']}"
-        series["prefill"].setdefault(label, {})[run.axes["threads"]] = (r["prefill_tok_s"], None)
-        series["decode"].setdefault(label, {})[run.axes["threads"]] = (r["decode_tok_s"], None)
+        series["prefill"].setdefault(label, {})[int(threads)] = (r["prefill_tok_s"], None)
+        series["decode"].setdefault(label, {})[int(threads)] = (r["decode_tok_s"], None)
     if not series["decode"]:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), squeeze=False)
@@ -126,12 +127,12 @@ def generate_budget(plt, found, path, dpi):
     for run in runs:
         r = run.result
         key = (res.model_of(r["model"]), r["weight_type"], r["backend"])
-        most_threads[key] = max(most_threads.get(key, 0), run.axes.get("threads", 0))
+        most_threads[key] = max(most_threads.get(key, 0), int(res.threads_of(run) or 0))
     panels = {}
     for run in runs:
         r = run.result
         key = (res.model_of(r["model"]), r["weight_type"], r["backend"])
-        if run.axes.get("threads", 0) != most_threads[key]:
+        if int(res.threads_of(run) or 0) != most_threads[key]:
             continue
         panel = panels.setdefault(key[:2], {})
         entry = panel.setdefault(r["backend"], {"full": None, "policies": {}})
