@@ -406,11 +406,7 @@ GgufFile GgufFile::open_metadata(const std::string& path) {
 GgufFile GgufFile::open_impl(const std::string& path, bool with_tensors) {
   GgufFile result;
   result.path_ = path;
-  try {
-    result.file_ = MappedFile::open(path);
-  } catch (const Error& error) {
-    EDGELM_FAIL("[gguf] ", path, ": ", error.what());
-  }
+  result.file_ = MappedFile::open(path, "gguf");
   const MappedFile& mapping = *result.file_;
   Cursor cursor(path, mapping.data(), mapping.size());
 

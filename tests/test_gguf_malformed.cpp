@@ -22,14 +22,17 @@ std::string temp_path(const std::string& name) {
   return testing::gguf_temp_path(name);
 }
 
-// Opens `path` expecting one edgelm::Error that starts "[gguf] <path>: " and contains every
-// fragment. Any other exception escapes and fails the test.
+// Opens `path` expecting one edgelm::Error, one line that starts "[gguf] <path>: ", names the path
+// only there, and contains every fragment. Any other exception escapes and fails the test.
 void expect_open_error(const std::string& path, std::initializer_list<std::string> fragments) {
   try {
     GgufFile::open(path);
   } catch (const Error& error) {
     const std::string message = error.what();
     EXPECT_EQ(message.rfind("[gguf] " + path + ": ", 0), 0u) << message;
+    EXPECT_EQ(message.find(path, message.find(path) + path.size()), std::string::npos)
+        << "the path twice: " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
     for (const std::string& fragment : fragments) {
       EXPECT_NE(message.find(fragment), std::string::npos)
           << "expected '" << fragment << "' in: " << message;
@@ -108,6 +111,7 @@ TEST(GgufMalformedTest, BadMagicAndVersions) {
   EXPECT_NO_THROW(GgufFile::open(path));  // an empty but valid file
 
   expect_open_error(temp_path("does_not_exist"), {"cannot open"});
+  expect_open_error(::testing::TempDir(), {"not a regular file"});  // a folder
 }
 
 TEST(GgufMalformedTest, HugeLengthsAndCountsDoNotAllocate) {
