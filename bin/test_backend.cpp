@@ -1,11 +1,14 @@
 // test_backend: runs the op parity matrix on one or more backends and prints, per op × dtype ×
 // shape, the normalised squared error against the oracle (double-precision reference math, or
-// another backend) and pass/fail. Exits non-zero when any case fails.
+// another backend) and pass/fail. Exits non-zero when any case fails. --list-skips and
+// --update-skips print or rewrite the expected skips (tests/parity/skips.h) instead.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -13,6 +16,7 @@
 #include "bin/cli_util.h"
 #include "core/error.h"
 #include "tests/parity/parity.h"
+#include "tests/parity/skips.h"
 
 namespace {
 
@@ -27,6 +31,8 @@ int run(int argc, char** argv) {
   bool json = false;
   bool list = false;
   bool show_skipped = false;
+  bool list_skips = false;
+  std::string update_skips;
   uint64_t seed = 1234;
   // Long names only: in edgelm's tools -b is the batch size and -f a text file.
   app.add_option("--backend", backends,
@@ -41,6 +47,13 @@ int run(int argc, char** argv) {
   app.add_flag("--json", json, "Print one JSON object with every result instead of the table");
   app.add_flag("--show-skipped", show_skipped, "Also list skipped combinations in the table");
   app.add_flag("--list", list, "List the backends and cases, run nothing");
+  app.add_flag("--list-skips", list_skips,
+               "Print the op/dtypes combinations each backend skips, in the format of "
+               "tests/parity/expected_skips.txt; run nothing");
+  app.add_option("--update-skips", update_skips,
+                 "Rewrite this expected-skips file with the sections of the backends run here, "
+                 "keeping the others; run nothing")
+      ->excludes("--list-skips");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   if (list) {
@@ -58,6 +71,27 @@ int run(int argc, char** argv) {
   }
 
   const edgelm::BackendOptions options{.n_threads = threads};
+  if (list_skips || !update_skips.empty()) {
+    edgelm::parity::SkipTable table;
+    if (!update_skips.empty() && std::filesystem::exists(update_skips))
+      table = edgelm::parity::read_skip_table(update_skips);
+    for (const std::string& name : backends) {
+      table[name] = edgelm::parity::skipped_combinations(*edgelm::create_backend(name, options));
+    }
+    const std::string text = edgelm::parity::format_skip_table(table);
+    if (list_skips) {
+      std::cout << text;
+      edgelm::cli::finish_stdout();
+    } else {
+      std::ofstream out(update_skips, std::ios::binary | std::ios::trunc);
+      out << text;
+      edgelm::cli::close_written_file(out, update_skips, "--update-skips");
+      std::printf("%s: sections", update_skips.c_str());
+      for (const std::string& name : backends) std::printf(" [%s]", name.c_str());
+      std::printf(" rewritten\n");
+    }
+    return 0;
+  }
   std::unique_ptr<edgelm::Backend> oracle;
   if (oracle_name != "reference") oracle = edgelm::create_backend(oracle_name, options);
 
@@ -120,10 +154,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "test_backend: %s\n", e.what());
-    return 1;
-  }
+  return edgelm::cli::run_tool("test_backend", run, argc, argv);
 }

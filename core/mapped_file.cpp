@@ -12,20 +12,20 @@
 
 namespace edgelm {
 
-std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const char* component) {
   // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before the check below can refuse
   // it; on a regular file the flag changes nothing.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) EDGELM_FAIL("[file] ", path, ": cannot open: ", std::strerror(errno));
+  if (fd < 0) EDGELM_FAIL("[", component, "] ", path, ": cannot open: ", std::strerror(errno));
   struct stat info {};
   if (::fstat(fd, &info) != 0) {
     const int error = errno;
     ::close(fd);
-    EDGELM_FAIL("[file] ", path, ": cannot stat: ", std::strerror(error));
+    EDGELM_FAIL("[", component, "] ", path, ": cannot stat: ", std::strerror(error));
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
-    EDGELM_FAIL("[file] ", path, ": not a regular file");
+    EDGELM_FAIL("[", component, "] ", path, ": not a regular file");
   }
   const auto size = static_cast<size_t>(info.st_size);
   const uint8_t* data = nullptr;
@@ -34,7 +34,8 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
     if (mapping == MAP_FAILED) {
       const int error = errno;
       ::close(fd);
-      EDGELM_FAIL("[file] ", path, ": cannot map ", size, " bytes: ", std::strerror(error));
+      EDGELM_FAIL("[", component, "] ", path, ": cannot map ", size,
+                  " bytes: ", std::strerror(error));
     }
     data = static_cast<const uint8_t*>(mapping);
   }

@@ -12,9 +12,10 @@ namespace edgelm {
 
 class MappedFile {
  public:
-  // Maps `path` read-only. Throws edgelm::Error "[file] <path>: <reason>" when it cannot be opened
-  // or mapped. An empty file maps to size() == 0 and a null data().
-  static std::shared_ptr<MappedFile> open(const std::string& path);
+  // Maps `path` read-only. Throws edgelm::Error "[<component>] <path>: <reason>" when it cannot be
+  // opened or mapped or is not a regular file, so a format reader can name itself ("gguf") with
+  // the path said once. An empty file maps to size() == 0 and a null data().
+  static std::shared_ptr<MappedFile> open(const std::string& path, const char* component = "file");
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

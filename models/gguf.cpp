@@ -1,17 +1,16 @@
+// The GGUF reader: a bounds-checked walk over the mapped file that validates the header, every
+// metadata value and tensor info, and where each tensor's bytes lie; then typed metadata access.
 #include "models/gguf.h"
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 #include "core/error.h"
-#include "core/half.h"
 #include "core/mapped_file.h"
-#include "core/quant.h"
+#include "models/gguf_layout.h"
 
 namespace edgelm {
 
@@ -20,72 +19,13 @@ static_assert(std::endian::native == std::endian::little, "the GGUF reader assum
 
 namespace {
 
-constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as a little-endian u32
-constexpr uint32_t kWriterVersion = 3;
-constexpr size_t kDefaultAlignment = 32;
-constexpr uint32_t kMaxDims = 4;
+using gguf_layout::align_up;
+using gguf_layout::kDefaultAlignment;
+using gguf_layout::kMaxDims;
+
 // Nested arrays recurse; a hostile file could nest millions deep and exhaust the stack. Real files
 // never nest at all.
 constexpr int kMaxArrayDepth = 8;
-// llama.cpp stores tensor names in a 64-byte buffer including the terminator.
-constexpr size_t kMaxTensorNameBytes = 63;
-
-struct GgmlTypeInfo {
-  GgmlType type;
-  const char* name;
-  int64_t block_size;  // 0 when the type is not supported
-  size_t block_bytes;
-};
-
-// Block geometry of the supported types, from the block definitions: Q8_0, Q4_0, Q4_1, Q5_0 and
-// Q5_1 in core/quant.h, the K types in models/kquants.h (256 elements in 144, 176 and 210 bytes).
-constexpr GgmlTypeInfo kGgmlTypes[] = {
-    {GgmlType::F32, "f32", 1, 4},
-    {GgmlType::F16, "f16", 1, 2},
-    {GgmlType::Q4_0, "q4_0", kQ4_0BlockSize, sizeof(BlockQ4_0)},
-    {GgmlType::Q4_1, "q4_1", kQ4_1BlockSize, sizeof(BlockQ4_1)},
-    {GgmlType::Q5_0, "q5_0", kQ5_0BlockSize, sizeof(BlockQ5_0)},
-    {GgmlType::Q5_1, "q5_1", kQ5_1BlockSize, sizeof(BlockQ5_1)},
-    {GgmlType::Q8_0, "q8_0", kQ8_0BlockSize, sizeof(BlockQ8_0)},
-    {GgmlType::Q8_1, "q8_1", 0, 0},
-    {GgmlType::Q2_K, "q2_K", 0, 0},
-    {GgmlType::Q3_K, "q3_K", 0, 0},
-    {GgmlType::Q4_K, "q4_K", 256, 144},
-    {GgmlType::Q5_K, "q5_K", 256, 176},
-    {GgmlType::Q6_K, "q6_K", 256, 210},
-    {GgmlType::Q8_K, "q8_K", 0, 0},
-    {GgmlType::IQ2_XXS, "iq2_xxs", 0, 0},
-    {GgmlType::IQ2_XS, "iq2_xs", 0, 0},
-    {GgmlType::IQ3_XXS, "iq3_xxs", 0, 0},
-    {GgmlType::IQ1_S, "iq1_s", 0, 0},
-    {GgmlType::IQ4_NL, "iq4_nl", 0, 0},
-    {GgmlType::IQ3_S, "iq3_s", 0, 0},
-    {GgmlType::IQ2_S, "iq2_s", 0, 0},
-    {GgmlType::IQ4_XS, "iq4_xs", 0, 0},
-    {GgmlType::I8, "i8", 0, 0},
-    {GgmlType::I16, "i16", 0, 0},
-    {GgmlType::I32, "i32", 1, 4},
-    {GgmlType::I64, "i64", 0, 0},
-    {GgmlType::F64, "f64", 0, 0},
-    {GgmlType::IQ1_M, "iq1_m", 0, 0},
-    {GgmlType::BF16, "bf16", 1, 2},
-};
-
-const GgmlTypeInfo* find_type_info(GgmlType type) {
-  for (const GgmlTypeInfo& info : kGgmlTypes) {
-    if (info.type == type) return &info;
-  }
-  return nullptr;
-}
-
-const GgmlTypeInfo& supported_type_info(GgmlType type) {
-  const GgmlTypeInfo* info = find_type_info(type);
-  if (info == nullptr || info->block_size == 0) {
-    EDGELM_FAIL("[gguf] unsupported tensor type ", static_cast<uint32_t>(type), " (",
-                ggml_type_name(type), ")");
-  }
-  return *info;
-}
 
 // Smallest encoding of one value of each type, used to reject counts the file cannot hold before
 // anything is allocated: a string is at least its u64 length, an array its u32 type + u64 count.
@@ -329,152 +269,7 @@ Shape shape_from_file_dims(const uint64_t* dims, uint32_t n_dims) {
   }
 }
 
-size_t align_up(size_t offset, size_t alignment) {
-  return offset + (alignment - offset % alignment) % alignment;
-}
-
-// Calls visitor(x) when the value holds an integer (bool is not one); otherwise returns the
-// visitor's result type value-initialised (false, nullopt).
-template <class Visitor>
-auto visit_integer(const GgufValue::Variant& value, Visitor&& visitor) {
-  return std::visit(
-      [&](const auto& x) {
-        using T = std::remove_cvref_t<decltype(x)>;
-        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-          return visitor(x);
-        } else {
-          return decltype(visitor(int64_t{})){};
-        }
-      },
-      value);
-}
-
-std::string array_type_string(const GgufArray& array) {
-  return str_cat("array<", gguf_value_type_name(array.element_type()), ">[", array.size(), "]");
-}
-
 }  // namespace
-
-// ---- GGML types -----------------------------------------------------------------------------
-
-const char* ggml_type_name(GgmlType type) {
-  const GgmlTypeInfo* info = find_type_info(type);
-  return info != nullptr ? info->name : "unknown";
-}
-
-bool ggml_type_supported(GgmlType type) {
-  const GgmlTypeInfo* info = find_type_info(type);
-  return info != nullptr && info->block_size != 0;
-}
-
-int64_t ggml_block_size(GgmlType type) {
-  return supported_type_info(type).block_size;
-}
-
-size_t ggml_block_bytes(GgmlType type) {
-  return supported_type_info(type).block_bytes;
-}
-
-size_t ggml_row_bytes(GgmlType type, int64_t n) {
-  const GgmlTypeInfo& info = supported_type_info(type);
-  EDGELM_CHECK(n >= 0 && n % info.block_size == 0, "[gguf] ", info.name, ": row of ", n,
-               " elements is not a multiple of the block size ", info.block_size);
-  return static_cast<size_t>(n / info.block_size) * info.block_bytes;
-}
-
-std::optional<DType> dtype_from_ggml(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32:
-      return DType::F32;
-    case GgmlType::F16:
-      return DType::F16;
-    case GgmlType::BF16:
-      return DType::BF16;
-    case GgmlType::Q8_0:
-      return DType::Q8_0;
-    case GgmlType::Q4_0:
-      return DType::Q4_0;
-    case GgmlType::Q4_1:
-      return DType::Q4_1;
-    case GgmlType::Q5_0:
-      return DType::Q5_0;
-    case GgmlType::Q5_1:
-      return DType::Q5_1;
-    case GgmlType::I32:
-      return DType::I32;
-    default:
-      return std::nullopt;
-  }
-}
-
-GgmlType ggml_from_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return GgmlType::F32;
-    case DType::F16:
-      return GgmlType::F16;
-    case DType::BF16:
-      return GgmlType::BF16;
-    case DType::Q8_0:
-      return GgmlType::Q8_0;
-    case DType::Q4_0:
-      return GgmlType::Q4_0;
-    case DType::Q4_1:
-      return GgmlType::Q4_1;
-    case DType::Q5_0:
-      return GgmlType::Q5_0;
-    case DType::Q5_1:
-      return GgmlType::Q5_1;
-    case DType::I32:
-      return GgmlType::I32;
-    case DType::Q4_0x8:  // load-time layouts of the CPU backend; files hold Q4_0, Q8_0 and F16
-    case DType::Q8_0x8:
-    case DType::F16x4:
-    case DType::Count:
-      break;
-  }
-  EDGELM_FAIL("[gguf] no GGML type for dtype ",
-              static_cast<int>(dtype) < kDTypeCount ? dtype_name(dtype) : "(invalid)");
-}
-
-// ---- Values ---------------------------------------------------------------------------------
-
-const char* gguf_value_type_name(GgufValueType type) {
-  static constexpr const char* kNames[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
-                                           "bool", "string", "array", "u64", "i64", "f64"};
-  static_assert(std::size(kNames) == kGgufValueTypeCount, "one name per value type");
-  const auto index = static_cast<uint32_t>(type);
-  return index < kGgufValueTypeCount ? kNames[index] : "unknown";
-}
-
-size_t GgufArray::size() const {
-  return std::visit([](const auto& v) { return v.size(); }, values);
-}
-
-bool GgufValue::is_integer() const {
-  return visit_integer(value_, [](auto) { return true; });
-}
-
-std::optional<int64_t> GgufValue::as_int() const {
-  return visit_integer(value_, [](auto x) -> std::optional<int64_t> {
-    if constexpr (std::is_same_v<decltype(x), uint64_t>) {
-      if (x > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
-    }
-    return static_cast<int64_t>(x);
-  });
-}
-
-std::optional<double> GgufValue::as_float() const {
-  if (const auto* f = get_if<float>()) return *f;
-  if (const auto* d = get_if<double>()) return *d;
-  return visit_integer(value_,
-                       [](auto x) -> std::optional<double> { return static_cast<double>(x); });
-}
-
-std::string GgufValue::type_string() const {
-  if (const auto* array = get_if<GgufArray>()) return array_type_string(*array);
-  return gguf_value_type_name(type());
-}
 
 // ---- Reader ---------------------------------------------------------------------------------
 
@@ -489,7 +284,7 @@ struct Header {
 Header read_header(Cursor& cursor) {
   cursor.set_where("header");
   const auto magic = cursor.read<uint32_t>();
-  if (magic != kGgufMagic) {
+  if (magic != gguf_layout::kMagic) {
     cursor.fail(str_cat("bad magic '", describe_magic(magic), "', expected 'GGUF'"));
   }
   Header header{};
@@ -569,7 +364,7 @@ TensorInfo read_tensor_info(Cursor& cursor, uint64_t index, size_t alignment) {
   }
   const auto type_id = cursor.read<uint32_t>();
   tensor.type = static_cast<GgmlType>(type_id);
-  if (find_type_info(tensor.type) == nullptr) {
+  if (!ggml_type_known(tensor.type)) {
     cursor.fail(str_cat(label, ": unknown type ", type_id));
   }
   if (!ggml_type_supported(tensor.type)) {
@@ -611,11 +406,7 @@ GgufFile GgufFile::open_metadata(const std::string& path) {
 GgufFile GgufFile::open_impl(const std::string& path, bool with_tensors) {
   GgufFile result;
   result.path_ = path;
-  try {
-    result.file_ = MappedFile::open(path);
-  } catch (const Error& error) {
-    EDGELM_FAIL("[gguf] ", path, ": ", error.what());
-  }
+  result.file_ = MappedFile::open(path, "gguf");
   const MappedFile& mapping = *result.file_;
   Cursor cursor(path, mapping.data(), mapping.size());
 
@@ -841,180 +632,6 @@ std::optional<bool> GgufFile::find_bool(const std::string& key) const {
 const GgufTensor* GgufFile::find_tensor(const std::string& name) const {
   const auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
-}
-
-// ---- Writer ---------------------------------------------------------------------------------
-
-namespace {
-
-class ByteSink {
- public:
-  template <class T>
-  void put(T value) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
-    bytes_.insert(bytes_.end(), bytes, bytes + sizeof(T));
-  }
-  void put_string(const std::string& text) {
-    put<uint64_t>(text.size());
-    bytes_.insert(bytes_.end(), text.begin(), text.end());
-  }
-  void pad_to(size_t alignment) { bytes_.resize(align_up(bytes_.size(), alignment), 0); }
-  const std::vector<uint8_t>& bytes() const { return bytes_; }
-
- private:
-  std::vector<uint8_t> bytes_;
-};
-
-void put_array(ByteSink& sink, const GgufArray& array);
-
-void put_value(ByteSink& sink, const GgufValue::Variant& value) {
-  std::visit(
-      [&](const auto& x) {
-        using T = std::remove_cvref_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::string>) {
-          sink.put_string(x);
-        } else if constexpr (std::is_same_v<T, GgufArray>) {
-          put_array(sink, x);
-        } else if constexpr (std::is_same_v<T, bool>) {
-          sink.put<uint8_t>(x ? 1 : 0);
-        } else {
-          sink.put<T>(x);
-        }
-      },
-      value);
-}
-
-void put_array(ByteSink& sink, const GgufArray& array) {
-  sink.put<uint32_t>(static_cast<uint32_t>(array.element_type()));
-  sink.put<uint64_t>(array.size());
-  std::visit(
-      [&](const auto& elements) {
-        using T = typename std::remove_cvref_t<decltype(elements)>::value_type;
-        for (const auto& element : elements) {
-          if constexpr (std::is_same_v<T, std::string>) {
-            sink.put_string(element);
-          } else if constexpr (std::is_same_v<T, GgufArray>) {
-            put_array(sink, element);
-          } else if constexpr (std::is_same_v<T, bool>) {
-            sink.put<uint8_t>(element ? 1 : 0);
-          } else {
-            sink.put<T>(element);
-          }
-        }
-      },
-      array.values);
-}
-
-}  // namespace
-
-void GgufWriter::set(const std::string& key, GgufValue value) {
-  for (auto& entry : metadata_) {
-    if (entry.first == key) {
-      entry.second = std::move(value);
-      return;
-    }
-  }
-  metadata_.emplace_back(key, std::move(value));
-}
-
-void GgufWriter::set_string_array(const std::string& key, std::vector<std::string> values) {
-  set(key, GgufArray{std::move(values)});
-}
-
-void GgufWriter::set_f32_array(const std::string& key, std::vector<float> values) {
-  set(key, GgufArray{std::move(values)});
-}
-
-void GgufWriter::set_i32_array(const std::string& key, std::vector<int32_t> values) {
-  set(key, GgufArray{std::move(values)});
-}
-
-void GgufWriter::add_tensor(const std::string& name, GgmlType type, const Shape& shape,
-                            const void* data, size_t nbytes) {
-  const std::string label = str_cat("[gguf] writer: tensor '", name, "': ");
-  EDGELM_CHECK(!name.empty() && name.size() <= kMaxTensorNameBytes, label, "name of ", name.size(),
-               " bytes (must be 1..", kMaxTensorNameBytes, ")");
-  for (const PendingTensor& tensor : tensors_) {
-    EDGELM_CHECK(tensor.name != name, label, "duplicate name");
-  }
-  EDGELM_CHECK(ggml_type_supported(type), label, "unsupported type ", static_cast<uint32_t>(type),
-               " (", ggml_type_name(type), ")");
-  EDGELM_CHECK(shape.rank() >= 1 && shape.rank() <= static_cast<int>(kMaxDims), label, "rank ",
-               shape.rank(), " of ", shape.to_string(), " (must be 1..", kMaxDims, ")");
-  EDGELM_CHECK(shape.last() % ggml_block_size(type) == 0, label, "row length ", shape.last(),
-               " is not a multiple of the ", ggml_type_name(type), " block size ",
-               ggml_block_size(type));
-  const size_t expected = static_cast<size_t>(shape.rows()) * ggml_row_bytes(type, shape.last());
-  EDGELM_CHECK(nbytes == expected, label, nbytes, " bytes given, ", ggml_type_name(type),
-               shape.to_string(), " has ", expected);
-  EDGELM_CHECK(nbytes == 0 || data != nullptr, label, "null data");
-  const auto* bytes = static_cast<const uint8_t*>(data);
-  tensors_.push_back({name, type, shape, std::vector<uint8_t>(bytes, bytes + nbytes)});
-}
-
-void GgufWriter::write(const std::string& path) const {
-  size_t alignment = kDefaultAlignment;
-  bool has_alignment_key = false;
-  for (const auto& [key, value] : metadata_) {
-    if (key != "general.alignment") continue;
-    const auto* explicit_alignment = value.get_if<uint32_t>();
-    if (explicit_alignment == nullptr) {
-      EDGELM_FAIL("[gguf] ", path, ": general.alignment must be a u32, got ", value.type_string());
-    }
-    if (!std::has_single_bit(*explicit_alignment)) {
-      EDGELM_FAIL("[gguf] ", path, ": general.alignment ", *explicit_alignment,
-                  " is not a power of two");
-    }
-    alignment = *explicit_alignment;
-    has_alignment_key = true;
-  }
-
-  ByteSink head;
-  head.put<uint32_t>(kGgufMagic);
-  head.put<uint32_t>(kWriterVersion);
-  head.put<uint64_t>(tensors_.size());
-  head.put<uint64_t>(metadata_.size() + (has_alignment_key ? 0 : 1));
-  if (!has_alignment_key) {
-    head.put_string("general.alignment");
-    head.put<uint32_t>(static_cast<uint32_t>(GgufValueType::U32));
-    head.put<uint32_t>(static_cast<uint32_t>(alignment));
-  }
-  for (const auto& [key, value] : metadata_) {
-    head.put_string(key);
-    head.put<uint32_t>(static_cast<uint32_t>(value.type()));
-    put_value(head, value.variant());
-  }
-  uint64_t offset = 0;
-  for (const PendingTensor& tensor : tensors_) {
-    head.put_string(tensor.name);
-    const int rank = tensor.shape.rank();
-    head.put<uint32_t>(static_cast<uint32_t>(rank));
-    for (int d = rank - 1; d >= 0; --d) head.put<uint64_t>(tensor.shape[d]);  // innermost first
-    head.put<uint32_t>(static_cast<uint32_t>(tensor.type));
-    head.put<uint64_t>(offset);
-    offset = align_up(offset + tensor.bytes.size(), alignment);
-  }
-  head.pad_to(alignment);
-
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) EDGELM_FAIL("[gguf] ", path, ": cannot open for writing: ", std::strerror(errno));
-  out.write(reinterpret_cast<const char*>(head.bytes().data()),
-            static_cast<std::streamsize>(head.bytes().size()));
-  // Every tensor, the last included, is padded to the alignment as ggml's own writer does, so
-  // readers that load the data section as a whole find all of it.
-  static const char kZeros[256] = {};
-  for (const PendingTensor& tensor : tensors_) {
-    out.write(reinterpret_cast<const char*>(tensor.bytes.data()),
-              static_cast<std::streamsize>(tensor.bytes.size()));
-    size_t padding = align_up(tensor.bytes.size(), alignment) - tensor.bytes.size();
-    while (padding > 0) {
-      const size_t chunk = padding < sizeof(kZeros) ? padding : sizeof(kZeros);
-      out.write(kZeros, static_cast<std::streamsize>(chunk));
-      padding -= chunk;
-    }
-  }
-  out.close();
-  if (!out) EDGELM_FAIL("[gguf] ", path, ": write failed: ", std::strerror(errno));
 }
 
 }  // namespace edgelm

@@ -62,6 +62,9 @@ enum class GgmlType : uint32_t {
 
 // Lower-case name as ggml prints it ("f32", "q4_0", "q6_K"); "unknown" for ids not listed above.
 const char* ggml_type_name(GgmlType type);
+// True for the ids listed above, supported or not (a reader tells an unknown id from a known type
+// it cannot load).
+bool ggml_type_known(GgmlType type);
 // True for the types this library reads and dequantizes: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q4_K, Q5_K, Q6_K, I32.
 bool ggml_type_supported(GgmlType type);

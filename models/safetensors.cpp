@@ -59,19 +59,6 @@ const char* header_dtype_name(DType dtype) {
   return nullptr;
 }
 
-// Maps `path`, reporting failures as "[safetensors] <path>: ..." rather than "[file] <path>: ..."
-// so that every error of this loader has the same prefix.
-std::shared_ptr<MappedFile> map_file(const std::string& path) {
-  try {
-    return MappedFile::open(path);
-  } catch (const Error& error) {
-    std::string reason = error.what();
-    const std::string prefix = str_cat("[file] ", path, ": ");
-    if (reason.starts_with(prefix)) reason.erase(0, prefix.size());
-    fail(path, reason);
-  }
-}
-
 // The parser's reason without nlohmann's "[json.exception.parse_error.101] " tag, which would read
 // like a second component prefix.
 std::string json_reason(const Json::exception& error) {
@@ -289,7 +276,7 @@ bool is_plain_file_name(const std::string& name) {
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile result;
   result.path_ = path;
-  const std::shared_ptr<MappedFile> file = map_file(path);
+  const std::shared_ptr<MappedFile> file = MappedFile::open(path, "safetensors");
   const size_t file_size = file->size();
   if (file_size < kLengthBytes) {
     fail(path, "file is ", file_size, " bytes, shorter than the ", kLengthBytes,
@@ -383,7 +370,7 @@ SafetensorsModel SafetensorsModel::open(const std::string& dir) {
     model.files_.push_back(SafetensorsFile::open(single_path.string()));
   } else if (fs::exists(index_path, ignored)) {
     report_path = index_path.string();
-    const std::shared_ptr<MappedFile> file = map_file(report_path);
+    const std::shared_ptr<MappedFile> file = MappedFile::open(report_path, "safetensors");
     if (file->size() > kMaxHeaderBytes) {
       fail(report_path, "index is ", file->size(), " bytes, more than the limit of ",
            kMaxHeaderBytes);

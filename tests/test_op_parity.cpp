@@ -1,7 +1,8 @@
 // The op parity matrix as GoogleTest cases: every case of tests/parity/cases.cpp on every backend
 // registered on this machine. Until a second backend exists, each is compared with the
 // double-precision reference math of the harness; afterwards backends other than cpu:portable are
-// also compared with cpu:portable, the oracle.
+// also compared with cpu:portable, the oracle. What each backend skips is checked against
+// tests/parity/expected_skips.txt.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "backends/registry.h"
 #include "tests/parity/parity.h"
+#include "tests/parity/skips.h"
 
 namespace edgelm::parity {
 namespace {
@@ -85,14 +87,29 @@ TEST(OpParityCoverage, EveryOpHasThreeRunnableShapes) {
   Backend& cpu = backend_named("cpu:portable");
   std::map<OpKind, std::set<std::string>> runnable_shapes;
   for (const OpCase& op_case : all_cases()) {
-    const auto& d = op_case.dtypes;
-    const bool supported =
-        d.size() == 1 ? cpu.supports(op_case.op, {d[0]}) : cpu.supports(op_case.op, {d[0], d[1]});
-    if (supported) runnable_shapes[op_case.op].insert(op_case.shape);
+    if (case_supported(op_case, cpu)) runnable_shapes[op_case.op].insert(op_case.shape);
   }
   for (OpKind op : all_ops()) {
     EXPECT_GE(runnable_shapes[op].size(), 3u) << op_name(op) << " has too few parity shapes";
   }
+}
+
+// Every backend on this machine skips exactly the combinations its section of the committed file
+// lists: a kernel entry that goes missing (a new skip) or appears (a skip gone) is a failure that
+// says which, until the file is regenerated (tests/parity/skips.h says how).
+TEST(OpParityCoverage, SkipsAreTheExpectedOnes) {
+  const std::string path = EDGELM_PARITY_EXPECTED_SKIPS;
+  const SkipTable expected = read_skip_table(path);
+  int checked = 0;
+  for (const std::string& backend : backend_names()) {
+    if (backend == "cpu") continue;  // an alias of the best cpu:<isa>
+    for (const std::string& change :
+         skip_changes(expected, path, backend, skipped_combinations(backend_named(backend)))) {
+      ADD_FAILURE() << change;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 TEST(OpParityCoverage, CaseNamesAreUnique) {

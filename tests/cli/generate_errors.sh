@@ -297,7 +297,7 @@ expect_error "--prompt-ids +1" "--prompt-ids: '+1' is not a token id" --model-pa
 # writer); `timeout` turns a hang into exit 124, which counts as a failure.
 timed_generate() { timeout 20 "$generate" "$@"; }
 mkfifo "$work/fifo"
-expect_error_from timed_generate generate "-m a FIFO" "$work/fifo: not a regular file" -m "$work/fifo" --prompt-ids 1
+expect_error_from timed_generate generate "-m a FIFO" "[gguf] $work/fifo: not a regular file" -m "$work/fifo" --prompt-ids 1
 expect_error_from timed_generate generate "-f a FIFO" "-f/--file: '$work/fifo' is not a regular file" \
   -m "$gguf" -f "$work/fifo"
 

@@ -25,6 +25,28 @@ else
   cat "$work/short.json"; fail "--backend, --filter; -t -s = --threads --seed"
 fi
 
+# --list-skips prints the expected-skips format for the chosen backends; --update-skips rewrites
+# their sections of a file and keeps the others (another machine's backends) as they were.
+"$test_backend" --backend cpu:portable --list-skips > "$work/skips.txt" 2> "$work/err.txt"
+if [ "$(grep -c '^\[' "$work/skips.txt")" = 1 ] && grep -qx '\[cpu:portable\]' "$work/skips.txt" &&
+  grep -qx 'matmul/i32' "$work/skips.txt" && ! grep -qx 'matmul/f32' "$work/skips.txt"; then
+  ok "--list-skips"
+else
+  cat "$work/skips.txt"; fail "--list-skips"
+fi
+printf '[cpu:elsewhere]\nmatmul/f32\n\n[cpu:portable]\nmatmul/f16\n' > "$work/update.txt"
+"$test_backend" --backend cpu:portable --update-skips "$work/update.txt" > "$work/out.txt" 2> "$work/err.txt"
+if grep -qx '\[cpu:elsewhere\]' "$work/update.txt" && grep -qx 'matmul/f32' "$work/update.txt" &&
+  ! grep -qx 'matmul/f16' "$work/update.txt" &&
+  [ "$(sed -n '/^\[cpu:portable\]/,$p' "$work/update.txt")" = "$(sed -n '/^\[cpu:portable\]/,$p' "$work/skips.txt")" ]; then
+  ok "--update-skips keeps other sections"
+else
+  cat "$work/update.txt"; fail "--update-skips keeps other sections"
+fi
+printf '[cpu:portable]\nmatmul/q9_9\n' > "$work/bad.txt"
+expect_error_from "$test_backend" test_backend "--update-skips of a bad file" \
+  "bad.txt:2: 'matmul/q9_9' is no op/dtypes combination" --backend cpu:portable --update-skips "$work/bad.txt"
+
 expect_flag_error "$test_backend" test_backend "-b refused" "the backend is chosen with --backend" \
   -b cpu:portable --filter rms_norm/f32
 expect_flag_error "$test_backend" test_backend "-f refused" "cases are chosen with --filter" \

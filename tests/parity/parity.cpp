@@ -97,10 +97,29 @@ void Context::fill(const Tensor& tensor, const std::vector<double>& values) {
   }
 }
 
-Tensor Context::add_input(const Tensor& tensor) {
+Tensor Context::add_input(const Tensor& tensor, bool read_only) {
   const auto* raw = static_cast<const uint8_t*>(tensor.raw());
-  inputs_.push_back({tensor, std::vector<uint8_t>(raw, raw + tensor.nbytes())});
+  inputs_.push_back({tensor, std::vector<uint8_t>(raw, raw + tensor.nbytes()), read_only});
   return tensor;
+}
+
+std::string Context::changed_read_only_input() const {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const Input& in = inputs_[i];
+    if (!in.read_only) continue;
+    const auto* now = static_cast<const uint8_t*>(in.tensor.raw());
+    size_t differing = 0;
+    size_t first = 0;
+    for (size_t b = 0; b < in.bytes.size(); ++b) {
+      if (now[b] == in.bytes[b]) continue;
+      if (differing++ == 0) first = b;
+    }
+    if (differing > 0) {
+      return str_cat("read-only input #", i, " ", in.tensor.describe(), " changed: ", differing,
+                     " of ", in.bytes.size(), " bytes differ, the first at ", first);
+    }
+  }
+  return {};
 }
 
 Tensor Context::random(DType dtype, Shape shape, float scale) {
@@ -113,7 +132,7 @@ Tensor Context::random(DType dtype, Shape shape, float scale) {
 Tensor Context::values(DType dtype, Shape shape, const std::vector<double>& values) {
   Tensor tensor = Tensor::empty(backend_.memory(), dtype, shape);
   fill(tensor, values);
-  return add_input(tensor);
+  return add_input(tensor, /*read_only=*/true);
 }
 
 Tensor Context::output(DType dtype, Shape shape) {
@@ -126,7 +145,7 @@ Tensor Context::inout(DType dtype, Shape shape, float scale) {
   std::vector<double> values(static_cast<size_t>(shape.numel()));
   for (double& v : values) v = dtype == DType::I32 ? std::round(normal(rng_) * 1000) : normal(rng_);
   fill(tensor, values);
-  return add_input(tensor);
+  return add_input(tensor, /*read_only=*/false);
 }
 
 std::vector<double> Context::input(size_t i) const {
@@ -135,13 +154,29 @@ std::vector<double> Context::input(size_t i) const {
 }
 
 std::string OpCase::name() const {
+  return combination() + "/" + shape;
+}
+
+std::string OpCase::combination() const {
   std::string text = op_name(op);
   text += "/";
   for (size_t i = 0; i < dtypes.size(); ++i) {
     if (i > 0) text += "_to_";
     text += dtype_name(dtypes[i]);
   }
-  return text + "/" + shape;
+  return text;
+}
+
+bool case_supported(const OpCase& op_case, const Backend& backend) {
+  const std::vector<DType>& d = op_case.dtypes;
+  switch (d.size()) {
+    case 1:
+      return backend.supports(op_case.op, {d[0]});
+    case 2:
+      return backend.supports(op_case.op, {d[0], d[1]});
+    default:
+      return false;
+  }
 }
 
 const char* status_name(CaseResult::Status status) {
@@ -186,21 +221,10 @@ std::string check_guards(const Context& ctx) {
 
 CaseResult run_case(const OpCase& op_case, Backend& subject, Backend* oracle, uint64_t seed) {
   try {
-    const std::vector<DType> dtypes = op_case.dtypes;
-    auto supported = [&](Backend& backend) {
-      switch (dtypes.size()) {
-        case 1:
-          return backend.supports(op_case.op, {dtypes[0]});
-        case 2:
-          return backend.supports(op_case.op, {dtypes[0], dtypes[1]});
-        default:
-          return false;
-      }
-    };
-    if (!supported(subject)) {
+    if (!case_supported(op_case, subject)) {
       return {CaseResult::Status::Skipped, 0.0, subject.name() + " does not support it"};
     }
-    if (oracle != nullptr && !supported(*oracle)) {
+    if (oracle != nullptr && !case_supported(op_case, *oracle)) {
       return {CaseResult::Status::Skipped, 0.0,
               "oracle " + oracle->name() + " does not support it"};
     }
@@ -222,11 +246,16 @@ CaseResult run_case(const OpCase& op_case, Backend& subject, Backend* oracle, ui
     } else {
       expected = op_case.reference(ctx);
     }
+    // A case that marks nothing to compare would pass whatever the op did.
+    if (ctx.compared().empty()) return failed("harness error: the case compares no output");
     if (expected.size() != ctx.compared().size()) {
       return failed(str_cat("harness error: ", ctx.compared().size(), " outputs but ",
                             expected.size(), " expected vectors"));
     }
     if (std::string guard = check_guards(ctx); !guard.empty()) return failed(guard);
+    if (std::string changed = ctx.changed_read_only_input(); !changed.empty()) {
+      return failed(changed);
+    }
 
     double worst = 0.0;
     for (size_t k = 0; k < expected.size(); ++k) {
