@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "models/gguf.h"
 
 namespace edgelm {
@@ -16,10 +16,9 @@ namespace {
 using nlohmann::json;
 
 json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) EDGELM_FAIL("[config] ", path, ": cannot open");
+  const std::string text = read_regular_file(path);
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::exception& e) {  // syntax, and numbers past double such as 1e999
     EDGELM_FAIL("[config] ", path, ": malformed JSON: ", e.what());
   }
