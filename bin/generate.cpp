@@ -409,6 +409,7 @@ int run(int argc, char** argv) {
   const bool protect_template = (protect & edgelm::kProtectTemplate) != 0;
   if (!prompt.empty() || interactive || !print_ids || protect_template) {
     try {
+      tokenizer_options.model_vocab_size = model.config().vocab_size;
       tokenizer = edgelm::Tokenizer::from_model_path(model_path, tokenizer_options);
     } catch (const edgelm::Error& e) {
       if (protect_template) {
