@@ -63,6 +63,15 @@ else
   fail "checker: an unknown key passes"
 fi
 
+# A tokenizer that can produce an id the model has no embedding row for is refused at load, naming
+# the tokenizer's file and field, before any prompt reaches that id.
+cp -r "$hf" "$work/wide"
+sed -i 's/"added_tokens": *\[/&{"id": 400, "content": "<|wide|>", "special": true},/' \
+  "$work/wide/tokenizer.json"
+expect_error_from "$generate" generate "tokenizer past the model's vocabulary" \
+  "$work/wide/tokenizer.json: added_tokens[0].id: id 400 is outside the model's vocabulary of 320" \
+  -m "$work/wide" -p "Hi" -n 2
+
 # --- The interactive chat past a full context.
 # repl <name> <generate args...>: a chat fed the lines of $work/<name>.in; stdout (one line of ids
 # per reply, --print-ids) in $work/<name>.out, stderr in $work/<name>.err, the exit code in $rc.
