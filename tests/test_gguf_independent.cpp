@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct Case {
   std::string model;  // a folder of tests/fixtures/hf
   std::string type;   // "f32", "f16", "q8_0"
 };
+
+// For gtest's messages: "tiny-gqa-llama3 q8_0" rather than the struct's bytes.
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.model << " " << c.type;
+}
 
 std::vector<Case> cases() {
   std::vector<Case> out;

@@ -305,8 +305,9 @@ std::shared_ptr<Tokenizer::Impl> parse(const JsonSource& source, const json& roo
       // With no normalizer, "normalized" tokens are found in a second pass (see AddedTokens).
       const bool normalized = source.bool_field(list[i], "normalized", where, !token.special);
       if (token.content.empty()) continue;  // `tokenizers` ignores them too
-      // An added token that is also a model token keeps the model's id (as `tokenizers` gives
-      // it); one that takes another model token's id would make that token decode as itself.
+      // An added token that is also a model token keeps the model's id (`tokenizers` gives it
+      // that one); one on another model token's id would make that token's id decode as the
+      // added text.
       const int32_t model_id = model_ids.find(token.content);
       if (model_id != kNone && model_id != token.id) {
         source.fail(where, "id ", token.id, ": '", token.content, "' is model.vocab's id ",
