@@ -299,7 +299,8 @@ int run(int argc, char** argv) {
   const auto converter = edgelm::create_weight_converter(backend_name, {.n_threads = threads});
   load_options.converter = converter.get();
   edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
-  const edgelm::Tokenizer tokenizer = edgelm::Tokenizer::from_model_path(model_path);
+  const edgelm::Tokenizer tokenizer = edgelm::Tokenizer::from_model_path(
+      model_path, {.model_vocab_size = loaded.config.vocab_size});
   std::fprintf(stderr, "model: %s (%s; weights %s)\n%s\nbackend: %s\n", model_path.c_str(),
                loaded.format.c_str(), loaded.weight_types.c_str(), loaded.config.describe().c_str(),
                backend->device().c_str());

@@ -409,6 +409,7 @@ int run(int argc, char** argv) {
   const bool protect_template = (protect & edgelm::kProtectTemplate) != 0;
   if (!prompt.empty() || interactive || !print_ids || protect_template) {
     try {
+      tokenizer_options.model_vocab_size = model.config().vocab_size;
       tokenizer = edgelm::Tokenizer::from_model_path(model_path, tokenizer_options);
     } catch (const edgelm::Error& e) {
       if (protect_template) {
@@ -572,24 +573,40 @@ int run(int argc, char** argv) {
       }
       if (line.empty()) continue;
       // Only what the cache lacks; the whole conversation again where the template renders the
-      // earlier turns differently now (ChatSession says so).
+      // earlier turns differently now (ChatSession says so). A message that does not fit is not
+      // fed: the conversation stays as it was, and the user chooses what to do.
       const edgelm::Reply reply = session.chat_turn(
           chat_session, *tokenizer, line, [&](std::span<const int32_t> ids, bool from_scratch) {
             if (from_scratch) {
               std::fprintf(stderr, "(%s renders the conversation anew: prefilling all of it)\n",
                            std::string(chat_template->name()).c_str());
             }
-            check_prompt(ids);
             if (session.history().empty()) declare_system_prompt(ids);  // a conversation's first
           });
-      std::fprintf(stderr, "[%zu tokens, %s; cache %lld slots at position %lld]\n",
+      const long long positions_left = max_seq_len - cache.next_position();
+      if (reply.stop == edgelm::StopReason::NoRoom) {
+        std::fprintf(stderr,
+                     "(the message needs %lld positions and the context has %lld of %lld left: "
+                     "/reset starts a new conversation%s)\n",
+                     static_cast<long long>(reply.prompt_tokens), positions_left,
+                     static_cast<long long>(max_seq_len),
+                     can_evict ? "" : ", or restart with a larger -c/--ctx-size");
+        continue;
+      }
+      // How full the context is, after each turn: what a chat user needs to see coming.
+      const long long used = cache.next_position();
+      std::fprintf(stderr, "[%zu tokens, %s; context %lld of %lld positions used (%lld%%)",
                    reply.tokens.size(), std::string(edgelm::stop_reason_name(reply.stop)).c_str(),
-                   static_cast<long long>(cache.size(0)),
-                   static_cast<long long>(cache.next_position()));
+                   used, static_cast<long long>(max_seq_len), used * 100 / max_seq_len);
+      if (can_evict || cache.capacity() < max_seq_len) {
+        std::fprintf(stderr, "; cache %lld of %lld slots", static_cast<long long>(cache.size(0)),
+                     static_cast<long long>(cache.capacity()));
+      }
+      std::fprintf(stderr, "]\n");
       if (reply.stop == edgelm::StopReason::ContextFull) {
-        std::fprintf(stderr, "%s; /reset or restart with a larger -c/--ctx-size%s\n",
-                     context_used_up() ? "the logical context is used up" : "the KV cache is full",
-                     can_evict ? "" : " or an eviction policy");
+        std::fprintf(stderr, "(%s: /reset starts a new conversation%s)\n",
+                     context_used_up() ? "the context is full" : "the KV cache is full",
+                     can_evict ? "" : ", or restart with a larger -c/--ctx-size");
       }
     }
     // Without a newline typed at the last "> " (Ctrl-D, or input from a pipe), end that line, so

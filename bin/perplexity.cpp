@@ -99,7 +99,8 @@ int run(int argc, char** argv) {
     EDGELM_FAIL("-c/--ctx-size ", n_ctx, " is beyond the model's context of ",
                 config.max_position_embeddings, " tokens");
   }
-  const edgelm::Tokenizer tokenizer = edgelm::Tokenizer::from_model_path(model_path);
+  const edgelm::Tokenizer tokenizer =
+      edgelm::Tokenizer::from_model_path(model_path, {.model_vocab_size = config.vocab_size});
   std::fprintf(stderr, "model: %s (%s; weights %s)\n%s\nbackend: %s\ntokenizer: %s\n",
                model_path.c_str(), format.c_str(), weight_types.c_str(), config.describe().c_str(),
                backend->device().c_str(), tokenizer.describe().c_str());

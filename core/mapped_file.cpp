@@ -54,6 +54,12 @@ void MappedFile::release(const void* begin, size_t bytes) const {
   if (start < end) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
 }
 
+std::string read_regular_file(const std::string& path) {
+  const std::shared_ptr<MappedFile> file = MappedFile::open(path);
+  if (file->size() == 0) return {};
+  return std::string(reinterpret_cast<const char*>(file->data()), file->size());
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

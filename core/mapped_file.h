@@ -39,4 +39,10 @@ class MappedFile {
   size_t size_;
 };
 
+// The bytes of `path`, for the small text files of a model (config.json, tokenizer_config.json, a
+// chat template). The file goes through MappedFile::open's checks, so a FIFO or a device is
+// refused at once (opening a FIFO to read would wait for a writer, and /dev/zero never ends).
+// Throws edgelm::Error "[file] <path>: <reason>" as MappedFile::open does.
+std::string read_regular_file(const std::string& path);
+
 }  // namespace edgelm

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -219,14 +218,6 @@ std::string excerpt(std::string_view text) {
   return out.size() < text.size() ? out + "..." : out;
 }
 
-std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) EDGELM_FAIL("[chat] ", path.string(), ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // What a model folder or GGUF file says about its chat template.
 struct ModelChatData {
   std::string source;   // the file and key the template comes from
@@ -252,9 +243,9 @@ ModelChatData read_hf_folder(const std::filesystem::path& dir) {
   std::error_code error;
   json config = json::object();
   if (std::filesystem::exists(config_path, error)) {
-    std::ifstream in(config_path);
+    const std::string text = read_regular_file(config_path.string());
     try {
-      config = json::parse(in);
+      config = json::parse(text);
     } catch (const json::exception& e) {
       EDGELM_FAIL("[chat] ", config_path.string(), ": malformed JSON: ", e.what());
     }
@@ -265,7 +256,7 @@ ModelChatData read_hf_folder(const std::filesystem::path& dir) {
   const std::filesystem::path jinja_path = dir / "chat_template.jinja";
   if (std::filesystem::exists(jinja_path, error)) {
     data.source = jinja_path.string();
-    data.text = read_text_file(jinja_path);
+    data.text = read_regular_file(jinja_path.string());
     return data;
   }
   data.source = config_path.string() + " chat_template";

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "models/gguf.h"
 
 namespace edgelm {
@@ -16,10 +16,9 @@ namespace {
 using nlohmann::json;
 
 json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) EDGELM_FAIL("[config] ", path, ": cannot open");
+  const std::string text = read_regular_file(path);
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::exception& e) {  // syntax, and numbers past double such as 1e999
     EDGELM_FAIL("[config] ", path, ": malformed JSON: ", e.what());
   }
@@ -378,6 +377,12 @@ LlamaConfig load_gguf_config(const GgufFile& file) {
   auto gguf_token_id = [&](const char* key) {
     const std::optional<int64_t> value = file.find_int(key);
     if (!value || *value == int64_t{0xffffffff}) return int32_t{-1};
+    // A signed -1 is not llama.cpp's "none" (which is the u32 above): a writer that meant none
+    // wrote the wrong type, and one that meant an id wrote a broken one.
+    if (*value < 0) {
+      EDGELM_FAIL("[config] ", file.path(), ": ", key, " ", *value,
+                  " is not a token id (GGUF ids are unsigned; 4294967295 means none)");
+    }
     return token_id(*value, key, file.path());
   };
   c.bos_token_id = gguf_token_id("tokenizer.ggml.bos_token_id");

@@ -17,6 +17,8 @@ std::string_view stop_reason_name(StopReason reason) {
       return "eos";
     case StopReason::ContextFull:
       return "context_full";
+    case StopReason::NoRoom:
+      return "no_room";
   }
   return "unknown";
 }
@@ -45,10 +47,12 @@ GenerationSession::GenerationSession(LlamaModel& model, KvCache& cache, CacheMan
   if (tokenizer != nullptr) stream_.emplace(*tokenizer);
 }
 
-bool GenerationSession::room_for(int64_t n_tokens) const {
+bool GenerationSession::room_for(int64_t n_tokens, bool after_reset) const {
   const bool can_evict = manager_ != nullptr && manager_->policy().evicts();
-  return (can_evict || cache_.free_slots() >= n_tokens) &&
-         cache_.max_positions() - cache_.next_position() >= n_tokens;
+  const int64_t free_slots = after_reset ? cache_.capacity() : cache_.free_slots();
+  const int64_t positions_left =
+      cache_.max_positions() - (after_reset ? 0 : cache_.next_position());
+  return (can_evict || free_slots >= n_tokens) && positions_left >= n_tokens;
 }
 
 std::span<const float> GenerationSession::choices(std::span<const float> logits) {
@@ -142,12 +146,20 @@ Reply GenerationSession::generate() {
 Reply GenerationSession::chat_turn(
     ChatSession& chat, const Tokenizer& tokenizer, std::string message,
     const std::function<void(std::span<const int32_t>, bool)>& before_feed) {
+  ChatSession before = chat;  // restored when the turn does not fit
   const ChatSession::Feed feed = chat.add_user(std::move(message));
-  if (feed.from_scratch) reset();
   const std::vector<int32_t> ids = tokenizer.encode(feed.text, /*add_bos=*/false);
+  const auto n = static_cast<int64_t>(ids.size());
+  // From scratch, the pending token is dropped with the cache.
+  if (feed.from_scratch ? !room_for(n, /*after_reset=*/true) : !fits(n)) {
+    chat = std::move(before);
+    return Reply{.stop = StopReason::NoRoom, .prompt_tokens = n};
+  }
+  if (feed.from_scratch) reset();
   if (before_feed) before_feed(ids, feed.from_scratch);
   prefill(ids);
   Reply reply = generate();
+  reply.prompt_tokens = n;
   // Decoded without skipping special tokens: the text of the tokens the cache holds (or will,
   // with the pending one), which the next rendering must continue.
   chat.add_reply(tokenizer.decode(reply.tokens));

@@ -37,8 +37,10 @@ enum class StopReason {
   Eos,          // a stop id was sampled (an EOS id, or an end-of-turn id of the chat template)
   ContextFull,  // the next token had no room: the logical context (KvCache::max_positions) is
                 // used up, or the cache is full and nothing evicts
+  NoRoom,       // chat_turn only: the message's tokens did not fit what is left of the context,
+                // so nothing was fed or generated and the chat is unchanged
 };
-// "length", "eos", "context_full" (the names generate's --json prints).
+// "length", "eos", "context_full", "no_room" (the names generate's --json prints).
 std::string_view stop_reason_name(StopReason reason);
 
 struct GenerationSettings {
@@ -56,6 +58,8 @@ struct Reply {
   std::vector<int32_t> tokens;  // the generated tokens, the stop id excluded
   std::string text;             // their text as streamed (empty without a tokenizer)
   StopReason stop = StopReason::Length;
+  // chat_turn: the tokens of the turn's feed (fed, or with NoRoom, refused); else 0.
+  int64_t prompt_tokens = 0;
 };
 
 // What generate's stats line and --json report, summed over every prefill and reply since the
@@ -129,8 +133,11 @@ class GenerationSession {
   // One turn of a chat kept in the cache: adds `message` to `chat` as the user's, encodes what the
   // cache lacks (ChatSession::add_user; when the template renders the conversation anew, reset()
   // runs first and the whole conversation is fed), runs `before_feed` on those ids (to declare
-  // positions to an eviction policy, or check that they fit), prefills them, generates the reply
-  // and records its text in `chat`.
+  // positions to an eviction policy), prefills them, generates the reply and records its text in
+  // `chat`. When those ids do not fit (see fits(); with a policy that evicts, only the logical
+  // context limits them), nothing is fed, `chat` is left as it was and the reply is empty with
+  // StopReason::NoRoom: a long conversation ends in a message the caller can act on (reset(),
+  // which empties the cache; a larger context), not in an error.
   Reply chat_turn(
       ChatSession& chat, const Tokenizer& tokenizer, std::string message,
       const std::function<void(std::span<const int32_t> ids, bool from_scratch)>& before_feed = {});
@@ -138,6 +145,10 @@ class GenerationSession {
   // runs Callbacks::on_reset.
   void reset();
 
+  // Whether `n_tokens` more tokens can be fed now, after the pending one (pending_tokens()): the
+  // logical context has that many positions left, and the cache that many free slots or a policy
+  // that evicts. prefill() throws where this is false.
+  bool fits(int64_t n_tokens) const { return room_for(n_tokens + pending_tokens()); }
   // 1 when the last reply ended before feeding its final token (at max_tokens, or with no room
   // for it): the next prefill() or generate() feeds it first. Else 0.
   int64_t pending_tokens() const { return pending_ ? 1 : 0; }
@@ -150,9 +161,9 @@ class GenerationSession {
   KvCache& cache() const { return cache_; }
 
  private:
-  // Whether one more token can be fed: the logical context has a position left, and the cache a
-  // free slot or a policy that evicts.
-  bool room_for(int64_t n_tokens) const;
+  // Whether `n_tokens` can be fed: the logical context has the positions left, and the cache the
+  // free slots or a policy that evicts; `after_reset`: once the cache is emptied.
+  bool room_for(int64_t n_tokens, bool after_reset = false) const;
   // The logits for the sampler: `logits` with the stop ids at -inf under ignore_eos.
   std::span<const float> choices(std::span<const float> logits);
   void emit_logits(std::span<const float> logits) const;

@@ -23,6 +23,9 @@ struct TokenizerOptions {
   // an error by default, since guessing would silently change every id. When true, the Llama 3
   // pre-tokenizer ("llama-bpe") is used instead and a warning names the value.
   bool allow_unknown_pre_tokenizer = false;
+  // The model's vocabulary (LlamaConfig::vocab_size, the rows of its token embedding), when the
+  // tokenizer is loaded for a model: from_model_path and from_gguf then run check_model_vocab.
+  std::optional<int64_t> model_vocab_size;
 };
 
 // An immutable tokenizer. Copies are cheap and share the vocabulary. encode() and decode() are
@@ -69,6 +72,11 @@ class Tokenizer {
   std::optional<int32_t> bos_id() const;
   // True for special added tokens (HF "special": true; GGUF control tokens).
   bool is_special(int32_t id) const;
+  // Throws edgelm::Error "[tokenizer] <file>: <field>: id N is outside the model's vocabulary of
+  // M tokens ..." when the tokenizer can produce an id that `model_vocab_size` (the rows of the
+  // model's token embedding) does not cover, naming the field that holds its largest id. A
+  // tokenizer smaller than the model passes: embeddings are often padded past the vocabulary.
+  void check_model_vocab(int64_t model_vocab_size) const;
   // "byte-level BPE" or "SentencePiece BPE", with the vocabulary size, for logs.
   std::string describe() const;
 

@@ -339,6 +339,81 @@ TEST(GenerationSession, AChatTurnStartsOverWhereTheTemplateRendersAnew) {
   EXPECT_EQ(cache.next_position(), static_cast<int64_t>(fed.size()) + reply_fed);
 }
 
+// A chat that outgrows its context: every turn that fits runs, the first one that does not is
+// refused with NoRoom (nothing fed, the chat and the cache as they were) instead of an error, and
+// after reset() + clear() the conversation starts over as in a fresh session.
+TEST(GenerationSession, AChatTurnThatDoesNotFitIsRefusedAndTheChatStays) {
+  const ChatTemplate chat_template = ChatTemplate::from_model_path(model_path(), "llama3");
+  const std::vector<int32_t> stop_ids =
+      chat_stop_ids(tiny_tokenizer(), chat_template, tiny_model().config().eos_token_ids);
+  const int64_t context = 96;
+  KvCache cache = tiny_model().make_cache(context, DType::F32);
+  GenerationSession session(tiny_model(), cache, nullptr, greedy(6, stop_ids), &tiny_tokenizer());
+  ChatSession chat(chat_template);
+  const Reply first = session.chat_turn(chat, tiny_tokenizer(), "Hello there");
+  ASSERT_NE(first.stop, StopReason::NoRoom);
+  EXPECT_GT(first.prompt_tokens, 0);
+  Reply reply = first;
+  int turns = 1;
+  while (reply.stop != StopReason::NoRoom && turns < 40) {
+    reply = session.chat_turn(chat, tiny_tokenizer(), "And then what happened?");
+    ++turns;
+  }
+  ASSERT_EQ(reply.stop, StopReason::NoRoom) << "no turn was refused in " << turns;
+  EXPECT_GT(turns, 2);
+  EXPECT_EQ(stop_reason_name(reply.stop), "no_room");
+  EXPECT_TRUE(reply.tokens.empty());
+  EXPECT_FALSE(session.fits(reply.prompt_tokens));
+  EXPECT_GT(reply.prompt_tokens + session.pending_tokens(), context - cache.next_position());
+  // Refused again, with nothing changed: the chat, the cache, the history.
+  const size_t messages = chat.messages().size();
+  const int64_t position = cache.next_position();
+  const size_t history = session.history().size();
+  const Reply again = session.chat_turn(chat, tiny_tokenizer(), "And then what happened?");
+  EXPECT_EQ(again.stop, StopReason::NoRoom);
+  EXPECT_EQ(chat.messages().size(), messages);
+  EXPECT_EQ(messages % 2, 0u);  // whole turns: no user message without its reply
+  EXPECT_EQ(cache.next_position(), position);
+  EXPECT_EQ(session.history().size(), history);
+  // /reset: the next turn is the first turn of a fresh session, token for token.
+  session.reset();
+  chat.clear();
+  const Reply restarted = session.chat_turn(chat, tiny_tokenizer(), "Hello there");
+  EXPECT_EQ(restarted.tokens, first.tokens);
+  EXPECT_EQ(restarted.prompt_tokens, first.prompt_tokens);
+}
+
+// With a policy that evicts, the cache's capacity does not end a chat; only the logical context
+// does, and then the turn is refused as without one.
+TEST(GenerationSession, AChatWithEvictionRunsPastTheCacheUntilTheContextIsUsedUp) {
+  const ChatTemplate chat_template = ChatTemplate::from_model_path(model_path(), "llama3");
+  EvictionConfig config;
+  config.policy = "sink";
+  config.window = 16;
+  config.sink_tokens = 4;
+  CacheManager manager(config, make_policy(config));
+  const int64_t context = 160;
+  const int64_t capacity =
+      manager.capacity_for(context, tiny_model().max_chunk(), tiny_model().config().n_layers);
+  ASSERT_LT(capacity, 40);
+  KvCache cache = tiny_model().make_cache(capacity, DType::F32, context);
+  GenerationSession session(tiny_model(), cache, &manager, greedy(6, {}, true), &tiny_tokenizer());
+  ChatSession chat(chat_template);
+  Reply reply;
+  int turns = 0;
+  while (reply.stop != StopReason::NoRoom && turns < 40) {
+    reply = session.chat_turn(chat, tiny_tokenizer(), "Tell me more.");
+    ++turns;
+    if (reply.stop != StopReason::NoRoom) {
+      EXPECT_LE(cache.size(0), capacity);
+    }
+  }
+  ASSERT_EQ(reply.stop, StopReason::NoRoom);
+  EXPECT_GT(cache.next_position(), capacity);  // past the cache, by eviction
+  EXPECT_GT(reply.prompt_tokens, context - cache.next_position() - session.pending_tokens());
+  EXPECT_GT(session.stats().evictions, 0);
+}
+
 // The callbacks see exactly the reply: each token once, in order, the stop id never; texts whose
 // concatenation is the reply's text and the tokens' decoding; one logits row after the prompt and
 // one per decode step, the first being prefill()'s.

@@ -26,6 +26,9 @@ enum GgufTokenType : int64_t {
   kGgufByte = 6,
 };
 
+// What llama.cpp reads as "no token" in a u32 *_token_id key (its -1 as an unsigned value).
+constexpr int64_t kGgufNoToken = 0xffffffff;
+
 }  // namespace
 
 std::shared_ptr<Tokenizer::Impl> load_gguf(const GgufFile& file, const TokenizerOptions& options) {
@@ -48,7 +51,15 @@ std::shared_ptr<Tokenizer::Impl> load_gguf(const GgufFile& file, const Tokenizer
            " tokens");
     }
   }
+  for (size_t id = 0; id < types.size(); ++id) {
+    if (types[id] < kGgufNormal || types[id] > kGgufByte) {
+      fail("tokenizer.ggml.token_type[", id, "] = ", types[id],
+           " is not a token type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, "
+           "6 byte)");
+    }
+  }
   impl->vocab.texts = std::move(tokens);
+  impl->largest_id_source = str_cat("tokenizer.ggml.tokens[", impl->vocab.texts.size() - 1, "]");
   impl->vocab.flags.assign(impl->vocab.texts.size(), 0);
   const auto n = static_cast<int32_t>(impl->vocab.texts.size());
   for (int32_t id = 0; id < n; ++id) {
@@ -65,11 +76,23 @@ std::shared_ptr<Tokenizer::Impl> load_gguf(const GgufFile& file, const Tokenizer
       impl->added.add(std::move(token), AddedTokens::Pass::Raw);
     }
   }
+  // Every special id (bos, eos, eot, eom, unknown, padding, separator, mask, fim_*, ...), read
+  // here or not: a bad one is a broken file even where edgelm does not use that key, and its
+  // users (the config's EOS list, a chat template's stop ids) would otherwise meet it later.
+  for (const auto& [key, value] : file.metadata()) {
+    if (!key.starts_with("tokenizer.ggml.") || !key.ends_with("_token_id")) continue;
+    const std::optional<int64_t> id = value.as_int();
+    if (!id) fail(key, " is a ", value.type_string(), ", not a token id");
+    if (*id == kGgufNoToken) continue;
+    if (*id < 0 || *id >= n) {
+      fail(key, " = ", *id, " is outside the vocabulary of ", n,
+           " tokens (GGUF ids are unsigned; 4294967295 means none)");
+    }
+  }
   auto optional_id = [&](const char* key) -> std::optional<int32_t> {
     const auto value = file.find_int(key);
-    if (!value) return std::nullopt;
-    if (*value < 0 || *value >= n) fail(key, " = ", *value, " is outside the vocabulary of ", n);
-    return static_cast<int32_t>(*value);
+    if (!value || *value == kGgufNoToken) return std::nullopt;
+    return static_cast<int32_t>(*value);  // in range: checked above
   };
   impl->post_processor.bos = optional_id("tokenizer.ggml.bos_token_id");
   const std::optional<int32_t> eos = optional_id("tokenizer.ggml.eos_token_id");

@@ -1,9 +1,11 @@
 #include "models/tokenizer/loaders.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -259,16 +261,37 @@ std::shared_ptr<Tokenizer::Impl> parse(const JsonSource& source, const json& roo
 
   // Vocabulary: the model's tokens, then the added tokens (which may reuse model ids).
   int32_t max_id = -1;
+  std::string max_id_source;  // the field that gives max_id
+  auto note_id = [&](int32_t id, std::string source_field) {
+    if (id > max_id) {
+      max_id = id;
+      max_id_source = std::move(source_field);
+    }
+  };
   std::vector<std::pair<std::string, int32_t>> model_tokens;
   model_tokens.reserve(vocab.size());
+  StringIdMap model_ids;  // stored text → id, model vocabulary only (what merges refer to)
   for (const auto& [text, id_value] : vocab.items()) {
-    const int32_t id = source.id_value(id_value, str_cat("model.vocab['", text, "']"));
+    const std::string field = str_cat("model.vocab['", text, "']");
+    const int32_t id = source.id_value(id_value, field);
     model_tokens.emplace_back(text, id);
-    max_id = std::max(max_id, id);
+    model_ids.set(text, id);
+    note_id(id, field);
+  }
+  // id → its model token: two tokens with one id would encode to an id that decodes to the other.
+  std::vector<const std::string*> model_text_of(static_cast<size_t>(max_id + 1), nullptr);
+  for (const auto& [text, id] : model_tokens) {
+    const std::string*& owner = model_text_of[static_cast<size_t>(id)];
+    if (owner != nullptr) {
+      source.fail("model.vocab['", text, "'] and model.vocab['", *owner, "'] have the same id ",
+                  id);
+    }
+    owner = &text;
   }
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
     const json& list = root["added_tokens"];
     if (!list.is_array()) source.fail("added_tokens is not an array");
+    std::unordered_map<int32_t, std::string> added_content;  // id → content, to find clashes
     for (size_t i = 0; i < list.size(); ++i) {
       const std::string where = str_cat("added_tokens[", i, "].");
       if (!list[i].is_object()) source.fail(field_name(where), " is not an object");
@@ -282,25 +305,45 @@ std::shared_ptr<Tokenizer::Impl> parse(const JsonSource& source, const json& roo
       // With no normalizer, "normalized" tokens are found in a second pass (see AddedTokens).
       const bool normalized = source.bool_field(list[i], "normalized", where, !token.special);
       if (token.content.empty()) continue;  // `tokenizers` ignores them too
-      max_id = std::max(max_id, token.id);
+      // An added token that is also a model token keeps the model's id (`tokenizers` gives it
+      // that one); one on another model token's id would make that token's id decode as the
+      // added text.
+      const int32_t model_id = model_ids.find(token.content);
+      if (model_id != kNone && model_id != token.id) {
+        source.fail(where, "id ", token.id, ": '", token.content, "' is model.vocab's id ",
+                    model_id);
+      }
+      if (model_id == kNone && static_cast<size_t>(token.id) < model_text_of.size() &&
+          model_text_of[static_cast<size_t>(token.id)] != nullptr) {
+        source.fail(where, "id ", token.id, " of '", token.content, "' is model.vocab['",
+                    *model_text_of[static_cast<size_t>(token.id)], "']");
+      }
+      const auto [earlier, first] = added_content.emplace(token.id, token.content);
+      if (!first && earlier->second != token.content) {
+        source.fail(where, "id ", token.id, " of '", token.content, "' is also the id of '",
+                    earlier->second, "'");
+      }
+      note_id(token.id, where + "id");
       impl->added.add(std::move(token),
                       normalized ? AddedTokens::Pass::Normalized : AddedTokens::Pass::Raw);
     }
   }
   if (max_id < 0) source.fail("model.vocab is empty");
+  impl->largest_id_source = max_id_source;
   impl->vocab.texts.resize(static_cast<size_t>(max_id) + 1);
   impl->vocab.flags.assign(impl->vocab.texts.size(), 0);
-  StringIdMap model_ids;  // stored text → id, model vocabulary only (what merges refer to)
   for (const auto& [text, id] : model_tokens) {
     impl->vocab.texts[static_cast<size_t>(id)] = text;
-    model_ids.set(text, id);
     impl->vocab.ids.set(text, id);
     if (auto bytes = byte_level_to_bytes(text)) {
       bpe.word_ids.set(*bytes, id);
       bpe.max_token_bytes = std::max(bpe.max_token_bytes, bytes->size());
       if (bytes->size() == 1) bpe.byte_ids[static_cast<unsigned char>((*bytes)[0])] = id;
     }
-    if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
+    // A byte-fallback token <0xNN>; other texts of that shape are ordinary tokens.
+    if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>' &&
+        std::isxdigit(static_cast<unsigned char>(text[3])) &&
+        std::isxdigit(static_cast<unsigned char>(text[4]))) {
       const int value = std::stoi(text.substr(3, 2), nullptr, 16);
       bpe.fallback_ids[static_cast<size_t>(value & 0xFF)] = id;
     }

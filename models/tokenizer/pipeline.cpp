@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "core/error.h"
 #include "models/tokenizer/unicode_nfc.h"
 #include "models/tokenizer/utf8.h"
 
@@ -23,6 +24,13 @@ void Tokenizer::Impl::finish_loading() {
     decoder.build(tokenizer::Decoder::Kind::ByteLevel, vocab, false);
   }
   cache_key = next_tokenizer_key.fetch_add(1);
+}
+
+void Tokenizer::Impl::check_model_vocab(int64_t model_vocab_size) const {
+  if (vocab.size() <= model_vocab_size) return;
+  EDGELM_FAIL("[tokenizer] ", source, ": ", largest_id_source, ": id ", vocab.size() - 1,
+              " is outside the model's vocabulary of ", model_vocab_size,
+              " tokens (the rows of its token embedding)");
 }
 
 std::vector<int32_t> Tokenizer::Impl::encode(std::string_view text, bool add_bos,

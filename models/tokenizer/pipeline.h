@@ -33,7 +33,10 @@ struct PostProcessor {
 }  // namespace tokenizer
 
 struct Tokenizer::Impl {
-  std::string source;      // the file, for messages
+  std::string source;  // the file, for messages
+  // The field that gives the largest id (vocab.size() - 1), for check_model_vocab's message:
+  // "added_tokens[3].id", "model.vocab['x']", "tokenizer.ggml.tokens[49151]".
+  std::string largest_id_source;
   uint64_t cache_key = 0;  // names this tokenizer's per-thread word caches
 
   tokenizer::Vocabulary vocab;
@@ -56,6 +59,8 @@ struct Tokenizer::Impl {
   // and gives the tokenizer its cache key.
   void finish_loading();
 
+  // Tokenizer::check_model_vocab.
+  void check_model_vocab(int64_t model_vocab_size) const;
   // Tokenizer::encode: any bytes (invalid UTF-8 repaired first) through every step.
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
   // Tokenizer::decode: the decoder over `ids`, with invalid UTF-8 repaired.

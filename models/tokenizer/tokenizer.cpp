@@ -16,7 +16,9 @@ Tokenizer Tokenizer::from_hf_json(const std::string& path) {
 }
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& file, const TokenizerOptions& options) {
-  return Tokenizer(tokenizer::load_gguf(file, options));
+  Tokenizer tokenizer(tokenizer::load_gguf(file, options));
+  if (options.model_vocab_size) tokenizer.check_model_vocab(*options.model_vocab_size);
+  return tokenizer;
 }
 
 Tokenizer Tokenizer::from_model_path(const std::string& path, const TokenizerOptions& options) {
@@ -27,7 +29,9 @@ Tokenizer Tokenizer::from_model_path(const std::string& path, const TokenizerOpt
     if (!fs::exists(json_path, error)) {
       EDGELM_FAIL("[tokenizer] ", path, ": no tokenizer.json in the model folder");
     }
-    return from_hf_json(json_path.string());
+    Tokenizer tokenizer = from_hf_json(json_path.string());
+    if (options.model_vocab_size) tokenizer.check_model_vocab(*options.model_vocab_size);
+    return tokenizer;
   }
   if (!fs::exists(path, error)) EDGELM_FAIL("[tokenizer] ", path, ": no such file or folder");
   const std::shared_ptr<MappedFile> file = MappedFile::open(path);
@@ -35,7 +39,9 @@ Tokenizer Tokenizer::from_model_path(const std::string& path, const TokenizerOpt
     // The vocabulary is metadata: the file's tensors (whatever their types) are not looked at.
     return from_gguf(GgufFile::open_metadata(path), options);
   }
-  return from_hf_json(path);
+  Tokenizer tokenizer = from_hf_json(path);
+  if (options.model_vocab_size) tokenizer.check_model_vocab(*options.model_vocab_size);
+  return tokenizer;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
@@ -69,6 +75,10 @@ std::optional<int32_t> Tokenizer::bos_id() const {
 bool Tokenizer::is_special(int32_t id) const {
   if (id < 0 || id >= impl_->vocab.size()) return false;
   return (impl_->vocab.flags[static_cast<size_t>(id)] & tokenizer::kSpecial) != 0;
+}
+
+void Tokenizer::check_model_vocab(int64_t model_vocab_size) const {
+  impl_->check_model_vocab(model_vocab_size);
 }
 
 std::string Tokenizer::describe() const {
