@@ -62,8 +62,11 @@ class KvCache {
   View view(int64_t layer) const;
 
   // Keeps, for each kv head g of `layer`, the slots keep[g, :] (I32 [n_kv_heads, n_keep],
-  // strictly increasing), moved to the front in that order. Positions move with their slots.
-  void compact(int64_t layer, const Tensor& keep);
+  // strictly increasing), moved to the front in that order. Positions move with their slots, and
+  // so do the rows of each tensor in `alongside` (per-slot data kept beside the cache, e.g. an
+  // eviction policy's statistics: [capacity, n_kv_heads, row] of a dtype kv_compact takes, in
+  // the backend's memory).
+  void compact(int64_t layer, const Tensor& keep, std::span<const Tensor> alongside = {});
   // Drops the first n slots of every layer (all kv heads alike), e.g. a context shift.
   void prune_prefix(int64_t n);
   // Empties the cache and restarts logical positions at 0.
