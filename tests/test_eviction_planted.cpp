@@ -360,5 +360,66 @@ TEST(H2o, KeepsPlantedHeavyHitters) {
   }
 }
 
+// TOVA ranks by the newest query alone. Budget 4 (3 slots kept before each token is appended):
+// the queries at positions 0..5 attend to positions 0, 1 and 2, those from 6 on to 1 and 2 only.
+// By the newest query 1 and 2 rank first, then the most recent slot (the others tie at almost
+// nothing), so the cache ends with {1, 2, next - 2, next - 1}. Ranked by recency it would hold
+// the newest four; by attention accumulated over every query (H2O's rule) it would keep 0.
+TEST(Tova, KeepsWhatTheNewestQueryAttendsTo) {
+  EvictionConfig config;
+  config.policy = "tova";
+  config.kv_budget = 4;
+  CacheManager manager(config, make_policy(config));
+  Planted planted;
+  for (int step = 0; step < 12; ++step) {  // positions 0..11: keys 8 e_p stay distinct
+    manager.maybe_evict(planted.cache, Phase::Decode, 1);
+    planted.append(1);
+    const StepExports options =
+        manager.forward_options(Phase::Decode, planted.cache.next_position() - 1, 1);
+    ASSERT_TRUE(options.export_mass);
+    ASSERT_EQ(options.mass_from_position, planted.cache.next_position() - 1);
+    std::vector<std::pair<int, float>> head = {{1, 12.0f}, {2, 12.0f}};
+    if (step < 6) head.emplace_back(0, 12.0f);
+    planted.attend(1, std::vector(Planted::kHeads, head));
+    manager.observe(planted.cache, Phase::Decode, options);
+    ASSERT_LE(planted.cache.size(0), 4);
+  }
+  const int32_t next = static_cast<int32_t>(planted.cache.next_position());
+  for (int64_t g = 0; g < Planted::kKvHeads; ++g)
+    EXPECT_EQ(planted.kept(g), (std::set<int32_t>{1, 2, next - 2, next - 1})) << "kv head " << g;
+}
+
+// SnapKV's decode phase: after the prompt is compressed by its window's attention, decode keeps
+// the sinks and the most recent tokens, whatever the prompt's window attended to, and exports no
+// attention. Budget 5, window 2, 1 sink: the window attends to positions 0 and 4, so prefill keeps
+// {0, 4, 10, 11}; four decode tokens (12..15) then push out 4, 10 and 11 but never the sink 0.
+// Ranked by recency alone the sink would go ({11, ..., 15}); ranked by the prompt's scores, 4
+// would stay.
+TEST(SnapKv, DecodeKeepsSinksAndTheRecentWindow) {
+  EvictionConfig config = planted_snapkv_config();
+  config.kv_budget = 5;
+  CacheManager manager(config, make_policy(config));
+  Planted planted;
+  planted.append(12);
+  manager.begin_prefill(12);
+  const StepExports prefill = manager.forward_options(Phase::Prefill, 0, 12);
+  ASSERT_TRUE(prefill.export_mass);
+  const std::vector<std::pair<int, float>> head = {{0, 20.0f}, {4, 20.0f}};
+  planted.attend(2, std::vector(Planted::kHeads, head));
+  manager.observe(planted.cache, Phase::Prefill, prefill);
+  ASSERT_TRUE(manager.end_prefill(planted.cache).has_value());
+  for (int64_t g = 0; g < Planted::kKvHeads; ++g)
+    ASSERT_EQ(planted.kept(g), (std::set<int32_t>{0, 4, 10, 11})) << "kv head " << g;
+  for (int step = 0; step < 4; ++step) {
+    manager.maybe_evict(planted.cache, Phase::Decode, 1);
+    planted.append(1);
+    EXPECT_FALSE(
+        manager.forward_options(Phase::Decode, planted.cache.next_position() - 1, 1).export_mass);
+    ASSERT_LE(planted.cache.size(0), 5);
+  }
+  for (int64_t g = 0; g < Planted::kKvHeads; ++g)
+    EXPECT_EQ(planted.kept(g), (std::set<int32_t>{0, 12, 13, 14, 15})) << "kv head " << g;
+}
+
 }  // namespace
 }  // namespace edgelm
