@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <set>
 #include <span>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "eviction/cache_manager.h"
+#include "eviction/policy_registry.h"
 #include "models/generator.h"
 #include "models/loader.h"
 #include "models/make_model.h"
@@ -63,7 +65,8 @@ inline EvictionConfig config_for(const std::string& variant) {
   c.window = 12;
   c.sink_tokens = 4;
   c.protected_prefix = 3;
-  c.kv_budget = policy == "sliding" || policy == "sink" ? 0 : 24;
+  // A policy bounded by its own rule (sliding: 3 + 12, sink: 4 + 12) runs without a budget.
+  c.kv_budget = find_policy(policy).limit == PolicyLimit::kOwn ? 0 : 24;
   c.snapkv_window = 6;
   c.snapkv_kernel = 3;
   c.seed = 3;
@@ -75,11 +78,26 @@ inline EvictionConfig config_for(const std::string& variant) {
 
 // The limit each policy promises with config_for(), in layer `layer` of the tiny model.
 inline int64_t limit_for(const std::string& variant, int64_t layer) {
-  const std::string policy = variant.substr(0, variant.find('+'));
-  if (policy == "sliding") return 12 + 3;
-  if (policy == "sink") return 12 + 4;
   const EvictionConfig c = config_for(variant);
-  return make_policy(c)->layer_limit(layer, tiny_model().config().n_layers, 24);
+  const std::unique_ptr<EvictionPolicy> policy = make_policy(c);
+  const int64_t own = policy->own_limit().value_or(c.kv_budget);
+  const int64_t limit = c.kv_budget > 0 ? std::min(own, c.kv_budget) : own;
+  return policy->layer_limit(layer, tiny_model().config().n_layers, limit);
+}
+
+// Every evicting policy of the registry, then wrapped variants: the protection wrapper around a
+// policy that keeps no sinks of its own, per-layer budgets (the tiny model's two layers then keep
+// different counts), and both.
+inline std::vector<std::string> every_policy_variant() {
+  std::vector<std::string> variants;
+  for (const PolicyEntry& entry : policy_registry()) {
+    if (entry.limit != PolicyLimit::kNever) variants.emplace_back(entry.name);
+  }
+  for (const char* wrapped : {"tova+protect", "keydiff+pyramid", "h2o+pyramid+protect",
+                              "expected_attention+pyramid", "snapkv+pyramid"}) {
+    variants.emplace_back(wrapped);
+  }
+  return variants;
 }
 
 struct GenerationRun {
