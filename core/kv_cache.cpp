@@ -111,6 +111,7 @@ void KvCache::compact(int64_t layer_index, const Tensor& keep, std::span<const T
 
 void KvCache::prune_prefix(int64_t n) {
   if (n <= 0) return;
+  ++slot_epoch_;
   backend_.synchronize();
   for (int64_t l = 0; l < n_layers(); ++l) {
     const int64_t size = layers_[l].size;
@@ -129,6 +130,7 @@ void KvCache::prune_prefix(int64_t n) {
 void KvCache::clear() {
   backend_.synchronize();  // queued work may still read rows the next append rewrites
   for (Layer& layer : layers_) layer.size = 0;
+  ++slot_epoch_;
   next_position_ = 0;
 }
 

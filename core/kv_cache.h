@@ -71,6 +71,10 @@ class KvCache {
   void prune_prefix(int64_t n);
   // Empties the cache and restarts logical positions at 0.
   void clear();
+  // Counts the calls to clear() and prune_prefix(), which drop or move slots outside compact():
+  // per-slot data kept beside the cache (an eviction policy's statistics, compacted alongside)
+  // no longer matches the slots once it changes.
+  uint64_t slot_epoch() const { return slot_epoch_; }
 
   // Bytes of K and V storage allocated (all layers, full capacity), and of the filled slots.
   size_t memory_bytes() const;
@@ -108,6 +112,7 @@ class KvCache {
   DType dtype_;
   int64_t max_positions_;
   int64_t next_position_ = 0;
+  uint64_t slot_epoch_ = 0;
   std::vector<Layer> layers_;
   Tensor slots_;  // I32 [capacity]: slots_[s] = s; kv_append's slot lists are windows of it
   Tensor keep_;   // I32 [n_kv_heads, capacity]: scratch for prune_prefix

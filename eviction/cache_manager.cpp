@@ -80,6 +80,7 @@ void CacheManager::prepare(KvCache& cache) {
                                      {cache.capacity(), cache.n_kv_heads(), stat_channels_}));
     }
     stats_filled_.assign(static_cast<size_t>(cache.n_layers()), 0);
+    stats_epoch_ = cache.slot_epoch();
   }
   policy_->prepare(cache.n_layers(), cache.n_kv_heads(), cache.capacity());
   scores_.resize(static_cast<size_t>(cache.n_kv_heads() * cache.capacity()));
@@ -175,6 +176,11 @@ SlotStats CacheManager::layer_stats(const KvCache& cache, int64_t layer) {
       .n_slots = cache.size(layer), .n_kv_heads = cache.n_kv_heads(), .channels = stat_channels_};
   if (stat_channels_ == 0) return stats;
   stats.values = stats_[static_cast<size_t>(layer)].data<float>();
+  if (cache.slot_epoch() != stats_epoch_) {
+    // Emptied or shifted outside the manager's compaction: no row matches its slot any more.
+    std::fill(stats_filled_.begin(), stats_filled_.end(), 0);
+    stats_epoch_ = cache.slot_epoch();
+  }
   int64_t& filled = stats_filled_[static_cast<size_t>(layer)];
   const int64_t row = stats.n_kv_heads * stats.channels;
   std::fill(stats.values + std::min(filled, stats.n_slots) * row,

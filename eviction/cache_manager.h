@@ -168,7 +168,8 @@ class CacheManager {
   int64_t largest_share(int64_t uniform, int64_t n_layers) const;
   int64_t smallest_share(int64_t uniform, int64_t n_layers) const;
   // The policy's statistics of `layer` for the cache's filled slots, the rows of slots appended
-  // since the last hand-over zeroed first (host access: the backend must be synchronized).
+  // since the last hand-over zeroed first, and every row after the cache was cleared or pruned
+  // (KvCache::slot_epoch). Host access: the backend must be synchronized.
   SlotStats layer_stats(const KvCache& cache, int64_t layer);
   // How many slots each layer keeps: at most `flat` in every layer, and at most the layer's
   // share (EvictionPolicy::layer_limit) of `layered` minus `reserve` (slots left free for what
@@ -204,6 +205,7 @@ class CacheManager {
   int64_t stat_channels_ = 0;
   std::vector<Tensor> stats_;
   std::vector<int64_t> stats_filled_;  // per layer: slots whose statistics are the policy's
+  uint64_t stats_epoch_ = 0;           // the cache's slot_epoch() the statistics belong to
 
   // Scratch, sized on first use (capacity-bound), so evicting allocates nothing afterwards.
   std::vector<float> scores_;

@@ -360,6 +360,38 @@ TEST(H2o, KeepsPlantedHeavyHitters) {
   }
 }
 
+// A cache emptied under the same manager (a chat started over) starts its statistics afresh: the
+// first sequence's queries all attend to position 0, the second's split 25/75 between positions 1
+// and 3, so the second keeps 1 and 3 as heavy hitters (position 3's 3.0 beats the 2.0 the new
+// position 0 got from its own query, at the eviction before position 5). Had the slot that held
+// position 0 kept its accumulated mass, the new position 0 in that slot would stay instead.
+TEST(H2o, StatisticsStartAfreshWhenTheCacheIsCleared) {
+  EvictionConfig config;
+  config.policy = "h2o";
+  config.window = 2;
+  config.kv_budget = 4;
+  CacheManager manager(config, make_policy(config));
+  Planted planted;
+  auto run = [&](const std::vector<std::pair<int, float>>& head) {
+    for (int step = 0; step < 10; ++step) {
+      manager.maybe_evict(planted.cache, Phase::Decode, 1);
+      planted.append(1);
+      const StepExports options =
+          manager.forward_options(Phase::Decode, planted.cache.next_position() - 1, 1);
+      ASSERT_TRUE(options.export_mass);
+      planted.attend(1, std::vector(Planted::kHeads, head));
+      manager.observe(planted.cache, Phase::Decode, options);
+    }
+  };
+  run({{0, 12.0f}});
+  for (int64_t g = 0; g < Planted::kKvHeads; ++g)
+    ASSERT_EQ(planted.kept(g), (std::set<int32_t>{0, 1, 8, 9})) << "kv head " << g;
+  planted.cache.clear();
+  run({{1, 12.0f}, {3, 12.0f + std::log(3.0f)}});
+  for (int64_t g = 0; g < Planted::kKvHeads; ++g)
+    EXPECT_EQ(planted.kept(g), (std::set<int32_t>{1, 3, 8, 9})) << "kv head " << g;
+}
+
 // TOVA ranks by the newest query alone. Budget 4 (3 slots kept before each token is appended):
 // the queries at positions 0..5 attend to positions 0, 1 and 2, those from 6 on to 1 and 2 only.
 // By the newest query 1 and 2 rank first, then the most recent slot (the others tie at almost
