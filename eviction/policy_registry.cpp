@@ -25,48 +25,20 @@ using enum PolicyLimit;
 // The policies: name, factory, description, the flags of its own settings, what bounds it, and
 // (where it is not half the budget) the window an unset --eviction-window takes under a budget.
 // An explicit table rather than self-registration from each file, which a static library would
-// drop with the object files nothing else references.
+// drop with the object files nothing else references. Left unformatted: one line per policy.
+// clang-format off
 const PolicyEntry kPolicies[] = {
     {"none", make_none_policy, "keeps every token (no eviction)", {}, kNever},
-    {"sliding",
-     make_sliding_policy,
-     "the newest --eviction-window tokens and a protected prefix",
-     {"--eviction-window", "--protected-prefix"},
-     kOwn,
-     sliding_budget_window},
-    {"sink",
-     make_sink_policy,
-     "StreamingLLM: attention sinks and the newest tokens",
-     {"--eviction-window", "--sink-tokens"},
-     kOwn,
-     sink_budget_window},
-    {"snapkv",
-     make_snapkv_policy,
-     "SnapKV: the prompt compressed once by its last queries' attention",
-     {"--sink-tokens", "--snapkv-window", "--snapkv-kernel", "--snapkv-pool"},
-     kBudget},
-    {"h2o",
-     make_h2o_policy,
-     "H2O: heavy hitters by accumulated attention and the newest tokens",
-     {"--eviction-window"},
-     kBudget},
+    {"sliding", make_sliding_policy, "the newest --eviction-window tokens and a protected prefix", {"--eviction-window", "--protected-prefix"}, kOwn, sliding_budget_window},
+    {"sink", make_sink_policy, "StreamingLLM: attention sinks and the newest tokens", {"--eviction-window", "--sink-tokens"}, kOwn, sink_budget_window},
+    {"snapkv", make_snapkv_policy, "SnapKV: the prompt compressed once by its last queries' attention", {"--sink-tokens", "--snapkv-window", "--snapkv-kernel", "--snapkv-pool"}, kBudget},
+    {"h2o", make_h2o_policy, "H2O: heavy hitters by accumulated attention and the newest tokens", {"--eviction-window"}, kBudget},
     {"tova", make_tova_policy, "TOVA: the slots the newest query attends to most", {}, kBudget},
-    {"random",
-     make_random_policy,
-     "a seeded uniform random subset of the history (the floor)",
-     {"--eviction-seed"},
-     kBudget},
-    {"keydiff",
-     make_keydiff_policy,
-     "KeyDiff: the keys least like the mean key direction",
-     {},
-     kBudget},
-    {"expected_attention",
-     make_expected_attention_policy,
-     "Expected Attention: the attention future queries are expected to pay, from query statistics",
-     {"--sink-tokens", "--ea-future-positions", "--ea-covariance", "--ea-epsilon"},
-     kBudget},
+    {"random", make_random_policy, "a seeded uniform random subset of the history (the floor)", {"--eviction-seed"}, kBudget},
+    {"keydiff", make_keydiff_policy, "KeyDiff: the keys least like the mean key direction", {}, kBudget},
+    {"expected_attention", make_expected_attention_policy, "Expected Attention: the attention future queries are expected to pay", {"--sink-tokens", "--ea-future-positions", "--ea-covariance", "--ea-epsilon"}, kBudget},
 };
+// clang-format on
 
 void require(bool ok, const std::string& message) {
   if (!ok) EDGELM_FAIL("[eviction] ", message);
