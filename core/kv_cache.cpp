@@ -87,7 +87,7 @@ KvCache::View KvCache::view(int64_t layer_index) const {
           layer.positions.slice(0, layer.size).reshape({layer.size, n_kv_heads_})};
 }
 
-void KvCache::compact(int64_t layer_index, const Tensor& keep) {
+void KvCache::compact(int64_t layer_index, const Tensor& keep, std::span<const Tensor> alongside) {
   Layer& layer = layers_.at(static_cast<size_t>(layer_index));
   EDGELM_CHECK(keep.rank() == 2 && keep.dim(0) == n_kv_heads_ && keep.dim(1) <= layer.size,
                "[kv_cache] keep ", keep.describe(), " must be [", n_kv_heads_,
@@ -98,6 +98,12 @@ void KvCache::compact(int64_t layer_index, const Tensor& keep) {
   backend_.kv_compact(filled_k, keep);
   backend_.kv_compact(layer.v.slice(0, layer.size), keep);
   backend_.kv_compact(layer.positions.slice(0, layer.size), keep);
+  for (const Tensor& rows : alongside) {
+    EDGELM_CHECK(rows.rank() == 3 && rows.dim(0) >= layer.size && rows.dim(1) == n_kv_heads_,
+                 "[kv_cache] rows compacted alongside ", rows.describe(),
+                 " must be [>= ", layer.size, ", ", n_kv_heads_, ", row]");
+    backend_.kv_compact(rows.slice(0, layer.size), keep);
+  }
   // The compaction reads rows up to the old size, which the next append rewrites from the host.
   backend_.synchronize();
   layer.size = keep.dim(1);
@@ -105,6 +111,7 @@ void KvCache::compact(int64_t layer_index, const Tensor& keep) {
 
 void KvCache::prune_prefix(int64_t n) {
   if (n <= 0) return;
+  ++slot_epoch_;
   backend_.synchronize();
   for (int64_t l = 0; l < n_layers(); ++l) {
     const int64_t size = layers_[l].size;
@@ -123,6 +130,7 @@ void KvCache::prune_prefix(int64_t n) {
 void KvCache::clear() {
   backend_.synchronize();  // queued work may still read rows the next append rewrites
   for (Layer& layer : layers_) layer.size = 0;
+  ++slot_epoch_;
   next_position_ = 0;
 }
 

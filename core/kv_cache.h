@@ -62,12 +62,19 @@ class KvCache {
   View view(int64_t layer) const;
 
   // Keeps, for each kv head g of `layer`, the slots keep[g, :] (I32 [n_kv_heads, n_keep],
-  // strictly increasing), moved to the front in that order. Positions move with their slots.
-  void compact(int64_t layer, const Tensor& keep);
+  // strictly increasing), moved to the front in that order. Positions move with their slots, and
+  // so do the rows of each tensor in `alongside` (per-slot data kept beside the cache, e.g. an
+  // eviction policy's statistics: [capacity, n_kv_heads, row] of a dtype kv_compact takes, in
+  // the backend's memory).
+  void compact(int64_t layer, const Tensor& keep, std::span<const Tensor> alongside = {});
   // Drops the first n slots of every layer (all kv heads alike), e.g. a context shift.
   void prune_prefix(int64_t n);
   // Empties the cache and restarts logical positions at 0.
   void clear();
+  // Counts the calls to clear() and prune_prefix(), which drop or move slots outside compact():
+  // per-slot data kept beside the cache (an eviction policy's statistics, compacted alongside)
+  // no longer matches the slots once it changes.
+  uint64_t slot_epoch() const { return slot_epoch_; }
 
   // Bytes of K and V storage allocated (all layers, full capacity), and of the filled slots.
   size_t memory_bytes() const;
@@ -105,6 +112,7 @@ class KvCache {
   DType dtype_;
   int64_t max_positions_;
   int64_t next_position_ = 0;
+  uint64_t slot_epoch_ = 0;
   std::vector<Layer> layers_;
   Tensor slots_;  // I32 [capacity]: slots_[s] = s; kv_append's slot lists are windows of it
   Tensor keep_;   // I32 [n_kv_heads, capacity]: scratch for prune_prefix

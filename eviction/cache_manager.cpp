@@ -71,6 +71,17 @@ int64_t CacheManager::capacity_for(int64_t context, int64_t max_chunk, int64_t n
 
 void CacheManager::prepare(KvCache& cache) {
   if (prepared_) return;
+  stat_channels_ = policy_->stat_channels();
+  EDGELM_CHECK(stat_channels_ >= 0, "[eviction] policy '", policy_->name(), "' asks for ",
+               stat_channels_, " statistics per slot");
+  if (stat_channels_ > 0) {
+    for (int64_t l = 0; l < cache.n_layers(); ++l) {
+      stats_.push_back(Tensor::empty(cache.backend().memory(), DType::F32,
+                                     {cache.capacity(), cache.n_kv_heads(), stat_channels_}));
+    }
+    stats_filled_.assign(static_cast<size_t>(cache.n_layers()), 0);
+    stats_epoch_ = cache.slot_epoch();
+  }
   policy_->prepare(cache.n_layers(), cache.n_kv_heads(), cache.capacity());
   scores_.resize(static_cast<size_t>(cache.n_kv_heads() * cache.capacity()));
   order_.resize(static_cast<size_t>(cache.capacity()));
@@ -140,7 +151,7 @@ void CacheManager::observe(KvCache& cache, Phase phase, const StepExports& expor
   cache.backend().synchronize();
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
     const Tensor mass = cache.mass(l);
-    policy_->observe(l, phase, mass.data<float>(), cache.n_kv_heads(), cache.size(l));
+    policy_->observe(l, phase, mass.data<float>(), layer_stats(cache, l));
   }
 }
 
@@ -158,6 +169,24 @@ void CacheManager::observe_queries(KvCache& cache, const StepQueries& queries) {
                               .inv_freq = queries.inv_freq});
   }
   query_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+SlotStats CacheManager::layer_stats(const KvCache& cache, int64_t layer) {
+  SlotStats stats{
+      .n_slots = cache.size(layer), .n_kv_heads = cache.n_kv_heads(), .channels = stat_channels_};
+  if (stat_channels_ == 0) return stats;
+  stats.values = stats_[static_cast<size_t>(layer)].data<float>();
+  if (cache.slot_epoch() != stats_epoch_) {
+    // Emptied or shifted outside the manager's compaction: no row matches its slot any more.
+    std::fill(stats_filled_.begin(), stats_filled_.end(), 0);
+    stats_epoch_ = cache.slot_epoch();
+  }
+  int64_t& filled = stats_filled_[static_cast<size_t>(layer)];
+  const int64_t row = stats.n_kv_heads * stats.channels;
+  std::fill(stats.values + std::min(filled, stats.n_slots) * row,
+            stats.values + stats.n_slots * row, 0.0f);
+  filled = stats.n_slots;
+  return stats;
 }
 
 int64_t CacheManager::pressure_floor(int64_t need_free) {
@@ -314,8 +343,8 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
     if (n_keep == n_slots) continue;
     const KvCache::View view = cache.view(l);
     const auto* positions = view.kv_pos.data<int32_t>();
-    LayerSlots slots{l,        n_slots, n_kv_heads, positions, cache.next_position(),
-                     incoming, n_keep,  view.k,     view.v,    &tokens_};
+    const LayerSlots slots{l,      n_slots, n_kv_heads, positions, cache.next_position(), incoming,
+                           n_keep, view.k,  view.v,     &tokens_,  layer_stats(cache, l)};
     const auto score_start = std::chrono::steady_clock::now();
     policy_->score(slots, phase, scores_.data());
     const auto select_start = std::chrono::steady_clock::now();
@@ -344,9 +373,14 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
     }
     const auto compact_start = std::chrono::steady_clock::now();
     event.select_seconds += seconds_between(select_start, compact_start);
-    cache.compact(l, keep);
+    // The statistics move with their slots, by the same keep list in the same op.
+    if (stat_channels_ > 0) {
+      cache.compact(l, keep, std::span(&stats_[static_cast<size_t>(l)], 1));
+      stats_filled_[static_cast<size_t>(l)] = n_keep;
+    } else {
+      cache.compact(l, keep);
+    }
     cache.backend().synchronize();  // the next layer rewrites the keep list
-    policy_->on_compact(l, keep_values, n_kv_heads, n_keep);
     event.compact_seconds += seconds_between(compact_start, std::chrono::steady_clock::now());
   }
   cache.backend().synchronize();

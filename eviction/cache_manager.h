@@ -1,8 +1,10 @@
 // The CacheManager runs between forward steps: it hands the step's attention mass to the
 // policy, decides whether a trigger fires (the policy's own limit, the KV budget, memory pressure
 // reported by a SystemMonitor, or a full cache), asks the policy for scores, keeps the top slots
-// per kv head, and compacts every layer through the backend's kv_compact op. It also sizes the
-// cache: with a limit, the allocation follows the limit (capacity_for), not the logical context.
+// per kv head, and compacts every layer through the backend's kv_compact op. It owns the policy's
+// per-slot statistics (EvictionPolicy::stat_channels) and compacts them with the cache, so a
+// policy never follows compaction itself. It also sizes the cache: with a limit, the allocation
+// follows the limit (capacity_for), not the logical context.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +60,7 @@ struct EvictionEvent {
   size_t rss_before_bytes = 0;
   size_t rss_after_bytes = 0;
   // The parts of `seconds`: the policy's scores, the top-k selection per kv head, and the
-  // compaction (kv_compact on K, V and positions, then the policy's on_compact).
+  // compaction (kv_compact on K, V, positions and the policy's statistics).
   double score_seconds = 0.0;
   double select_seconds = 0.0;
   double compact_seconds = 0.0;
@@ -101,7 +103,8 @@ class CacheManager {
   // compresses the prompt, also the step's own window when the cache must be compressed before
   // the prompt's next step (a prompt longer than the cache: SnapKV scores it chunk by chunk).
   StepExports forward_options(const KvCache& cache, Phase phase, int64_t n_tokens) const;
-  // After a step run with forward_options(): passes the exported mass of every layer to the policy.
+  // After a step run with forward_options(): passes the exported mass of every layer to the
+  // policy, with the layer's statistics to update.
   void observe(KvCache& cache, Phase phase, const StepExports& exports);
   // After a step run with forward_options() that asked for queries (export_queries): passes every
   // layer's query rows to the policy.
@@ -164,6 +167,10 @@ class CacheManager {
   // The largest and the smallest share of `uniform` over the n_layers layers.
   int64_t largest_share(int64_t uniform, int64_t n_layers) const;
   int64_t smallest_share(int64_t uniform, int64_t n_layers) const;
+  // The policy's statistics of `layer` for the cache's filled slots, the rows of slots appended
+  // since the last hand-over zeroed first, and every row after the cache was cleared or pruned
+  // (KvCache::slot_epoch). Host access: the backend must be synchronized.
+  SlotStats layer_stats(const KvCache& cache, int64_t layer);
   // How many slots each layer keeps: at most `flat` in every layer, and at most the layer's
   // share (EvictionPolicy::layer_limit) of `layered` minus `reserve` (slots left free for what
   // comes next).
@@ -193,6 +200,12 @@ class CacheManager {
   bool window_observed_ = false;          // a prefill window was observed since the last compaction
   bool prepared_ = false;
   TokenRecord tokens_;
+  // The policy's per-slot statistics: per layer F32 [capacity, n_kv_heads, stat_channels] in the
+  // backend's memory, compacted with K and V (KvCache::compact); none when it keeps none.
+  int64_t stat_channels_ = 0;
+  std::vector<Tensor> stats_;
+  std::vector<int64_t> stats_filled_;  // per layer: slots whose statistics are the policy's
+  uint64_t stats_epoch_ = 0;           // the cache's slot_epoch() the statistics belong to
 
   // Scratch, sized on first use (capacity-bound), so evicting allocates nothing afterwards.
   std::vector<float> scores_;

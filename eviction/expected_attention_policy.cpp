@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/error.h"
 #include "eviction/cached_rows.h"
 
 namespace edgelm {
@@ -21,6 +22,7 @@ class ExpectedAttentionPolicy final : public EvictionPolicy {
   std::string name() const override { return "expected_attention"; }
   std::optional<int64_t> own_limit() const override { return budget_; }
   bool wants_queries() const override { return true; }
+  KeptSlots always_kept() const override { return {.first = sinks_}; }
 
   void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) override {
     n_layers_ = n_layers;
@@ -284,6 +286,18 @@ class ExpectedAttentionPolicy final : public EvictionPolicy {
 }  // namespace
 
 std::unique_ptr<EvictionPolicy> make_expected_attention_policy(const EvictionConfig& config) {
+  const int64_t sinks = *config.sink_tokens;
+  if (sinks >= config.kv_budget) {
+    EDGELM_FAIL("[eviction] expected_attention: --sink-tokens ", sinks,
+                " must be below --kv-budget ", config.kv_budget);
+  }
+  if (config.ea_future_positions < 1) {
+    EDGELM_FAIL("[eviction] --ea-future-positions ", config.ea_future_positions,
+                " must be at least 1");
+  }
+  if (config.ea_epsilon < 0 || !std::isfinite(config.ea_epsilon)) {
+    EDGELM_FAIL("[eviction] --ea-epsilon ", config.ea_epsilon, " must be finite and >= 0");
+  }
   return std::make_unique<ExpectedAttentionPolicy>(config);
 }
 

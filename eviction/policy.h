@@ -46,6 +46,22 @@ struct EvictionConfig {
   double pyramid_beta = 20.0;            // pyramid: bottom-to-top slope (PyramidKV's beta)
 };
 
+// One layer's per-slot statistics (H2O's accumulated mass, SnapKV's window, TOVA's last query),
+// which the CacheManager owns for the policy (EvictionPolicy::stat_channels): F32
+// [n_slots, n_kv_heads, channels], laid out like K and V so that the manager's compaction moves
+// them with their slots (KvCache::compact). A slot appended since the manager last handed the
+// layer over reads 0 in every channel.
+struct SlotStats {
+  float* values = nullptr;  // null when the policy keeps no statistics
+  int64_t n_slots = 0;
+  int64_t n_kv_heads = 0;
+  int64_t channels = 0;
+
+  float& at(int64_t kv_head, int64_t slot, int64_t channel = 0) const {
+    return values[(slot * n_kv_heads + kv_head) * channels + channel];
+  }
+};
+
 // What a policy sees of one layer when it scores.
 struct LayerSlots {
   int64_t layer = 0;
@@ -60,6 +76,15 @@ struct LayerSlots {
   Tensor k;          // [n_slots, n_kv_heads, head_dim] F32/F16, after RoPE; host-readable now
   Tensor v;          // [n_slots, n_kv_heads, head_dim]
   const TokenRecord* tokens = nullptr;  // what the cached positions hold (eviction/token_record.h)
+  SlotStats stats;                      // the layer's statistics, as observe() left them
+};
+
+// The slots of every layer a policy keeps whatever it scores: the first positions (sinks) and
+// the most recent ones (windows). Per-layer budgets share out only the rest
+// (eviction/pyramid_budget.h); protecting the sinks adds those the policy does not keep already.
+struct KeptSlots {
+  int64_t first = 0;
+  int64_t recent = 0;
 };
 
 // One forward step's queries of one layer before RoPE, for policies that keep query statistics
@@ -104,16 +129,21 @@ class EvictionPolicy {
                                            int64_t /*prompt_end*/) const {
     return std::nullopt;
   }
-  // The mass the step exported for `layer`: [n_kv_heads, n_slots], summed over the query heads of
-  // each group (the group average up to a constant factor) and the requested queries.
+  // How many F32 statistics per (kv head, slot) the CacheManager keeps for the policy (SlotStats);
+  // 0 (the default): none. Asked once, before prepare(). State that is not per slot (Expected
+  // Attention's query statistics) stays in the policy.
+  virtual int64_t stat_channels() const { return 0; }
+  // The mass the step exported for `layer`: [stats.n_kv_heads, stats.n_slots] (mass[g * n_slots +
+  // s]), summed over the query heads of each group (the group average up to a constant factor) and
+  // the requested queries. `stats` is the layer's statistics to update (values null when
+  // stat_channels() is 0; its sizes are set either way).
   virtual void observe(int64_t /*layer*/, Phase /*phase*/, const float* /*mass*/,
-                       int64_t /*n_kv_heads*/, int64_t /*n_slots*/) {}
+                       const SlotStats& /*stats*/) {}
   // Scores every (kv head, slot) into scores[g * n_slots + s]: higher is kept first, kAlwaysKeep
   // marks slots the policy promises to keep. `phase` is Prefill for the end-of-prefill call.
   virtual void score(const LayerSlots& slots, Phase phase, float* scores) = 0;
-  // The layer was compacted: head g kept slots keep[g * n_keep + j]; per-slot state must follow.
-  virtual void on_compact(int64_t /*layer*/, const int32_t* /*keep*/, int64_t /*n_kv_heads*/,
-                          int64_t /*n_keep*/) {}
+  // What the policy keeps in every layer whatever it scores (KeptSlots); none by default.
+  virtual KeptSlots always_kept() const { return {}; }
 
   // Whether forward steps must hand over their queries (observe_queries); false by default, so
   // the model exports none.
@@ -140,24 +170,29 @@ class EvictionPolicy {
 // that are set stay as they are.
 EvictionConfig with_budget_defaults(const EvictionConfig& config);
 
-// Builds the policy named by config.policy with with_budget_defaults(config), checking the
+// Builds the policy the registry (eviction/policy_registry.h) names config.policy with
+// with_budget_defaults(config), wrapped as --protect and --layer-budget ask, checking the
 // settings it depends on. Throws edgelm::Error naming the flag when a setting is missing or
 // inconsistent (e.g. sinks or a protected prefix that leave no room in the budget).
 std::unique_ptr<EvictionPolicy> make_policy(const EvictionConfig& config);
 
-// The policy names, for help texts.
+// Scores each (kv head, slot) by its logical position (newer kept first) into
+// scores[g * n_slots + s], and the first `protected_count` positions kAlwaysKeep: the rule of
+// sliding (a protected prefix), sink and SnapKV's decode phase (attention sinks).
+void score_recent(const LayerSlots& slots, int64_t protected_count, float* scores);
+
+// The policy names of the registry (eviction/policy_registry.h), in its order, for help texts.
 const std::vector<std::string>& policy_names();
 // The same joined with '|' ("none|sliding|..."), for help texts and errors.
 std::string policy_list();
 
 // The command-line flags of the eviction settings (the fields of EvictionConfig but the policy,
 // plus --simulate-memory), and whether `policy` reads `flag`: every policy that evicts reads
-// --kv-budget, --memory-threshold-mb, --simulate-memory and --protect; the budgeted ones (snapkv,
-// h2o, tova, random, keydiff, expected_attention) --layer-budget and --pyramid-beta; and each its
-// own settings (sliding --eviction-window and --protected-prefix; sink --eviction-window and
-// --sink-tokens; h2o --eviction-window; snapkv --sink-tokens and the --snapkv-* flags; random
-// --eviction-seed; expected_attention --sink-tokens and the --ea-* flags); `none` reads none.
-// generate warns about a flag given that the chosen configuration ignores.
+// --kv-budget, --memory-threshold-mb, --simulate-memory, --pressure-floor and --protect; the
+// budgeted ones --layer-budget and --pyramid-beta; and each the settings its registry line lists
+// (eviction/policy_registry.cpp); `none` reads none. Throws edgelm::Error naming
+// --eviction-policy for a name the registry does not hold. generate warns about a flag given that
+// the chosen configuration ignores.
 const std::vector<std::string>& eviction_flags();
 bool policy_reads(const std::string& policy, const std::string& flag);
 // The same for a whole configuration, which also knows what the wrappers' settings turn on:

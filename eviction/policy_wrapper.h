@@ -30,16 +30,14 @@ class PolicyWrapper : public EvictionPolicy {
                                    int64_t prompt_end) const override {
     return inner_->mass_from(phase, first, n, prompt_end);
   }
-  void observe(int64_t layer, Phase phase, const float* mass, int64_t n_kv_heads,
-               int64_t n_slots) override {
-    inner_->observe(layer, phase, mass, n_kv_heads, n_slots);
+  int64_t stat_channels() const override { return inner_->stat_channels(); }
+  void observe(int64_t layer, Phase phase, const float* mass, const SlotStats& stats) override {
+    inner_->observe(layer, phase, mass, stats);
   }
   void score(const LayerSlots& slots, Phase phase, float* scores) override {
     inner_->score(slots, phase, scores);
   }
-  void on_compact(int64_t layer, const int32_t* keep, int64_t n_kv_heads, int64_t n_keep) override {
-    inner_->on_compact(layer, keep, n_kv_heads, n_keep);
-  }
+  KeptSlots always_kept() const override { return inner_->always_kept(); }
   bool wants_queries() const override { return inner_->wants_queries(); }
   void observe_queries(const QueryRows& queries) override { inner_->observe_queries(queries); }
   int64_t layer_limit(int64_t layer, int64_t n_layers, int64_t limit) const override {

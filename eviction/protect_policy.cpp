@@ -43,6 +43,13 @@ class ProtectPolicy final : public PolicyWrapper {
     return sinks + system;
   }
 
+  // The protected sinks are the first positions, which the wrapped policy may keep already.
+  KeptSlots always_kept() const override {
+    KeptSlots kept = PolicyWrapper::always_kept();
+    if ((classes_ & kProtectSinks) != 0) kept.first = std::max(kept.first, sinks_);
+    return kept;
+  }
+
   void prepare(int64_t n_layers, int64_t n_kv_heads, int64_t capacity) override {
     PolicyWrapper::prepare(n_layers, n_kv_heads, capacity);
     template_positions_.reserve(static_cast<size_t>(capacity));
