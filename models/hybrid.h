@@ -4,7 +4,7 @@
 // backend runs it; a switch waits for the backend that ran last to finish and hands the cache to
 // the other one (KvCache::set_backend). Nothing is copied.
 //
-//   HybridModel hybrid(path, {.weights = WeightSharing::Shared});
+//   HybridModel hybrid(path, {.weights = WeightSharing::PerBackend});
 //   KvCache cache = hybrid.make_cache(capacity, DType::F16, context);
 //   PhaseSchedule schedule({.prefill = HybridSide::OpenCl, .decode = HybridSide::Cpu});
 //   HybridRouter router(hybrid, cache, schedule);
@@ -62,7 +62,7 @@ struct HybridOptions {
   // Threads, pinning, the OpenCL device, profiling and repacking of both; `memory` is ignored (the
   // CPU backend always allocates from OpenCL's shared memory).
   BackendOptions backend;
-  WeightSharing weights = WeightSharing::Shared;
+  WeightSharing weights = WeightSharing::PerBackend;
   std::optional<DType> weight_type;  // LoadOptions::weight_type
   int64_t max_chunk = kDefaultPrefillChunk;
 };
