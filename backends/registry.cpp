@@ -55,6 +55,7 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
     cpu_options.cpus = options.cpus;
     cpu_options.repack_weights = options.repack_weights;
     cpu_options.profile = options.profile;
+    cpu_options.memory = options.memory;
     if (name != "cpu") cpu_options.isa = name.substr(4);
     return std::make_unique<cpu::CpuBackend>(cpu_options);
   }

@@ -21,6 +21,10 @@ struct BackendOptions {
   // (Backend::matmul_weight_type): the CPU's interleaved layouts, and Q4_1/Q5_0/Q5_1 converted to
   // Q8_0 on the SIMD tables and OpenCL. false (--no-repack): every weight as stored.
   bool repack_weights = true;
+  // CPU backends: allocate every tensor (activations, caches, repacked weights) from this memory
+  // instead of their own, e.g. an OpenCL backend's shared buffers, so that both backends work on
+  // the same bytes (CpuOptions::memory). It must outlive the backend. Null: the CPU's own memory.
+  std::shared_ptr<Memory> memory;
 };
 
 // True when this binary was built with the OpenCL backend (EDGELM_OPENCL=ON).

@@ -16,6 +16,7 @@
 
 #include "backends/registry.h"
 #include "bin/cli_util.h"
+#include "bin/generate_flags.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/npy.h"
@@ -92,173 +93,50 @@ void log_eviction_summary(edgelm::CacheManager& manager) {
 
 int run(int argc, char** argv) {
   CLI::App app{"Generates text with a Llama model (Hugging Face folder or GGUF file)."};
-  std::string model_path;
-  std::string prompt;
-  std::string prompt_ids_text;
-  std::string system_prompt;
-  bool chat = false;
-  std::string chat_template_name;
-  bool list_chat_templates = false;
-  bool interactive = false;
-  bool print_ids = false;
-  int n_generate = 128;
-  std::string backend_name = "cpu";
-  int threads = 0;
-  std::string weight_type_text;
-  std::string kv_type_text = "f16";
-  int64_t max_seq_len = 2048;
-  int64_t chunk = edgelm::kDefaultPrefillChunk;
-  edgelm::SamplerConfig sampling;
-  edgelm::TokenizerOptions tokenizer_options;
-  bool greedy = false;
-  bool json = false;
-  bool quiet = false;
-  std::string dump_logits;
-  edgelm::EvictionConfig eviction;
-  std::string simulate_memory;
-  bool list_devices = false;
-  int cl_platform = -1;
-  int cl_device = -1;
-  bool profile = false;
-  std::string profile_out;
-  std::string prompt_file;
-  bool ignore_eos = false;
-  namespace flag = edgelm::cli::flag;
-  app.add_option(flag::kModel, model_path, "Hugging Face model folder or .gguf file");
-  app.add_option(flag::kPrompt, prompt, "Prompt text");
-  app.add_option(flag::kFile, prompt_file,
-                 "Read the prompt text from this file (one trailing newline is dropped)");
-  app.add_option("--prompt-ids", prompt_ids_text,
-                 "Prompt as token ids, comma-separated decimal numbers without spaces, e.g. 1,2,3 "
-                 "(bypasses the tokenizer)");
-  app.add_flag("--chat", chat, "Wrap the prompt in the model's chat template");
-  app.add_option("--chat-template", chat_template_name,
-                 "Chat template for --chat / --interactive instead of the model's (see "
-                 "--list-chat-templates)");
-  app.add_flag("--list-chat-templates", list_chat_templates,
-               "List the chat template names, then exit");
-  app.add_option("--system", system_prompt, "System message for --chat / --interactive");
-  app.add_flag("-i,--interactive", interactive, "Multi-turn chat on stdin (/reset, /quit)");
-  app.add_flag("--print-ids", print_ids, "Stream token ids instead of text");
-  app.add_option(flag::kPredict, n_generate,
-                 "Tokens to generate (per turn); a warning when the reply cannot fit in -c")
-      ->check(CLI::Range(0, 1 << 30));
-  app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
-  app.add_flag("--list-devices", list_devices, "List the OpenCL platforms and devices, then exit");
-  app.add_option("--cl-platform", cl_platform,
-                 "OpenCL platform index (default: the first with a GPU)")
-      ->check(CLI::Range(-1, 1 << 20));
-  app.add_option("--cl-device", cl_device,
-                 "OpenCL device index within the platform (default: its first GPU)")
-      ->check(CLI::Range(-1, 1 << 20));
-  app.add_flag("--profile", profile,
-               "Print time per op and kernel for prefill and decode: device time on OpenCL, "
-               "each op call's wall time on the CPU (with weight GB/s for matmuls)");
-  app.add_option("--profile-out", profile_out,
-                 "Also write the profile as CSV (phase,op,kernel,calls,total_ms,bytes); implies "
-                 "--profile");
-  app.add_option(flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
-      ->check(CLI::Range(0, 1024));
-  std::string cpu_list;
-  app.add_option("--cpus", cpu_list,
-                 "Pin CPU thread i to the i-th CPU of this list, e.g. 4-7 (a phone's big cores)");
-  app.add_option("--weight-type", weight_type_text, edgelm::cli::kWeightTypeHelp);
-  bool no_repack = false;
-  app.add_flag("--no-repack", no_repack,
-               "Multiply weights as stored instead of in the backend's faster layout (the "
-               "CPU's repacked Q4_0, Q8_0, F16; Q8_0 for Q4_1, Q5_0, Q5_1)");
-  app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16");
-  app.add_option(flag::kCtxSize, max_seq_len,
-                 "Logical context in tokens (default 2048): the most positions prompt and reply "
-                 "take; also the KV cache's capacity unless an eviction limit sizes it")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option(flag::kBatchSize, chunk,
-                 "Prompt tokens per prefill step (default " +
-                     std::to_string(edgelm::kDefaultPrefillChunk) + ")")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
-  auto* temperature =
-      app.add_option(flag::kTemp, sampling.temperature, "Sampling temperature (0: greedy)");
-  auto* top_k = app.add_option("--top-k", sampling.top_k, "Keep the k most likely tokens (0: off)");
-  auto* top_p = app.add_option("--top-p", sampling.top_p, "Nucleus sampling threshold (1: off)");
-  app.add_option("--min-p", sampling.min_p,
-                 "Drop tokens below min-p times the top probability (0: off)");
-  app.add_option("--repeat-penalty", sampling.repetition_penalty, "Repetition penalty (1: off)");
-  app.add_option("--repeat-last-n", sampling.repetition_window,
-                 "Tokens the repetition penalty looks back at");
-  app.add_option(flag::kSeed, sampling.seed, "Sampling seed")->check(edgelm::cli::kUint64);
-  app.add_flag(flag::kIgnoreEos, ignore_eos,
-               "Never sample an end-of-sequence or end-of-turn token, so that exactly -n tokens "
-               "are generated (for benchmarks and long runs)");
-  app.add_flag("--greedy", greedy, "Always take the most likely token");
-  app.add_flag(
-      "--allow-unknown-pre-tokenizer", tokenizer_options.allow_unknown_pre_tokenizer,
-      "GGUF: use Llama 3's pre-tokenizer, with a warning, for an unknown tokenizer.ggml.pre");
-  app.add_flag("--json", json, "Print a JSON summary as the last line of stdout");
-  app.add_flag("-q,--quiet", quiet, "Do not stream the output");
-  app.add_option("--dump-logits", dump_logits,
-                 "Write float32 .npy [steps, vocab]: logits of the last prompt position and of "
-                 "every decode step");
-  app.add_option("--eviction-policy", eviction.policy, "KV eviction: " + edgelm::policy_list());
-  int64_t window = 0;
-  app.add_option("--eviction-window", window,
-                 "Recent tokens kept (sliding, sink, h2o; default: 512, or what the budget "
-                 "leaves: budget - sinks, budget - prefix, budget/2 for h2o)");
-  app.add_option("--protected-prefix", eviction.protected_prefix,
-                 "sliding: first tokens always kept");
-  int64_t sink_tokens = 0;
-  app.add_option("--sink-tokens", sink_tokens,
-                 "sink/snapkv: attention-sink tokens kept (default: 4, or budget/64 in [1, 4])");
-  app.add_option("--kv-budget", eviction.kv_budget,
-                 "Most KV slots per layer and kv head (needed by snapkv, h2o, tova); the cache "
-                 "allocates this, not -c")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
-  uint64_t budget_bytes = 0;
-  app.add_option("--budget-bytes", budget_bytes,
-                 "The KV budget in bytes of K and V over all layers (instead of --kv-budget): "
-                 "rounded down to whole slots")
-      ->check(edgelm::cli::kUint64);
-  int64_t kv_capacity = 0;
-  app.add_option("--kv-capacity", kv_capacity,
-                 "KV slots to allocate (default: the eviction limit, plus one prefill step for "
-                 "snapkv; -c without a limit); a snapkv cache that holds the whole prompt "
-                 "compresses it in one shot")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  std::string dump_kv_positions;
-  app.add_option("--dump-kv-positions", dump_kv_positions,
-                 "Write float32 .npy [layers, kv heads, slots]: the logical position each slot "
-                 "holds when prefill ends (-1: empty)");
-  app.add_option("--memory-threshold-mb", eviction.memory_threshold_mb,
-                 "Evict while available memory is below this (MiB)");
-  app.add_option("--pressure-floor", eviction.pressure_floor,
-                 "Slots memory pressure never cuts the cache below (default: what the policy "
-                 "always keeps + 16 recent + one prefill step)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
-  app.add_option("--snapkv-window", eviction.snapkv_window,
-                 "snapkv: last prompt queries that score the prompt");
-  app.add_option("--snapkv-kernel", eviction.snapkv_kernel,
-                 "snapkv: pooling kernel over slots (odd)");
-  app.add_option("--snapkv-pool", eviction.snapkv_pool, "snapkv: max|avg pooling");
-  app.add_option("--simulate-memory", simulate_memory,
-                 "Replace /proc/meminfo with a scripted curve step:MiB,... (e.g. 0:4000,200:100)");
-  app.add_option("--eviction-seed", eviction.seed, "random: seed of the kept subset")
-      ->check(edgelm::cli::kUint64);
-  app.add_option("--ea-future-positions", eviction.ea_future_positions,
-                 "expected_attention: future positions the query statistics are rotated to "
-                 "(default 512)");
-  app.add_option("--ea-covariance", eviction.ea_covariance,
-                 "expected_attention: include the query covariance term (on|off, default on)");
-  app.add_option("--ea-epsilon", eviction.ea_epsilon,
-                 "expected_attention: added to the expected attention before the value-norm "
-                 "weight (default 0)");
-  app.add_option("--protect", eviction.protect,
-                 "Keep these out of any policy's competition, within its limit: "
-                 "sinks,system,template (the first --sink-tokens, the system prompt, special "
-                 "tokens)");
-  app.add_option("--layer-budget", eviction.layer_budget,
-                 "uniform|pyramid: pyramid shares the budget out over the layers, more below "
-                 "(PyramidKV)");
-  app.add_option("--pyramid-beta", eviction.pyramid_beta,
-                 "pyramid: bottom-to-top steepness (default 20; 1 is uniform)");
+  // The flags are declared in bin/generate_flags.h (generate_hybrid takes them too).
+  edgelm::cli::GenerateFlags flags;
+  edgelm::cli::add_generate_flags(app, flags);
+  std::string& model_path = flags.model_path;
+  std::string& prompt = flags.prompt;
+  std::string& prompt_ids_text = flags.prompt_ids_text;
+  std::string& system_prompt = flags.system_prompt;
+  bool& chat = flags.chat;
+  std::string& chat_template_name = flags.chat_template_name;
+  bool& list_chat_templates = flags.list_chat_templates;
+  bool& interactive = flags.interactive;
+  bool& print_ids = flags.print_ids;
+  int& n_generate = flags.n_generate;
+  std::string& backend_name = flags.backend_name;
+  int& threads = flags.threads;
+  std::string& weight_type_text = flags.weight_type_text;
+  std::string& kv_type_text = flags.kv_type_text;
+  int64_t& max_seq_len = flags.max_seq_len;
+  int64_t& chunk = flags.chunk;
+  edgelm::SamplerConfig& sampling = flags.sampling;
+  edgelm::TokenizerOptions& tokenizer_options = flags.tokenizer_options;
+  bool& greedy = flags.greedy;
+  bool& json = flags.json;
+  bool& quiet = flags.quiet;
+  std::string& dump_logits = flags.dump_logits;
+  edgelm::EvictionConfig& eviction = flags.eviction;
+  std::string& simulate_memory = flags.simulate_memory;
+  bool& list_devices = flags.list_devices;
+  int& cl_platform = flags.cl_platform;
+  int& cl_device = flags.cl_device;
+  bool& profile = flags.profile;
+  std::string& profile_out = flags.profile_out;
+  std::string& prompt_file = flags.prompt_file;
+  bool& ignore_eos = flags.ignore_eos;
+  std::string& cpu_list = flags.cpu_list;
+  bool& no_repack = flags.no_repack;
+  int64_t& window = flags.window;
+  int64_t& sink_tokens = flags.sink_tokens;
+  uint64_t& budget_bytes = flags.budget_bytes;
+  int64_t& kv_capacity = flags.kv_capacity;
+  std::string& dump_kv_positions = flags.dump_kv_positions;
+  CLI::Option* const temperature = flags.temperature;
+  CLI::Option* const top_k = flags.top_k;
+  CLI::Option* const top_p = flags.top_p;
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
   if (app.count("--eviction-window") > 0) eviction.window = window;
   if (app.count("--sink-tokens") > 0) eviction.sink_tokens = sink_tokens;

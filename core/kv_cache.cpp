@@ -9,7 +9,7 @@ namespace edgelm {
 
 KvCache::KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n_kv_heads,
                  int64_t head_dim, DType dtype, int64_t max_positions)
-    : backend_(backend),
+    : backend_(&backend),
       capacity_(capacity),
       n_kv_heads_(n_kv_heads),
       head_dim_(head_dim),
@@ -45,6 +45,26 @@ KvCache::KvCache(Backend& backend, int64_t n_layers, int64_t capacity, int64_t n
   keep_ = Tensor::empty(memory, DType::I32, {n_kv_heads, capacity});
 }
 
+void KvCache::set_backend(Backend& backend) {
+  if (&backend == backend_) return;
+  auto check = [&](const Tensor& t, const char* what) {
+    if (t.defined() && !backend.can_use(*t.buffer())) {
+      EDGELM_FAIL("[kv_cache] backend ", backend.name(), " cannot use the cache's ", what,
+                  " in place: the cache moves only between backends that share its buffers");
+    }
+  };
+  for (const Layer& layer : layers_) {
+    check(layer.k, "K");
+    check(layer.v, "V");
+    check(layer.positions, "positions");
+    check(layer.mass, "attention mass");
+  }
+  check(slots_, "slot list");
+  check(keep_, "keep list");
+  backend_->synchronize();
+  backend_ = &backend;
+}
+
 size_t KvCache::slot_bytes(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType dtype) {
   return 2 * static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_heads) *
          dtype_row_bytes(dtype, head_dim);
@@ -76,8 +96,8 @@ void KvCache::append(int64_t layer_index, const Tensor& k, const Tensor& v,
     for (int64_t g = 0; g < n_kv_heads_; ++g) kv_pos[slot * n_kv_heads_ + g] = positions[t];
   }
   const Tensor slot_list = slots_.slice(layer.size, n);
-  backend_.kv_append(k, slot_list, layer.k);
-  backend_.kv_append(v, slot_list, layer.v);
+  backend_->kv_append(k, slot_list, layer.k);
+  backend_->kv_append(v, slot_list, layer.v);
   layer.size += n;
 }
 
@@ -95,24 +115,24 @@ void KvCache::compact(int64_t layer_index, const Tensor& keep, std::span<const T
   const Tensor filled_k = layer.k.slice(0, layer.size);
   // Slots beyond `size` hold stale data; restrict the op to the filled slots so a keep index
   // pointing past them is rejected by the op's own range check.
-  backend_.kv_compact(filled_k, keep);
-  backend_.kv_compact(layer.v.slice(0, layer.size), keep);
-  backend_.kv_compact(layer.positions.slice(0, layer.size), keep);
+  backend_->kv_compact(filled_k, keep);
+  backend_->kv_compact(layer.v.slice(0, layer.size), keep);
+  backend_->kv_compact(layer.positions.slice(0, layer.size), keep);
   for (const Tensor& rows : alongside) {
     EDGELM_CHECK(rows.rank() == 3 && rows.dim(0) >= layer.size && rows.dim(1) == n_kv_heads_,
                  "[kv_cache] rows compacted alongside ", rows.describe(),
                  " must be [>= ", layer.size, ", ", n_kv_heads_, ", row]");
-    backend_.kv_compact(rows.slice(0, layer.size), keep);
+    backend_->kv_compact(rows.slice(0, layer.size), keep);
   }
   // The compaction reads rows up to the old size, which the next append rewrites from the host.
-  backend_.synchronize();
+  backend_->synchronize();
   layer.size = keep.dim(1);
 }
 
 void KvCache::prune_prefix(int64_t n) {
   if (n <= 0) return;
   ++slot_epoch_;
-  backend_.synchronize();
+  backend_->synchronize();
   for (int64_t l = 0; l < n_layers(); ++l) {
     const int64_t size = layers_[l].size;
     const int64_t drop = std::min(n, size);
@@ -123,12 +143,12 @@ void KvCache::prune_prefix(int64_t n) {
       for (int64_t j = 0; j < n_keep; ++j) values[g * n_keep + j] = static_cast<int32_t>(drop + j);
     }
     compact(l, keep);
-    backend_.synchronize();  // the next layer rewrites the same scratch list
+    backend_->synchronize();  // the next layer rewrites the same scratch list
   }
 }
 
 void KvCache::clear() {
-  backend_.synchronize();  // queued work may still read rows the next append rewrites
+  backend_->synchronize();  // queued work may still read rows the next append rewrites
   for (Layer& layer : layers_) layer.size = 0;
   ++slot_epoch_;
   next_position_ = 0;
@@ -163,7 +183,7 @@ size_t KvCache::release_free_slots(int64_t first_slot) {
     EDGELM_CHECK(layers_[l].size <= first_slot, "[kv_cache] layer ", l, " holds ", layers_[l].size,
                  " slots: slots from ", first_slot, " on are not free");
   }
-  backend_.synchronize();  // queued appends or compactions may still touch those rows
+  backend_->synchronize();  // queued appends or compactions may still touch those rows
   // The bytes of `t` from element row `first_row` of `rows` on, given back.
   auto release_rows = [](const Tensor& t, int64_t first_row, int64_t rows) {
     if (!t.defined()) return size_t{0};
@@ -185,7 +205,7 @@ size_t KvCache::release_free_slots(int64_t first_slot) {
 Tensor KvCache::mass(int64_t layer_index) {
   Layer& layer = layers_.at(static_cast<size_t>(layer_index));
   if (!layer.mass.defined()) {
-    layer.mass = Tensor::empty(backend_.memory(), DType::F32, {n_kv_heads_ * capacity_});
+    layer.mass = Tensor::empty(backend_->memory(), DType::F32, {n_kv_heads_ * capacity_});
   }
   return layer.mass.view(DType::F32, {n_kv_heads_, layer.size});
 }
@@ -194,7 +214,7 @@ int32_t KvCache::position(int64_t layer_index, int64_t slot, int64_t head) const
   const Layer& layer = layers_.at(static_cast<size_t>(layer_index));
   EDGELM_CHECK(slot >= 0 && slot < layer.size && head >= 0 && head < n_kv_heads_,
                "[kv_cache] slot ", slot, ", head ", head, " out of range");
-  backend_.synchronize();
+  backend_->synchronize();
   return layer.positions.data<int32_t>()[slot * n_kv_heads_ + head];
 }
 

@@ -27,7 +27,14 @@ class KvCache {
   // K and V bytes of one slot over all layers: what each slot of capacity or budget costs.
   static size_t slot_bytes(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, DType dtype);
 
-  Backend& backend() const { return backend_; }
+  Backend& backend() const { return *backend_; }
+  // Hands the cache to another backend, whose ops append, compact and read it from the next step
+  // on: the same buffers, nothing copied. First waits for the work queued on the current backend
+  // (its results must be visible before the other one reads them). Throws edgelm::Error naming the
+  // backend when it cannot use every buffer of the cache in place (Backend::can_use): a switch is
+  // only between backends that share the cache's memory (a CPU backend over an OpenCL backend's
+  // shared buffers, CpuOptions::memory).
+  void set_backend(Backend& backend);
   int64_t n_layers() const { return static_cast<int64_t>(layers_.size()); }
   int64_t capacity() const { return capacity_; }
   int64_t n_kv_heads() const { return n_kv_heads_; }
@@ -105,7 +112,7 @@ class KvCache {
     int64_t size = 0;
   };
 
-  Backend& backend_;
+  Backend* backend_;  // never null
   int64_t capacity_;
   int64_t n_kv_heads_;
   int64_t head_dim_;

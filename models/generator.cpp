@@ -30,6 +30,7 @@ std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase ph
                                        std::optional<int64_t> logits_from) {
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t first_position = cache_.next_position();
+  LlamaModel& model = router_ != nullptr ? router_->route(phase, n) : model_;
   ForwardOptions options;
   StepExports exports;
   if (manager_ != nullptr) {
@@ -47,13 +48,14 @@ std::span<const float> Generator::step(std::span<const int32_t> tokens, Phase ph
     options.logits_from = *logits_from;
   }
   const Stopwatch stopwatch;
-  const std::span<const float> logits = model_.forward(tokens, cache_, options);
+  const std::span<const float> logits = model.forward(tokens, cache_, options);
   const double seconds = stopwatch.seconds();
   (phase == Phase::Prefill ? prefill_seconds_ : decode_seconds_) += seconds;
+  if (router_ != nullptr) router_->finished(phase, n, seconds);
   if (manager_ != nullptr) {
     manager_->observe(cache_, phase, exports);
     if (exports.export_queries) {
-      manager_->observe_queries(cache_, exported_queries(model_, first_position));
+      manager_->observe_queries(cache_, exported_queries(model, first_position));
     }
   }
   return logits;

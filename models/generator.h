@@ -16,6 +16,20 @@
 
 namespace edgelm {
 
+// Picks, before each forward step, which of several models over the same weights and KV cache runs
+// it, and hears how long it took: two backends taking turns on one generation (models/hybrid.h,
+// generate_hybrid). The router hands the cache to the model's backend (KvCache::set_backend)
+// before returning it.
+class StepRouter {
+ public:
+  virtual ~StepRouter() = default;
+  // The model that runs the next step, `n_tokens` tokens of `phase` (evictions before the step
+  // run on its backend too).
+  virtual LlamaModel& route(Phase phase, int64_t n_tokens) = 0;
+  // The step has run: its forward time in seconds (eviction excluded).
+  virtual void finished(Phase phase, int64_t n_tokens, double seconds) = 0;
+};
+
 class Generator {
  public:
   // manager may be null: no eviction (the cache must then hold the whole sequence).
@@ -40,6 +54,10 @@ class Generator {
   // eviction can always make room for (CacheManager::max_step_tokens).
   int64_t max_step() const;
 
+  // Lets `router` choose the model of every step from now on (null: the model given at
+  // construction runs them all). It must outlive the generator or be unset first.
+  void set_router(StepRouter* router) { router_ = router; }
+
   LlamaModel& model() const { return model_; }
   KvCache& cache() const { return cache_; }
 
@@ -56,6 +74,7 @@ class Generator {
   LlamaModel& model_;
   KvCache& cache_;
   CacheManager* manager_;
+  StepRouter* router_ = nullptr;
   double prefill_seconds_ = 0.0;
   double decode_seconds_ = 0.0;
   int64_t prefill_tokens_ = 0;

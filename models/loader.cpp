@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -516,6 +517,29 @@ int64_t hf_to_gguf_row(int64_t hf_row, int64_t head_dim) {
   const int64_t r = hf_row % head_dim;
   const int64_t half = head_dim / 2;
   return head * head_dim + (r < half ? 2 * r : 2 * (r - half) + 1);
+}
+
+LlamaWeights weights_for(Backend& backend, const LlamaWeights& weights) {
+  Backend& converter = host_converter(backend, {}, "weights of another backend");
+  LlamaWeights out = weights;
+  auto layout = [&](Tensor& t, const char* name) {
+    t = for_matmul(backend, converter, t, name, "weights of another backend");
+  };
+  layout(out.output, "output");
+  for (LlamaLayerWeights& w : out.layers) {
+    using Named = std::pair<Tensor*, const char*>;
+    for (const auto& [t, name] : std::initializer_list<Named>{{&w.wq, "wq"},
+                                                              {&w.wk, "wk"},
+                                                              {&w.wv, "wv"},
+                                                              {&w.wo, "wo"},
+                                                              {&w.w_gate, "w_gate"},
+                                                              {&w.w_up, "w_up"},
+                                                              {&w.w_down, "w_down"}}) {
+      layout(*t, name);
+    }
+  }
+  backend.synchronize();
+  return out;
 }
 
 LoadedModel load_llama(const std::string& path, Backend& backend, const LoadOptions& options) {

@@ -45,6 +45,14 @@ struct LoadedModel {
 // `backend`) cannot read host memory.
 LoadedModel load_llama(const std::string& path, Backend& backend, const LoadOptions& options = {});
 
+// The weights of a model loaded for another backend, in the layouts `backend` multiplies fastest
+// (Backend::matmul_weight_type): each matrix whose layout differs (the CPU's Q4_0x8, Q8_0x8, F16x4
+// for OpenCL's Q4_0, Q8_0, F16) is converted and repacked by `backend` on the host into its
+// weight_memory(); every other tensor (norms, the embedding, matrices already in the layout) is
+// the same tensor, sharing its buffer. `backend` must read host memory (a CPU backend) and be
+// able to read the given weights in place. For two backends over one model (models/hybrid.h).
+LlamaWeights weights_for(Backend& backend, const LlamaWeights& weights);
+
 // Where GGUF `llama` files store Q/K rows for interleaved RoPE pairs, Hugging Face stores them for
 // rotate-half pairs. Row r of head h in GGUF order holds HF row (r % 2) * head_dim/2 + r / 2.
 // Returns the HF row index for a GGUF row (and the inverse, for writers).
