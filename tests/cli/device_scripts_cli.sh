@@ -75,10 +75,11 @@ cat > "$work/matrix.json" << EOF
  "tools": ["bench", "perplexity", "eviction_eval", "generate"], "text": "text.txt"}
 EOF
 results="$work/results"
+tool_args=(--bench-args "--n-prompt 16 -n 8 -r 2 --no-bw-probe" --perplexity-args "-c 64 --chunks 2"
+  --eviction-eval-args "-c 64 --windows 1 --runs streaming --bootstrap 20 --block-tokens 8"
+  --generate-args "-n 16 --ignore-eos")
 run_script "$device/run_matrix" --local --device-dir "$target" --matrix "$work/matrix.json" \
-  --bench-args "--n-prompt 16 -n 8 -r 2 --no-bw-probe" --perplexity-args "-c 64 --chunks 2" \
-  --eviction-eval-args "-c 64 --windows 1 --runs streaming --bootstrap 20 --block-tokens 8" \
-  --generate-args "-n 16 --ignore-eos" -o "$results" > /dev/null 2> "$work/err.txt"
+  "${tool_args[@]}" -o "$results" > /dev/null 2> "$work/err.txt"
 check "run_matrix: exit 0" $?
 per_point=$((2 * 2 * n_backends))
 expected_runs=$((per_point * (3 + 5)))  # bench, perplexity, eviction_eval; generate x 5 caches
@@ -102,6 +103,15 @@ for entry in runs:
         assert record["result"]["weight_type"] == record["axes"]["weight_type"], entry["id"]
 EOF
 check "run_matrix: $expected_runs runs, all ok, each with facts and its tool's JSON" $?
+
+# --resume keeps every run that succeeded: nothing runs again; another matrix is refused.
+run_script "$device/run_matrix" --local --device-dir "$target" --matrix "$work/matrix.json" \
+  "${tool_args[@]}" -o "$results" --resume > /dev/null 2> "$work/err.txt" &&
+  [ "$(grep -c ': kept$' "$work/err.txt")" -eq "$expected_runs" ]
+check "run_matrix --resume: all $expected_runs runs kept" $?
+expect_flag_error "$python" run_matrix "run_matrix --resume: another matrix" \
+  "--resume: 'bench_args' differs" "$device/run_matrix" --local --device-dir "$target" \
+  --matrix "$work/matrix.json" -o "$results" --resume
 
 # --- summary: one row per run (bench: two tests each).
 run_script "$device/summary" "$results" -o "$work/summary.md" 2> "$work/err.txt"
