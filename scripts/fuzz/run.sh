@@ -4,8 +4,8 @@
 #   scripts/fuzz/run.sh [seconds per target] [target ...]
 #
 # The targets are built with Clang under AddressSanitizer and UBSan (-DEDGELM_SANITIZE=ON
-# -DEDGELM_FUZZ=ON) in $EDGELM_FUZZ_BUILD_DIR (default build-fuzz/), the library without the
-# OpenCL backend, which no parser uses. Default: every target, 60 s each, as many at once as there
+# -DEDGELM_FUZZ=ON) in $EDGELM_FUZZ_BUILD_DIR (default build-fuzz/: the library without the
+# OpenCL backend, which no parser uses, and the targets). Default: every target, 60 s each, as many at once as there
 # are CPUs. Each target starts from its committed seeds (fuzz/corpus/<target>/, read only) and
 # keeps what it finds new in <build dir>/fuzz/work/<target>/, which later runs reuse. A crash, a
 # sanitizer report, a leak, a timeout (10 s for one input) or running out of memory (2 GiB) stops
@@ -22,8 +22,12 @@ if [ ${#targets[@]} -eq 0 ]; then
            fuzz_chat_template)
 fi
 build_dir=${EDGELM_FUZZ_BUILD_DIR:-build-fuzz}
-CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DEDGELM_SANITIZE=ON -DEDGELM_FUZZ=ON -DEDGELM_OPENCL=OFF -DEDGELM_BUILD_TESTS=OFF > /dev/null
+# A folder already configured with EDGELM_FUZZ=ON (the Clang ASan build of scripts/test.sh with
+# EDGELM_ASAN_COMPILER=clang) is used as it is; any other is configured for the targets alone.
+if ! grep -qs '^EDGELM_FUZZ:BOOL=ON$' "$build_dir/CMakeCache.txt"; then
+  CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DEDGELM_SANITIZE=ON -DEDGELM_FUZZ=ON -DEDGELM_OPENCL=OFF -DEDGELM_BUILD_TESTS=OFF > /dev/null
+fi
 cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}"
 
 # One target: its log in $build_dir/fuzz/<target>.log, a summary line on stdout.
