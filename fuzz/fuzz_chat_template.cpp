@@ -30,23 +30,26 @@ std::vector<std::string> split_fields(std::string_view text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace edgelm;
-  std::vector<std::string> fields = split_fields(fuzz::as_text(data, size));
+  const std::string_view input = fuzz::as_text(data, size);
+  std::vector<std::string> fields = split_fields(input);
   fields.resize(std::max<size_t>(fields.size(), 3));
   std::vector<ChatMessage> messages;
   for (size_t i = 3; i + 1 < fields.size(); i += 2) messages.push_back({fields[i], fields[i + 1]});
 
   std::optional<ChatTemplate> chat;
   fuzz::expect_edgelm_errors_only(
-      [&] { chat = ChatTemplate::from_text(fields[0], fields[1], fields[2]); });
+      input, [&] { chat = ChatTemplate::from_text(fields[0], fields[1], fields[2]); });
   if (!chat) {
     static const std::vector<std::string> names = chat_template_names();
     chat = ChatTemplate::by_name(names[size % names.size()], fields[1], fields[2]);
   }
   chat->set_date("27 Nov 2026");  // rendering must not depend on the day the fuzzer runs
   chat->end_of_turn_texts();
-  fuzz::expect_edgelm_errors_only([&] { chat->render(messages, /*add_generation_prompt=*/true); });
-  fuzz::expect_edgelm_errors_only([&] { chat->render(messages, /*add_generation_prompt=*/false); });
-  fuzz::expect_edgelm_errors_only([&] {
+  fuzz::expect_edgelm_errors_only(input,
+                                  [&] { chat->render(messages, /*add_generation_prompt=*/true); });
+  fuzz::expect_edgelm_errors_only(input,
+                                  [&] { chat->render(messages, /*add_generation_prompt=*/false); });
+  fuzz::expect_edgelm_errors_only(input, [&] {
     std::string system;
     if (!messages.empty() && messages.front().role == "system") system = messages.front().content;
     ChatSession session(*chat, system);

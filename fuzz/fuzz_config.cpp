@@ -12,8 +12,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace edgelm;
+  const std::string_view input = fuzz::as_text(data, size);
   static const fuzz::ScratchDir dir("config");
-  const std::string_view text = fuzz::as_text(data, size);
+  const std::string_view text = input;
   const size_t nul = text.find('\0');
   fuzz::write_file(dir.file("config.json"), text.substr(0, nul));
   const std::string generation = dir.file("generation_config.json");
@@ -22,6 +23,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     fuzz::write_file(generation, text.substr(nul + 1));
   }
-  fuzz::expect_edgelm_errors_only([&] { load_hf_config(dir.path().string()); });
+  fuzz::expect_edgelm_errors_only(input, [&] { load_hf_config(dir.path().string()); });
   return 0;
 }

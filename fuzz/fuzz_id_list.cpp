@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/parse_list.h"
@@ -25,8 +26,9 @@ void require(bool condition, const char* what) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace edgelm;
-  const std::string text(fuzz::as_text(data, size));
-  fuzz::expect_edgelm_errors_only([&] {
+  const std::string_view input = fuzz::as_text(data, size);
+  const std::string text(input);
+  fuzz::expect_edgelm_errors_only(input, [&] {
     const std::vector<int32_t> ids = parse_id_list(text, "--prompt-ids");
     require(!ids.empty(), "an accepted id list is empty");
     size_t commas = 0;
@@ -39,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     require(parse_id_list(printed, "--prompt-ids") == ids, "ids do not round-trip");
   });
-  fuzz::expect_edgelm_errors_only([&] {
+  fuzz::expect_edgelm_errors_only(input, [&] {
     const std::vector<int> cpus = parse_cpu_list(text, "--cpus");
     require(!cpus.empty(), "an accepted CPU list is empty");
     for (const int cpu : cpus) require(cpu >= 0 && cpu <= 4095, "a CPU index out of range");

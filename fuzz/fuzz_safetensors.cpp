@@ -4,15 +4,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "fuzz/fuzz_support.h"
 #include "models/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace edgelm;
+  const std::string_view input = fuzz::as_text(data, size);
   static const fuzz::ScratchDir dir("safetensors");
   const std::string path = dir.file("model.safetensors");
-  fuzz::write_file(path, fuzz::as_text(data, size));
-  fuzz::expect_edgelm_errors_only([&] { SafetensorsFile::open(path); });
+  fuzz::write_file(path, input);
+  fuzz::expect_edgelm_errors_only(input, [&] { SafetensorsFile::open(path); });
   return 0;
 }

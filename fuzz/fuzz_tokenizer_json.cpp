@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fuzz/fuzz_support.h"
@@ -11,10 +12,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace edgelm;
+  const std::string_view input = fuzz::as_text(data, size);
   static const fuzz::ScratchDir dir("tokenizer_json");
   const std::string path = dir.file("tokenizer.json");
-  fuzz::write_file(path, fuzz::as_text(data, size));
-  fuzz::expect_edgelm_errors_only([&] {
+  fuzz::write_file(path, input);
+  fuzz::expect_edgelm_errors_only(input, [&] {
     const Tokenizer tokenizer = Tokenizer::from_hf_json(path);
     const std::vector<int32_t> ids =
         tokenizer.encode("Hello, world! 2026 <|im_end|> caf\xc3\xa9\n");
