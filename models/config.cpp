@@ -369,6 +369,11 @@ LlamaConfig load_gguf_config(const GgufFile& file) {
   c.rope.head_dim = c.head_dim;
   c.max_position_embeddings = file.find_int("llama.context_length").value_or(2048);
   if (const GgufTensor* embedding = file.find_tensor("token_embd.weight")) {
+    // Checked here because its first dimension is read before the loader checks every shape.
+    if (embedding->shape.rank() != 2) {
+      EDGELM_FAIL("[gguf] ", file.path(), ": tensor 'token_embd.weight' has shape ",
+                  embedding->shape.to_string(), ", expected [vocab, embedding_length]");
+    }
     c.vocab_size = embedding->shape[0];
   }
   if (auto vocab = file.find_int("llama.vocab_size")) c.vocab_size = *vocab;

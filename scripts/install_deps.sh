@@ -7,7 +7,9 @@
 # model's wheel from PyPI (scripts/fetch_smollm2.sh); python3-matplotlib and python3-numpy, with
 # which scripts/plot_eviction.py draws eviction_eval's results (its test is skipped without them);
 # chromium, with which scripts/check_report.sh takes a screenshot of scripts/report.py's page (the
-# device scripts' test is skipped without it; about 125 MB to download, 400 MB installed).
+# device scripts' test is skipped without it; about 125 MB to download, 400 MB installed);
+# Clang and its runtime libraries (libclang-rt-dev: the sanitizers and libFuzzer), with which the
+# AddressSanitizer build also builds the fuzz targets (fuzz/, scripts/fuzz/run.sh).
 set -euo pipefail
 
 packages=(
@@ -16,6 +18,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libpcre2-dev libeigen3-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
   python3-pip python3-matplotlib python3-numpy chromium
+  clang libclang-rt-dev
 )
 
 as_root=()

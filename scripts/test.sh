@@ -1,17 +1,58 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds edgelm in build/ (Release, tests on) and runs the whole ctest suite
 # in parallel, including the OpenCL backend's tests on PoCL. Extra arguments go to ctest (e.g.
-# -R parity). Set EDGELM_SANITIZE=ON to build with AddressSanitizer + UBSan in build-asan/ instead.
+# -R parity). Set EDGELM_SANITIZE=ON to build with AddressSanitizer + UBSan in build-asan/ instead,
+# or EDGELM_SANITIZE=thread for ThreadSanitizer in build-tsan/: the library without OpenCL (PoCL's
+# own threads are not instrumented) and the test programs that run threads (the thread pool, the
+# zero-allocation test, the model, KV cache and eviction tests), each run whole; extra arguments
+# then go to each program (e.g. --gtest_filter=ThreadPool*).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 sanitize=${EDGELM_SANITIZE:-OFF}
 build_dir=build
 build_type=Release
-if [ "$sanitize" = ON ]; then build_dir=build-asan; build_type=RelWithDebInfo; fi
+options=()
+if [ "$sanitize" = ON ]; then
+  build_dir=build-asan
+  build_type=RelWithDebInfo
+  # EDGELM_ASAN_COMPILER=clang: Clang instead of GCC, which compiles the sanitized tree in about
+  # half the CPU time (docs/testing.md, CI time), and the fuzz targets in the same folder
+  # (EDGELM_FUZZ_BUILD_DIR=build-asan scripts/fuzz/run.sh then builds nothing more).
+  if [ "${EDGELM_ASAN_COMPILER:-gcc}" = clang ]; then
+    options=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DEDGELM_FUZZ=ON)
+  fi
+elif [ "$sanitize" = thread ]; then
+  build_dir=build-tsan
+  build_type=RelWithDebInfo
+  options=(-DEDGELM_OPENCL=OFF)
+fi
 jobs=$(nproc)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DEDGELM_SANITIZE="$sanitize" \
-  -DEDGELM_BUILD_TESTS=ON
+  -DEDGELM_BUILD_TESTS=ON "${options[@]}"
+if [ "$sanitize" = thread ]; then
+  tsan_tests=(test_thread_pool test_zero_alloc test_kv_cache test_llama test_session test_eviction
+              test_eviction_policies)
+  cmake --build "$build_dir" -j "$jobs" --target "${tsan_tests[@]}"
+  # halt_on_error: the first race ends the program (and so this script) with its report.
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+  run_tsan_test() {
+    # A temp folder per program: some tests write model files under fixed names there.
+    local log="$build_dir/$1.log" tmp="$PWD/$build_dir/tmp-$1"
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    if TMPDIR="$tmp" TEST_TMPDIR="$tmp/" "$build_dir/bin/$1" "${@:2}" > "$log" 2>&1; then
+      echo "tsan: $1: $(tail -n 1 "$log")"
+    else
+      echo "tsan: $1 FAILED:"
+      tail -n 80 "$log"
+      return 1
+    fi
+  }
+  export -f run_tsan_test
+  export build_dir
+  printf '%s\n' "${tsan_tests[@]}" | xargs -P "$jobs" -I{} bash -c 'run_tsan_test "$@"' _ {} "$@"
+  exit
+fi
 cmake --build "$build_dir" -j "$jobs"
 # PoCL is installed above, so an OpenCL device must be found: the OpenCL tests fail instead of
 # skipping when it is not (a broken ICD must not pass silently).

@@ -7,6 +7,7 @@
 #include "core/error.h"
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
+#include <cpuid.h>
 #include <xmmintrin.h>  // _mm_prefetch: SSE, part of every x86-64 baseline
 
 #include "backends/cpu/x86/x86.h"
@@ -159,12 +160,22 @@ KernelTable make_avx512_table() {
   return table;
 }
 
+// Clang (14 and 15 at least) has no "f16c" among __builtin_cpu_supports' features, so the bit is
+// read from CPUID leaf 1 there (ECX bit 29, bit_F16C).
+bool cpu_has_f16c() {
+#if defined(__clang__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+  return __builtin_cpu_supports("f16c");
+#endif
+}
+
 // What avx2.cpp and avx512.cpp were compiled for (their -m flags). __builtin_cpu_supports also
 // checks that the OS saves the YMM/ZMM state.
 bool cpu_has_avx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 }
 
 bool cpu_has_avx512() {

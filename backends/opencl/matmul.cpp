@@ -111,11 +111,12 @@ void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
         .i32(M)
         .run({static_cast<size_t>(blocks), static_cast<size_t>(M)}, {1, 1});
   }
+  // Plain copies of the sizes: Clang before 16 cannot capture structured bindings in a lambda.
+  const auto m = static_cast<size_t>(M);
+  const auto k = static_cast<size_t>(K);
+  const auto ldc = static_cast<size_t>(N);
   auto sgemm = [&](cl_mem b, size_t b_offset, size_t n_begin, size_t n_count) {
     const size_t c_offset = y.byte_offset() / sizeof(float) + n_begin;
-    const auto m = static_cast<size_t>(M);
-    const auto k = static_cast<size_t>(K);
-    const auto ldc = static_cast<size_t>(N);
     cl_command_queue queue_handle = queue();
     size_t temp_bytes = 0;
     clblast::StatusCode status = clblast::GemmTempBufferSize<float>(
