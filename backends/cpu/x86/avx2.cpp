@@ -23,39 +23,13 @@ namespace {
 using x86::Scratch;
 using x86::scratch;
 
+#include "backends/cpu/simd/vec_avx2.h"
+using Vec = Vec256;
+#include "backends/cpu/simd/elementwise.h"
 #include "backends/cpu/x_block_scale.inc"
 
 int64_t min_of(int64_t a, int64_t b) {
   return a < b ? a : b;
-}
-
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// The n < 8 floats at p in the first lanes, `fill` in the others; reads only those n.
-__m256 load_tail(const float* p, int64_t n, float fill) {
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_set1_ps(fill));
-  std::memcpy(lanes, p, sizeof(float) * static_cast<size_t>(n));
-  return _mm256_load_ps(lanes);
-}
-
-// Stores the first n < 8 lanes of v at p.
-void store_tail(float* p, int64_t n, __m256 v) {
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, v);
-  std::memcpy(p, lanes, sizeof(float) * static_cast<size_t>(n));
 }
 
 int32_t hsum_i32(__m128i v) {
@@ -75,43 +49,11 @@ int32_t hsum_i32(__m256i v) {
   return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
-float half_to_float(uint16_t h) {
-  return _cvtsh_ss(h);
-}
-
 float bf16_to_float(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
   float value;
   std::memcpy(&value, &bits, sizeof(value));
   return value;
-}
-
-// e^x for float lanes, relative error ~1e-7 (a few ulp), so softmax and silu stay far inside the
-// 1e-10 NMSE bound. x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in a high part exact in float and a
-// low correction, so r carries no cancellation error); e^r is its Taylor series to degree 7, whose
-// truncation error (ln2/2)^8/8! ≈ 5e-9 is below float rounding; 2^n is built in the exponent bits.
-// Inputs below -87.3 (results below the smallest normal float) and -inf give 0; inputs are capped
-// at 88 (e^88 ≈ 1.7e38), which no caller reaches: softmax and attention exponentiate x - max ≤ 0,
-// and silu's e^-x only matters where it is small.
-__m256 exp_ps(__m256 x) {
-  const __m256 min_input = _mm256_set1_ps(-87.3f);
-  const __m256 in_range = _mm256_cmp_ps(x, min_input, _CMP_GE_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, min_input), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i exponent =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(exponent)), in_range);
 }
 
 // How far ahead of the blocks being multiplied the weights are prefetched. Weight rows are read
@@ -164,7 +106,7 @@ struct F16Weights : RowMajor {
   static __m256 load8(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static float at(const uint16_t* p) { return half_to_float(*p); }
+  static float at(const uint16_t* p) { return Vec256::half_to_float(*p); }
 };
 
 struct BF16Weights : RowMajor {
@@ -218,7 +160,7 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   }
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
-      float sum = hsum(acc[i][j]);
+      float sum = Vec256::sum(acc[i][j]);
       for (int64_t t = k; t < K; ++t)
         sum += x_rows[i][t] * Weights::at(w_rows[j] + Weights::offset(t));
       y[(m0 + i) * N + n0 + j] = sum;
@@ -257,7 +199,8 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
   }
   for (; k + 8 <= K; k += 8)
     acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), Weights::load8(w + k), acc[0]);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  float sum =
+      Vec256::sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
   for (; k < K; ++k) sum += x[k] * Weights::at(w + k);
   return sum;
 }
@@ -300,7 +243,7 @@ void float_groups_dot4(const float* x, const typename Weights::Element* w, int64
     }
     for (int64_t n = n0; n < n1; n += 4) {
       const __m256* acc = batch[(n - n0) / 4];
-      for (int r = 0; r < 4; ++r) y[n + r] = hsum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1]));
+      for (int r = 0; r < 4; ++r) y[n + r] = Vec256::sum(_mm256_add_ps(acc[2 * r], acc[2 * r + 1]));
     }
   }
 }
@@ -340,7 +283,7 @@ void group_tile(const float* x, const typename Weights::Element* group, int64_t 
     return;
   }
   for (int i = 0; i < MR; ++i)
-    for (int r = 0; r < 4; ++r) y[(m0 + i) * N + n0 + r] = hsum(acc[i][r]);
+    for (int r = 0; r < 4; ++r) y[(m0 + i) * N + n0 + r] = Vec256::sum(acc[i][r]);
 }
 
 // One band of MR rows of x against weight rows [n_begin, n_end), three weight rows per tile: the
@@ -699,7 +642,7 @@ void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float
   }
   float tail[MR] = {};
   for (; b < blocks; ++b) {
-    const float w_scale = half_to_float(w_row[b].d);
+    const float w_scale = Vec256::half_to_float(w_row[b].d);
     for (int i = 0; i < MR; ++i) {
       const int8_t* x_low = x_rows[i] + b * kBlock;
       const int8_t* x_high = x_low + 16;
@@ -713,7 +656,7 @@ void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float
       tail[i] += w_scale * xq.scale[at] * static_cast<float>(sum);
     }
   }
-  for (int i = 0; i < MR; ++i) y[(m0 + i) * N + n] = hsum(acc[i]) + tail[i];
+  for (int i = 0; i < MR; ++i) y[(m0 + i) * N + n] = Vec256::sum(acc[i]) + tail[i];
 }
 
 template <class Format, int MR>
@@ -965,8 +908,8 @@ void x8_row_tiles(const QuantizedX& xq, const typename Kernel::Record* a_group,
 // b_begin + rows) (b_begin < 0: the first range alone); `records` are the segment's.
 template <class Kernel>
 void x8_segment_pairs(const QuantizedX& xq, const typename Kernel::Record* records,
-                      X8Segment segment, float* y, int64_t N, int64_t K, int64_t m,
-                      int64_t a_begin, int64_t b_begin, int64_t rows) {
+                      X8Segment segment, float* y, int64_t N, int64_t K, int64_t m, int64_t a_begin,
+                      int64_t b_begin, int64_t rows) {
   const int64_t length = segment.end - segment.first;
   for (int64_t i = 0; i < rows; i += 8) {
     const int64_t a = a_begin + i, b = b_begin + i;
@@ -1072,49 +1015,6 @@ void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, i
   }
 }
 
-// y += x
-void accumulate(float* y, const float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
-  for (; i < n; ++i) y[i] += x[i];
-}
-
-// The largest of p[0..n), -inf when n is 0.
-float array_max(const float* p, int64_t n) {
-  __m256 max_vector = _mm256_set1_ps(-INFINITY);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) max_vector = _mm256_max_ps(max_vector, _mm256_loadu_ps(p + i));
-  if (i < n) max_vector = _mm256_max_ps(max_vector, load_tail(p + i, n - i, -INFINITY));
-  return hmax(max_vector);
-}
-
-// y[i] = e^(x[i] - max) for i < n (y may be x); returns Σ y[i]. Masked entries (-inf) become 0.
-float exp_shifted(const float* x, float* y, int64_t n, float max_value) {
-  const __m256 shift = _mm256_set1_ps(max_value);
-  __m256 total = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
-    _mm256_storeu_ps(y + i, e);
-    total = _mm256_add_ps(total, e);
-  }
-  if (i < n) {
-    // The padding lanes are -inf, whose e^ is 0.
-    const __m256 e = exp_ps(_mm256_sub_ps(load_tail(x + i, n - i, -INFINITY), shift));
-    store_tail(y + i, n - i, e);
-    total = _mm256_add_ps(total, e);
-  }
-  return hsum(total);
-}
-
-void scale_in_place(float* p, float factor, int64_t n) {
-  const __m256 f = _mm256_set1_ps(factor);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), f));
-  for (; i < n; ++i) p[i] *= factor;
-}
-
 struct F32Cache {
   using Element = float;
   static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -1128,14 +1028,14 @@ struct F32Cache {
 struct F16Cache {
   using Element = uint16_t;
   static __m256 load8(const uint16_t* p) { return F16Weights::load8(p); }
-  static float value(const uint16_t* p) { return half_to_float(*p); }
+  static float value(const uint16_t* p) { return Vec256::half_to_float(*p); }
   // A row of the cache as floats, converted into `buffer` (the attention kernel passes the row of
   // its float panel, so the conversion is the only copy).
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
     const uint16_t* half = static_cast<const uint16_t*>(cache) + offset;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(buffer + i, F16Weights::load8(half + i));
-    for (; i < n; ++i) buffer[i] = half_to_float(half[i]);
+    for (; i < n; ++i) buffer[i] = Vec256::half_to_float(half[i]);
     return buffer;
   }
 };
@@ -1229,7 +1129,7 @@ struct PrefillVector {
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static V max(V a, V b) { return _mm256_max_ps(a, b); }
-  static V exp(V x) { return exp_ps(x); }
+  static V exp(V x) { return vec_exp(x); }
   static V visible(V score, int32_t slot_position, const int32_t* row_positions) {
     const __m256i hidden =
         _mm256_cmpgt_epi32(_mm256_set1_epi32(slot_position),
@@ -1239,7 +1139,7 @@ struct PrefillVector {
   static V seen_or_zero(V max_value, V value) {
     return _mm256_and_ps(_mm256_cmp_ps(max_value, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ), value);
   }
-  static float sum(V v) { return hsum(v); }
+  static float sum(V v) { return Vec256::sum(v); }
 };
 
 #include "backends/cpu/simd_prefill_attention.inc"
@@ -1344,95 +1244,25 @@ void q8_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int
   x8_matmul<Q8_0x8Kernel>(quantize_x(x, M, K, false), w, y, M, N, K, n_begin, n_end);
 }
 
-// Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the
-// models use); the inverse RMS itself in double.
 void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= dim; i += 32) {
-    for (int j = 0; j < 4; ++j) {
-      const __m256 v = _mm256_loadu_ps(x + i + 8 * j);
-      acc[j] = _mm256_fmadd_ps(v, v, acc[j]);
-    }
-  }
-  for (; i + 8 <= dim; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    acc[0] = _mm256_fmadd_ps(v, v, acc[0]);
-  }
-  double sum_squares =
-      hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; i < dim; ++i) sum_squares += static_cast<double>(x[i]) * x[i];
-  const auto inverse_rms =
-      static_cast<float>(1.0 / std::sqrt(sum_squares / static_cast<double>(dim) + eps));
-  const __m256 scale = _mm256_set1_ps(inverse_rms);
-  i = 0;
-  for (; i + 8 <= dim; i += 8) {
-    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), scale);
-    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, _mm256_loadu_ps(weight + i)));
-  }
-  for (; i < dim; ++i) y[i] = x[i] * inverse_rms * weight[i];
+  rms_norm(x, weight, y, dim, eps);
 }
 
-// The cosines and sines come from rope_rotation (computed in double from the float32 angle and
-// rounded to float, once per position and thread); the rotation runs across the pair index, eight
-// pairs at a time, for every head.
 void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
                     const float* inv_freq) {
-  const int64_t half = head_dim / 2;
-  const float* cosines = rope_rotation(position, inv_freq, half);
-  const float* sines = cosines + half;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    const float* first = x + h * head_dim;
-    const float* second = first + half;
-    float* out_first = out + h * head_dim;
-    float* out_second = out_first + half;
-    int64_t i = 0;
-    // Both halves are loaded before either is stored, so out may alias x.
-    for (; i + 8 <= half; i += 8) {
-      const __m256 a = _mm256_loadu_ps(first + i);
-      const __m256 b = _mm256_loadu_ps(second + i);
-      const __m256 c = _mm256_loadu_ps(cosines + i);
-      const __m256 s = _mm256_loadu_ps(sines + i);
-      _mm256_storeu_ps(out_first + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
-      _mm256_storeu_ps(out_second + i, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)));
-    }
-    for (; i < half; ++i) {
-      const float a = first[i];
-      const float b = second[i];
-      out_first[i] = a * cosines[i] - b * sines[i];
-      out_second[i] = b * cosines[i] + a * sines[i];
-    }
-  }
+  rope(x, out, n_heads, head_dim, position, inv_freq);
 }
 
 void f32_softmax__avx2(const float* x, float* y, int64_t n) {
-  // y may alias x: each element is read before its own store.
-  const float sum = exp_shifted(x, y, n, array_max(x, n));
-  scale_in_place(y, 1.0f / sum, n);
+  softmax(x, y, n);
 }
 
 void f32_silu_mul__avx2(const float* gate, const float* up, float* out, int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 e = exp_ps(_mm256_xor_ps(g, sign));
-    const __m256 product = _mm256_mul_ps(g, _mm256_loadu_ps(up + i));
-    _mm256_storeu_ps(out + i, _mm256_div_ps(product, _mm256_add_ps(one, e)));
-  }
-  for (; i < n; ++i) {
-    const double g = gate[i];
-    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
-  }
+  silu_mul(gate, up, out, n);
 }
 
 void f32_add__avx2(const float* a, const float* b, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-  for (; i < n; ++i) out[i] = a[i] + b[i];
+  add(a, b, out, n);
 }
 
 void f32_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
@@ -1443,61 +1273,20 @@ void f16_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t
   attention<F16Cache>(args, group_begin, group_end);
 }
 
-// Row conversions (embed, cast, kv_append). Exact like the portable ones: F16C converts with
-// IEEE round-to-nearest-even, and a quantized value times its scale is one float product either
-// way.
-
 void f16_to_f32__avx2(const void* src, float* dst, int64_t n) {
-  const auto* half = static_cast<const uint16_t*>(src);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(dst + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(half + i))));
-  }
-  for (; i < n; ++i) dst[i] = half_to_float(half[i]);
+  f16_to_f32(src, dst, n);
 }
 
 void f16_from_f32__avx2(const float* src, void* dst, int64_t n) {
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  auto* half = static_cast<uint16_t*>(dst);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(half + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), kRound));
-  }
-  for (; i < n; ++i) half[i] = _cvtss_sh(src[i], kRound);
+  f16_from_f32(src, dst, n);
 }
 
 void q8_0_to_f32__avx2(const void* src, float* dst, int64_t n) {
-  const auto* blocks = static_cast<const BlockQ8_0*>(src);
-  for (int64_t b = 0; b < n / kBlock; ++b) {
-    const __m256 d = _mm256_set1_ps(half_to_float(blocks[b].d));
-    for (int j = 0; j < kBlock; j += 8) {
-      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blocks[b].qs + j));
-      _mm256_storeu_ps(dst + b * kBlock + j,
-                       _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
-    }
-  }
+  q8_0_to_f32(src, dst, n);
 }
 
 void q4_0_to_f32__avx2(const void* src, float* dst, int64_t n) {
-  const auto* blocks = static_cast<const BlockQ4_0*>(src);
-  const __m128i low4 = _mm_set1_epi8(0x0f);
-  const __m128i eight = _mm_set1_epi8(8);
-  for (int64_t b = 0; b < n / kBlock; ++b) {
-    const __m256 d = _mm256_set1_ps(half_to_float(blocks[b].d));
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs));
-    // Elements 0..15 are the low nibbles, 16..31 the high ones; each minus 8.
-    const __m128i halves[2] = {_mm_sub_epi8(_mm_and_si128(packed, low4), eight),
-                               _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), low4), eight)};
-    for (int h = 0; h < 2; ++h) {
-      float* out = dst + b * kBlock + 16 * h;
-      _mm256_storeu_ps(out, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(halves[h])), d));
-      _mm256_storeu_ps(
-          out + 8,
-          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(halves[h], 8))), d));
-    }
-  }
+  q4_0_to_f32(src, dst, n);
 }
 
 }  // namespace edgelm::cpu

@@ -32,29 +32,14 @@ namespace {
 using x86::Scratch;
 using x86::scratch;
 
+#include "backends/cpu/simd/vec_avx2.h"
+#include "backends/cpu/simd/vec_avx512.h"
+using Vec = Vec512;
+#include "backends/cpu/simd/elementwise.h"
 #include "backends/cpu/x_block_scale.inc"
 
 int64_t min_of(int64_t a, int64_t b) {
   return a < b ? a : b;
-}
-
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float hsum(__m512 v) {
-  return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
-}
-
-float hmax(__m512 v) {
-  const __m256 m = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 int32_t hsum_i32(__m128i v) {
@@ -71,43 +56,11 @@ int32_t hsum_i32(__m512i v) {
   return hsum_i32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
 }
 
-float half_to_float(uint16_t h) {
-  return _cvtsh_ss(h);
-}
-
 float bf16_to_float(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
   float value;
   std::memcpy(&value, &bits, sizeof(value));
   return value;
-}
-
-// e^x for float lanes, relative error ~1e-7 (a few ulp), so softmax and silu stay far inside the
-// 1e-10 NMSE bound. x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in a high part exact in float and a
-// low correction, so r carries no cancellation error); e^r is its Taylor series to degree 7, whose
-// truncation error (ln2/2)^8/8! ≈ 5e-9 is below float rounding; 2^n is built in the exponent bits.
-// Inputs below -87.3 (results below the smallest normal float) and -inf give 0; inputs are capped
-// at 88 (e^88 ≈ 1.7e38), which no caller reaches: softmax exponentiates x - max ≤ 0,
-// and silu's e^-x only matters where it is small.
-__m512 exp_ps(__m512 x) {
-  const __m512 min_input = _mm512_set1_ps(-87.3f);
-  const __mmask16 in_range = _mm512_cmp_ps_mask(x, min_input, _CMP_GE_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, min_input), _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i exponent =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_maskz_mul_ps(in_range, p, _mm512_castsi512_ps(exponent));
 }
 
 // How far ahead of the blocks being multiplied the weights are prefetched. Weight rows are read
@@ -164,7 +117,7 @@ struct F16Weights : RowMajor {
   static __m256 load8(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static float at(const uint16_t* p) { return half_to_float(*p); }
+  static float at(const uint16_t* p) { return Vec256::half_to_float(*p); }
 };
 
 struct BF16Weights : RowMajor {
@@ -218,7 +171,7 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   }
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
-      float sum = hsum(acc[i][j]);
+      float sum = Vec512::sum(acc[i][j]);
       for (int64_t t = k; t < K; ++t)
         sum += x_rows[i][t] * Weights::at(w_rows[j] + Weights::offset(t - first));
       y[(m0 + i) * N + n0 + j] = sum;
@@ -243,7 +196,8 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
   }
   for (; k + 8 <= K; k += 8)
     acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), Weights::load8(w + k), acc[0]);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  float sum =
+      Vec256::sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
   for (; k < K; ++k) sum += x[k] * Weights::at(w + k);
   return sum;
 }
@@ -324,8 +278,8 @@ void float_groups_pairs(const float* x, const typename Weights::Element* w, int6
       const int64_t b = a + (b_begin - a_begin);
       const __m256(&sums)[2][8] = batch[(a - n0) / 4];
       for (int r = 0; r < 4; ++r) {
-        y[a + r] = hsum(_mm256_add_ps(sums[0][2 * r], sums[0][2 * r + 1]));
-        if (paired) y[b + r] = hsum(_mm256_add_ps(sums[1][2 * r], sums[1][2 * r + 1]));
+        y[a + r] = Vec256::sum(_mm256_add_ps(sums[0][2 * r], sums[0][2 * r + 1]));
+        if (paired) y[b + r] = Vec256::sum(_mm256_add_ps(sums[1][2 * r], sums[1][2 * r + 1]));
       }
     }
   }
@@ -661,7 +615,7 @@ void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float
   }
   float tail[MR] = {};
   for (; b < blocks; ++b) {
-    const float w_scale = half_to_float(w_row[b].d);
+    const float w_scale = Vec256::half_to_float(w_row[b].d);
     for (int i = 0; i < MR; ++i) {
       const int8_t* x_low = x_rows[i] + b * kBlock;
       const int8_t* x_high = x_low + 16;
@@ -675,7 +629,7 @@ void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float
       tail[i] += w_scale * xq.scale[at] * static_cast<float>(sum);
     }
   }
-  for (int i = 0; i < MR; ++i) y[(m0 + i) * N + n] = hsum(acc[i]) + tail[i];
+  for (int i = 0; i < MR; ++i) y[(m0 + i) * N + n] = Vec256::sum(acc[i]) + tail[i];
 }
 
 template <class Format, int MR>
@@ -787,10 +741,11 @@ int32_t x4(const int8_t* x) {
 // (kPrefetch; KernelTable::decode_pairs_prefetch). On AMD's cores the hardware prefetchers keep up
 // by themselves: prefetching 2 KiB ahead cost one thread 10-15 % of its decode speed on the Zen 4
 // VM (1B Q4_0 37.5 against 41-42.5 tok/s, Q8_0 20.3-21.2 against 23.4-23.7), and 1-4 KiB ahead
-// slowed a Zen 5 core's Q4_0 stream to 27-34 from 35-38 GB/s. On an Intel Xeon VM (2026-11-26) one core streamed Q4_0x8
-// at 13-14 GB/s without it, against 15-16 GB/s for a load loop, and 16-18 GB/s with each record
-// prefetched 3 KiB ahead; the 1B Q4_0 model decoded 17-20 % faster (docs/performance.md). Q8_0x8
-// records are 1.9 times as long for the same work and streamed at the load loop's rate without it.
+// slowed a Zen 5 core's Q4_0 stream to 27-34 from 35-38 GB/s. On an Intel Xeon VM (2026-11-26) one
+// core streamed Q4_0x8 at 13-14 GB/s without it, against 15-16 GB/s for a load loop, and 16-18 GB/s
+// with each record prefetched 3 KiB ahead; the 1B Q4_0 model decoded 17-20 % faster
+// (docs/performance.md). Q8_0x8 records are 1.9 times as long for the same work and streamed at the
+// load loop's rate without it.
 constexpr int kDecodePrefetchBytes = 3072;
 
 // Here and in x8_pair_tile, a group's records are those for blocks [segment.first, segment.end)
@@ -999,57 +954,6 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
 }
 
 // ---------------------------------------------------------------------------------------------
-// Softmax helpers.
-
-// The largest of p[0..n), -inf when n is 0.
-// The first n < 16 lanes.
-__mmask16 tail_mask(int64_t n) {
-  return static_cast<__mmask16>((1u << n) - 1);
-}
-
-float array_max(const float* p, int64_t n) {
-  const __m512 lowest = _mm512_set1_ps(-INFINITY);
-  __m512 max_vector = lowest;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) max_vector = _mm512_max_ps(max_vector, _mm512_loadu_ps(p + i));
-  if (i < n) {
-    max_vector = _mm512_max_ps(max_vector, _mm512_mask_loadu_ps(lowest, tail_mask(n - i), p + i));
-  }
-  return hmax(max_vector);
-}
-
-// y[i] = e^(x[i] - max) for i < n (y may be x); returns Σ y[i]. Masked entries (-inf) become 0.
-float exp_shifted(const float* x, float* y, int64_t n, float max_value) {
-  const __m512 shift = _mm512_set1_ps(max_value);
-  __m512 total = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), shift));
-    _mm512_storeu_ps(y + i, e);
-    total = _mm512_add_ps(total, e);
-  }
-  if (i < n) {
-    // The lanes past the end are -inf, whose e^ is 0.
-    const __mmask16 mask = tail_mask(n - i);
-    const __m512 tail = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), mask, x + i);
-    const __m512 e = exp_ps(_mm512_sub_ps(tail, shift));
-    _mm512_mask_storeu_ps(y + i, mask, e);
-    total = _mm512_add_ps(total, e);
-  }
-  return hsum(total);
-}
-
-void scale_in_place(float* p, float factor, int64_t n) {
-  const __m512 f = _mm512_set1_ps(factor);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), f));
-  if (i < n) {
-    const __mmask16 mask = tail_mask(n - i);
-    _mm512_mask_storeu_ps(p + i, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, p + i), f));
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Decode attention: one query over the cache, the thread's kv heads [group_begin, group_end).
 
 // Lane i of the result is the sum of the lanes of v[i], for i < 16: 15 adds and 30 shuffles for
@@ -1156,7 +1060,8 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
     for (int64_t r = 0; r < rows; ++r) {
       // Lane t of the reduction depends on dots[t] alone: a partial block's stale vectors past
       // `count` only reach lanes that are not stored.
-      _mm512_mask_storeu_ps(scores + r * n_slots + s0, tail_mask(count), reduce16(block + r * 16));
+      _mm512_mask_storeu_ps(scores + r * n_slots + s0, Vec512::tail_mask(count),
+                            reduce16(block + r * 16));
     }
   }
 
@@ -1279,7 +1184,7 @@ struct PrefillVector {
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }
   static V max(V a, V b) { return _mm512_max_ps(a, b); }
-  static V exp(V x) { return exp_ps(x); }
+  static V exp(V x) { return vec_exp(x); }
   static V visible(V score, int32_t slot_position, const int32_t* row_positions) {
     const __mmask16 sees = _mm512_cmp_epi32_mask(_mm512_set1_epi32(slot_position),
                                                  _mm512_loadu_si512(row_positions), _MM_CMPINT_LE);
@@ -1289,7 +1194,7 @@ struct PrefillVector {
     return _mm512_maskz_mov_ps(
         _mm512_cmp_ps_mask(max_value, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ), value);
   }
-  static float sum(V v) { return hsum(v); }
+  static float sum(V v) { return Vec512::sum(v); }
 };
 
 // The cache rows as floats, for simd_prefill_attention.inc's panels.
@@ -1444,103 +1349,25 @@ void q8_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, i
   x8_matmul<Q8_0x8Vnni>(quantize_x(x, M, K, 1, false), w, y, M, N, K, n_begin, n_end);
 }
 
-// Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the
-// models use); the inverse RMS itself in double.
 void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t dim, float eps) {
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                   _mm512_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 64 <= dim; i += 64) {
-    for (int j = 0; j < 4; ++j) {
-      const __m512 v = _mm512_loadu_ps(x + i + 16 * j);
-      acc[j] = _mm512_fmadd_ps(v, v, acc[j]);
-    }
-  }
-  for (; i + 16 <= dim; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    acc[0] = _mm512_fmadd_ps(v, v, acc[0]);
-  }
-  double sum_squares =
-      hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
-  for (; i < dim; ++i) sum_squares += static_cast<double>(x[i]) * x[i];
-  const auto inverse_rms =
-      static_cast<float>(1.0 / std::sqrt(sum_squares / static_cast<double>(dim) + eps));
-  const __m512 scale = _mm512_set1_ps(inverse_rms);
-  i = 0;
-  for (; i + 16 <= dim; i += 16) {
-    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), scale);
-    _mm512_storeu_ps(y + i, _mm512_mul_ps(v, _mm512_loadu_ps(weight + i)));
-  }
-  for (; i < dim; ++i) y[i] = x[i] * inverse_rms * weight[i];
+  rms_norm(x, weight, y, dim, eps);
 }
 
-// The cosines and sines come from rope_rotation (computed in double from the float32 angle and
-// rounded to float, once per position and thread); the rotation runs across the pair index, 16
-// (then 8) pairs at a time, for every head.
 void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
                       int32_t position, const float* inv_freq) {
-  const int64_t half = head_dim / 2;
-  const float* cosines = rope_rotation(position, inv_freq, half);
-  const float* sines = cosines + half;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    const float* first = x + h * head_dim;
-    const float* second = first + half;
-    float* out_first = out + h * head_dim;
-    float* out_second = out_first + half;
-    int64_t i = 0;
-    // Both halves are loaded before either is stored, so out may alias x.
-    for (; i + 16 <= half; i += 16) {
-      const __m512 a = _mm512_loadu_ps(first + i);
-      const __m512 b = _mm512_loadu_ps(second + i);
-      const __m512 c = _mm512_loadu_ps(cosines + i);
-      const __m512 s = _mm512_loadu_ps(sines + i);
-      _mm512_storeu_ps(out_first + i, _mm512_fmsub_ps(a, c, _mm512_mul_ps(b, s)));
-      _mm512_storeu_ps(out_second + i, _mm512_fmadd_ps(b, c, _mm512_mul_ps(a, s)));
-    }
-    for (; i + 8 <= half; i += 8) {
-      const __m256 a = _mm256_loadu_ps(first + i);
-      const __m256 b = _mm256_loadu_ps(second + i);
-      const __m256 c = _mm256_loadu_ps(cosines + i);
-      const __m256 s = _mm256_loadu_ps(sines + i);
-      _mm256_storeu_ps(out_first + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
-      _mm256_storeu_ps(out_second + i, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)));
-    }
-    for (; i < half; ++i) {
-      const float a = first[i];
-      const float b = second[i];
-      out_first[i] = a * cosines[i] - b * sines[i];
-      out_second[i] = b * cosines[i] + a * sines[i];
-    }
-  }
+  rope(x, out, n_heads, head_dim, position, inv_freq);
 }
 
 void f32_softmax__avx512(const float* x, float* y, int64_t n) {
-  // y may alias x: each element is read before its own store.
-  const float sum = exp_shifted(x, y, n, array_max(x, n));
-  scale_in_place(y, 1.0f / sum, n);
+  softmax(x, y, n);
 }
 
 void f32_silu_mul__avx512(const float* gate, const float* up, float* out, int64_t n) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 g = _mm512_loadu_ps(gate + i);
-    const __m512 e = exp_ps(_mm512_xor_ps(g, sign));
-    const __m512 product = _mm512_mul_ps(g, _mm512_loadu_ps(up + i));
-    _mm512_storeu_ps(out + i, _mm512_div_ps(product, _mm512_add_ps(one, e)));
-  }
-  for (; i < n; ++i) {
-    const double g = gate[i];
-    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
-  }
+  silu_mul(gate, up, out, n);
 }
 
 void f32_add__avx512(const float* a, const float* b, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
-  for (; i < n; ++i) out[i] = a[i] + b[i];
+  add(a, b, out, n);
 }
 
 }  // namespace edgelm::cpu
