@@ -85,3 +85,18 @@ struct Vec256 {
   }
   static float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 };
+
+// The 256-bit integer side of the x86 quantized matmuls (simd/quant_matmul.h, with the ISA's own
+// quantize_block and weight formats): eight 32-bit block sums a step, their conversion to float
+// (exact: the sums stay below 2^24), and a software prefetch into L1.
+struct Int256 {
+  using V = Vec256;
+  using Sums = __m256i;
+  static constexpr int kStepBlocks = 8;
+
+  static Sums sub(Sums s, const int32_t* p) {
+    return _mm256_sub_epi32(s, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m256 to_float(Sums s) { return _mm256_cvtepi32_ps(s); }
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+};
