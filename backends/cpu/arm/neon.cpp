@@ -259,9 +259,9 @@ void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
   }
 }
 
-#include "backends/cpu/simd_attention.inc"
+#include "backends/cpu/simd/attention.h"
 
-// The vector operations of simd_prefill_attention.inc, for head_dim a multiple of 16: the score
+// The vector operations of simd/prefill_attention.h, for head_dim a multiple of 16: the score
 // tile is 5 slots x 16 rows and the output tile 4 rows x 16 columns (20 and 16 accumulators of the
 // 32 Q registers; GCC keeps each slot's K element in a register of its own for FMLA by element,
 // so a 6-slot tile spills). Not yet measured on a device; estimated against the panel kernel
@@ -269,40 +269,17 @@ void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
 // 1.45-1.51x fewer instructions, 1.43-1.52x fewer cycles in LLVM's Cortex-A53 and A55 models and
 // 1.59-1.66x in its A57 model (which it uses for the A76 and X1); the same method predicted the
 // AVX2 build's measured gain on Zen 5 within 4 % (docs/android.md).
-struct PrefillVector {
-  using V = float32x4_t;
-  static constexpr int kLanes = 4;
+struct PrefillVector : Vec128 {
   static constexpr int kScoreSlots = 5;
   static constexpr int kScoreVectors = 4;
   static constexpr int kValueRows = 4;
   static constexpr int kValueVectors = 4;
-  static V zero() { return vdupq_n_f32(0.0f); }
-  static V load(const float* p) { return vld1q_f32(p); }
-  static void store(float* p, V v) { vst1q_f32(p, v); }
-  static V set1(float x) { return vdupq_n_f32(x); }
-  static V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }
-  static V add(V a, V b) { return vaddq_f32(a, b); }
-  static V sub(V a, V b) { return vsubq_f32(a, b); }
-  static V mul(V a, V b) { return vmulq_f32(a, b); }
-  static V div(V a, V b) { return vdivq_f32(a, b); }
-  static V max(V a, V b) { return vmaxq_f32(a, b); }
-  static V exp(V x) { return vec_exp(x); }
-  static V visible(V score, int32_t slot_position, const int32_t* row_positions) {
-    const uint32x4_t sees = vcleq_s32(vdupq_n_s32(slot_position), vld1q_s32(row_positions));
-    return vbslq_f32(sees, score, vdupq_n_f32(-INFINITY));
-  }
-  // max > -inf: false for -inf and NaN, as the x86 kernels' ordered not-equal.
-  static V seen_or_zero(V max_value, V value) {
-    const uint32x4_t seen = vcgtq_f32(max_value, vdupq_n_f32(-INFINITY));
-    return vreinterpretq_f32_u32(vandq_u32(seen, vreinterpretq_u32_f32(value)));
-  }
-  static float sum(V v) { return vaddvq_f32(v); }
 };
 
-#include "backends/cpu/simd_prefill_attention.inc"
+#include "backends/cpu/simd/prefill_attention.h"
 
 // Prefill with whole 16-column output tiles in a row: the outer-product kernel; everything else
-// (decode, other head sizes) the panel kernel of simd_attention.inc.
+// (decode, other head sizes) the panel kernel of simd/attention.h.
 template <class Cache>
 void attention(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
   const AttentionView a = attention_view(args);

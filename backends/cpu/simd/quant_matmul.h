@@ -20,8 +20,8 @@
 // record against one row of x, eight sums in the lanes of a V::Reg) and tile<MR> (prefill).
 //
 // Textual header: include it inside the instruction set's own anonymous namespace after
-// simd/bands.h and x_block_scale.inc, with a `scratch` function and `Scratch` slots in scope (see
-// simd/vec_avx2.h).
+// simd/bands.h and simd/x_block_scale.h, with a `scratch` function and `Scratch` slots in scope
+// (see simd/vec_avx2.h).
 
 constexpr int kBlock = 32;
 

@@ -4,9 +4,9 @@
 // families' float arithmetic meets intrinsics.
 //
 // Textual header: include it inside the instruction set's own anonymous namespace, after
-// <immintrin.h>, <cstring> and <cstdint>, in a file compiled with -mavx2 -mfma -mf16c, so that
-// every function below is private to that translation unit (no copy built with AVX flags can be the
-// one a baseline caller ends up running; see x86/x86.h).
+// <immintrin.h>, <cmath>, <cstring> and <cstdint>, in a file compiled with -mavx2 -mfma -mf16c, so
+// that every function below is private to that translation unit (no copy built with AVX flags can
+// be the one a baseline caller ends up running; see x86/x86.h).
 
 // The 256-bit float contract. Every operation is lane-wise unless it says otherwise; results are
 // IEEE single precision, rounded to nearest even.
@@ -69,6 +69,19 @@ struct Vec256 {
   }
   static Reg keep_ge(Reg value, Reg x, Reg bound) {
     return _mm256_and_ps(value, _mm256_cmp_ps(x, bound, _CMP_GE_OQ));
+  }
+
+  // Masks of the prefill attention (simd/prefill_attention.h): `score` in the lanes whose row
+  // position is >= slot_position, -inf in the others; `value` in the lanes whose max is not -inf
+  // (nor NaN), 0 in the others.
+  static Reg visible(Reg score, int32_t slot_position, const int32_t* row_positions) {
+    const __m256i hidden =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(slot_position),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row_positions)));
+    return _mm256_blendv_ps(score, _mm256_set1_ps(-INFINITY), _mm256_castsi256_ps(hidden));
+  }
+  static Reg seen_or_zero(Reg max_value, Reg value) {
+    return _mm256_and_ps(_mm256_cmp_ps(max_value, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ), value);
   }
 
   // Conversions: kLanes halves (F16C, exact), kLanes signed bytes, one half.

@@ -52,6 +52,16 @@ struct Vec512 {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, bound, _CMP_GE_OQ), value);
   }
 
+  static Reg visible(Reg score, int32_t slot_position, const int32_t* row_positions) {
+    const __mmask16 sees = _mm512_cmp_epi32_mask(_mm512_set1_epi32(slot_position),
+                                                 _mm512_loadu_si512(row_positions), _MM_CMPINT_LE);
+    return _mm512_mask_blend_ps(sees, _mm512_set1_ps(-INFINITY), score);
+  }
+  static Reg seen_or_zero(Reg max_value, Reg value) {
+    return _mm512_maskz_mov_ps(
+        _mm512_cmp_ps_mask(max_value, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ), value);
+  }
+
   static Reg load_f16(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }

@@ -2,7 +2,7 @@
 // and its F16 conversions are part of every AArch64 CPU.
 //
 // Textual header: include it inside the instruction set's own anonymous namespace, after
-// <arm_neon.h>, <cstring> and <cstdint> (see simd/vec_avx2.h).
+// <arm_neon.h>, <cmath>, <cstring> and <cstdint> (see simd/vec_avx2.h).
 
 struct Vec128 {
   using Reg = float32x4_t;
@@ -43,6 +43,16 @@ struct Vec128 {
   }
   static Reg keep_ge(Reg value, Reg x, Reg bound) {
     return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(value), vcgeq_f32(x, bound)));
+  }
+
+  static Reg visible(Reg score, int32_t slot_position, const int32_t* row_positions) {
+    const uint32x4_t sees = vcleq_s32(vdupq_n_s32(slot_position), vld1q_s32(row_positions));
+    return vbslq_f32(sees, score, vdupq_n_f32(-INFINITY));
+  }
+  // max > -inf: false for -inf and NaN, as the x86 contracts' ordered not-equal.
+  static Reg seen_or_zero(Reg max_value, Reg value) {
+    const uint32x4_t seen = vcgtq_f32(max_value, vdupq_n_f32(-INFINITY));
+    return vreinterpretq_f32_u32(vandq_u32(seen, vreinterpretq_u32_f32(value)));
   }
 
   static Reg load_f16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }

@@ -488,46 +488,23 @@ void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
   }
 }
 
-#include "backends/cpu/simd_attention.inc"
+#include "backends/cpu/simd/attention.h"
 
-// The vector operations of simd_prefill_attention.inc: the score tile is 5 slots x 16 rows and the
+// The vector operations of simd/prefill_attention.h: the score tile is 5 slots x 16 rows and the
 // output tile 4 rows x 16 columns (10 and 8 accumulators of the 16 YMM registers). micro_bench (64
 // queries, F16 cache, one thread, Zen 5 VM): 82-102 GFLOP/s, against 62-80 for the panel kernel;
 // 6 x 16 or 3 x 32 score tiles and 2 x 32 output tiles measured within 5 % of these.
-struct PrefillVector {
-  using V = __m256;
-  static constexpr int kLanes = 8;
+struct PrefillVector : Vec256 {
   static constexpr int kScoreSlots = 5;
   static constexpr int kScoreVectors = 2;
   static constexpr int kValueRows = 4;
   static constexpr int kValueVectors = 2;
-  static V zero() { return _mm256_setzero_ps(); }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static V set1(float x) { return _mm256_set1_ps(x); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
-  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
-  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V div(V a, V b) { return _mm256_div_ps(a, b); }
-  static V max(V a, V b) { return _mm256_max_ps(a, b); }
-  static V exp(V x) { return vec_exp(x); }
-  static V visible(V score, int32_t slot_position, const int32_t* row_positions) {
-    const __m256i hidden =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(slot_position),
-                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row_positions)));
-    return _mm256_blendv_ps(score, _mm256_set1_ps(-INFINITY), _mm256_castsi256_ps(hidden));
-  }
-  static V seen_or_zero(V max_value, V value) {
-    return _mm256_and_ps(_mm256_cmp_ps(max_value, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ), value);
-  }
-  static float sum(V v) { return Vec256::sum(v); }
 };
 
-#include "backends/cpu/simd_prefill_attention.inc"
+#include "backends/cpu/simd/prefill_attention.h"
 
 // Prefill with whole 16-column output tiles in a row: the outer-product kernel; everything else
-// the panel kernel (simd_attention.inc).
+// the panel kernel (simd/attention.h).
 template <class Cache>
 void attention(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
   const AttentionView a = attention_view(args);

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -23,7 +24,7 @@ using x86::scratch;
 #include "backends/cpu/simd/bands.h"
 #include "backends/cpu/simd/quant_matmul.h"
 #include "backends/cpu/simd/vec_avx2.h"
-#include "backends/cpu/x_block_scale.inc"
+#include "backends/cpu/simd/x_block_scale.h"
 
 int32_t hsum_i32(__m128i v) {
   v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));

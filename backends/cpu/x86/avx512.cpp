@@ -356,10 +356,10 @@ void prefetch_l2(const void* p, int64_t bytes) {
 }
 
 // Slots ahead of the one being read whose rows are prefetched (as the AVX2 kernel's
-// kDecodePrefetchSlots, simd_attention.inc).
+// kDecodePrefetchSlots, simd/attention.h).
 constexpr int64_t kAttentionPrefetchSlots = 16;
 
-// The AVX2 decode kernel (simd_attention.inc) reads the cache in the same order, slot by slot with
+// The AVX2 decode kernel (simd/attention.h) reads the cache in the same order, slot by slot with
 // every kv head of the thread, but per slot it reduces each dot product to a float and loads each
 // output vector for every few slots. Here, with head_dim = 16·kChunks:
 //   scores: for 16 slots at a time, each query head's dot products are left as vectors (one per
@@ -531,40 +531,17 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prefill attention: simd_prefill_attention.inc, for head_dim a multiple of 64. The score tile is
+// Prefill attention: simd/prefill_attention.h, for head_dim a multiple of 64. The score tile is
 // 6 slots x 64 rows and the output tile 4 rows x 64 columns (24 and 16 accumulators of the 32 ZMM
 // registers).
-struct PrefillVector {
-  using V = __m512;
-  static constexpr int kLanes = 16;
+struct PrefillVector : Vec512 {
   static constexpr int kScoreSlots = 6;
   static constexpr int kScoreVectors = 4;
   static constexpr int kValueRows = 4;
   static constexpr int kValueVectors = 4;
-  static V zero() { return _mm512_setzero_ps(); }
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static V set1(float x) { return _mm512_set1_ps(x); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V add(V a, V b) { return _mm512_add_ps(a, b); }
-  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
-  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V div(V a, V b) { return _mm512_div_ps(a, b); }
-  static V max(V a, V b) { return _mm512_max_ps(a, b); }
-  static V exp(V x) { return vec_exp(x); }
-  static V visible(V score, int32_t slot_position, const int32_t* row_positions) {
-    const __mmask16 sees = _mm512_cmp_epi32_mask(_mm512_set1_epi32(slot_position),
-                                                 _mm512_loadu_si512(row_positions), _MM_CMPINT_LE);
-    return _mm512_mask_blend_ps(sees, _mm512_set1_ps(-INFINITY), score);
-  }
-  static V seen_or_zero(V max_value, V value) {
-    return _mm512_maskz_mov_ps(
-        _mm512_cmp_ps_mask(max_value, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ), value);
-  }
-  static float sum(V v) { return Vec512::sum(v); }
 };
 
-// The cache rows as floats, for simd_prefill_attention.inc's panels.
+// The cache rows as floats, for simd/prefill_attention.h's panels.
 template <class Weights>
 struct AttentionCache {
   using Element = typename Weights::Element;
@@ -577,7 +554,7 @@ struct AttentionCache {
   }
 };
 
-#include "backends/cpu/simd_prefill_attention.inc"
+#include "backends/cpu/simd/prefill_attention.h"
 
 // The AVX-512 kernels where they apply (decode: one query, head_dim 64 or 128; prefill: head_dim a
 // multiple of 64), else the AVX2 kernels.
