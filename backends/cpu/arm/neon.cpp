@@ -17,6 +17,7 @@
 #include "backends/cpu/arm/arm.h"
 #include "backends/cpu/arm/neon_quant_matmul.h"
 #include "backends/cpu/attention_view.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/rope_table.h"
 #include "core/quant.h"
 
@@ -362,25 +363,8 @@ void q4_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, in
   quant_matmul<Q4_0Format, NeonDot>(quantized_view(xq, M, K), w, y, M, N, K, n_begin, n_end);
 }
 
-void f32_rms_norm__neon(const float* x, const float* weight, float* y, int64_t dim, float eps) {
-  rms_norm(x, weight, y, dim, eps);
-}
-
-void f32_rope__neon(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
-                    const float* inv_freq) {
-  rope(x, out, n_heads, head_dim, position, inv_freq);
-}
-
-void f32_softmax__neon(const float* x, float* y, int64_t n) {
-  softmax(x, y, n);
-}
-
-void f32_silu_mul__neon(const float* gate, const float* up, float* out, int64_t n) {
-  silu_mul(gate, up, out, n);
-}
-
-void f32_add__neon(const float* a, const float* b, float* out, int64_t n) {
-  add(a, b, out, n);
+void elementwise_kernels__neon(KernelTable& table) {
+  set_elementwise_kernels(table);
 }
 
 void f32_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {

@@ -6,8 +6,9 @@
 //
 // Textual header: include it inside the instruction set's own anonymous namespace, after its
 // contract header and after declaring `using Vec = <the contract>;` (the default vector of every
-// function here), with <cmath>, <cstring>, backends/cpu/rope_table.h and core/quant.h included
-// before the namespace. Each instruction set thus compiles a private copy (see simd/vec_avx2.h).
+// function here), with <cmath>, <cstring>, backends/cpu/kernels.h, backends/cpu/rope_table.h and
+// core/quant.h included before the namespace. Each instruction set thus compiles a private copy
+// (see simd/vec_avx2.h).
 
 // e^x for float lanes, relative error ~1e-7 (a few ulp), so softmax and silu stay far inside the
 // 1e-10 NMSE bound. x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in a high part exact in float and a
@@ -192,6 +193,18 @@ void add(const float* a, const float* b, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) V::store(out + i, V::add(V::load(a + i), V::load(b + i)));
   for (; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+// The element-wise entries of a kernel table (kernels.h), from this family: each ISA's file calls
+// it from its exported elementwise_kernels__<isa>(table), so an element-wise op added here reaches
+// every SIMD table without touching the ISA files.
+template <class V = Vec>
+void set_elementwise_kernels(KernelTable& table) {
+  table.rms_norm = rms_norm<V>;
+  table.rope = rope<V>;
+  table.softmax = softmax<V>;
+  table.silu_mul = silu_mul<V>;
+  table.add = add<V>;
 }
 
 // Row conversions (embed, cast, kv_append). Exact like the portable ones: the contracts convert

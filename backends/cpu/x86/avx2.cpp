@@ -1,7 +1,8 @@
 // AVX2 + FMA + F16C kernels (this file is compiled with -mavx2 -mfma -mf16c; the table is only
-// offered when the CPU reports all three). Semantics are those of backends/cpu/portable/; results
-// differ from it only by float rounding, and for Q8_0/Q4_0 matmul by quantizing the activations to
-// 8 bits per 32-block (see kQuantizedActivations in tests/parity/cases.cpp).
+// offered when the CPU reports all three): the float matmuls, the attention helpers, and the
+// element-wise and attention families of simd/ instantiated over Vec256; the quantized matmuls are
+// in avx2_quant.cpp. Semantics are those of backends/cpu/portable/; results differ from it only by
+// float rounding.
 //
 // Nothing here calls an inline or template function from a shared header (see x86.h).
 #include <immintrin.h>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <utility>
 
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/rope_table.h"
 #include "backends/cpu/x86/x86.h"
 #include "core/quant.h"
@@ -537,25 +539,8 @@ void f16x4_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int6
   float_matmul<F16x4Weights>(x, w, y, M, N, K, n_begin, n_end);
 }
 
-void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps) {
-  rms_norm(x, weight, y, dim, eps);
-}
-
-void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
-                    const float* inv_freq) {
-  rope(x, out, n_heads, head_dim, position, inv_freq);
-}
-
-void f32_softmax__avx2(const float* x, float* y, int64_t n) {
-  softmax(x, y, n);
-}
-
-void f32_silu_mul__avx2(const float* gate, const float* up, float* out, int64_t n) {
-  silu_mul(gate, up, out, n);
-}
-
-void f32_add__avx2(const float* a, const float* b, float* out, int64_t n) {
-  add(a, b, out, n);
+void elementwise_kernels__avx2(KernelTable& table) {
+  set_elementwise_kernels(table);
 }
 
 void f32_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {

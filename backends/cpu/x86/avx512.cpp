@@ -1,9 +1,8 @@
 // AVX-512 kernels (F, BW, VL, DQ and VNNI, plus FMA and F16C; the table is only offered when the
-// CPU reports all of them). Float kernels use 16-lane ZMM vectors; quantized matmul uses VNNI's
-// vpdpbusd (unsigned × signed bytes summed into 32-bit lanes). Semantics are those of
-// backends/cpu/portable/; results differ from it only by float rounding, and for Q8_0/Q4_0 matmul
-// by quantizing the activations to 8 bits per 32-block (see kQuantizedActivations in
-// tests/parity/cases.cpp).
+// CPU reports all of them): the float matmuls and decode attention in 16-lane ZMM vectors, and the
+// element-wise and prefill-attention families of simd/ instantiated over Vec512; the quantized
+// matmuls (VNNI) are in avx512_quant.cpp. Semantics are those of backends/cpu/portable/; results
+// differ from it only by float rounding.
 //
 // Nothing here calls an inline or template function from a shared header (see x86.h).
 
@@ -22,6 +21,7 @@
 #include <limits>
 #include <utility>
 
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/rope_table.h"
 #include "backends/cpu/x86/x86.h"
 #include "core/quant.h"
@@ -615,25 +615,8 @@ void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t 
                                    b_begin, rows);
 }
 
-void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t dim, float eps) {
-  rms_norm(x, weight, y, dim, eps);
-}
-
-void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
-                      int32_t position, const float* inv_freq) {
-  rope(x, out, n_heads, head_dim, position, inv_freq);
-}
-
-void f32_softmax__avx512(const float* x, float* y, int64_t n) {
-  softmax(x, y, n);
-}
-
-void f32_silu_mul__avx512(const float* gate, const float* up, float* out, int64_t n) {
-  silu_mul(gate, up, out, n);
-}
-
-void f32_add__avx512(const float* a, const float* b, float* out, int64_t n) {
-  add(a, b, out, n);
+void elementwise_kernels__avx512(KernelTable& table) {
+  set_elementwise_kernels(table);
 }
 
 }  // namespace edgelm::cpu
