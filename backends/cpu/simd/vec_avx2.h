@@ -96,7 +96,15 @@ struct Vec256 {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  static Reg load_bf16(const uint16_t* p) {
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
   static float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+  // Requests the cache line at p into L1.
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 };
 
 // The 256-bit integer side of the x86 quantized matmuls (simd/quant_matmul.h, with the ISA's own
@@ -111,5 +119,5 @@ struct Int256 {
     return _mm256_sub_epi32(s, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
   static __m256 to_float(Sums s) { return _mm256_cvtepi32_ps(s); }
-  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+  static void prefetch(const void* p) { Vec256::prefetch(p); }
 };

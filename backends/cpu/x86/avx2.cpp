@@ -29,13 +29,7 @@ using x86::scratch;
 using Vec = Vec256;
 #include "backends/cpu/simd/bands.h"
 #include "backends/cpu/simd/elementwise.h"
-
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
+#include "backends/cpu/simd/float_weights.h"
 
 // Weights per chunk of the float GEMM: about 128 KiB, which stay in L2 while every band of x
 // passes.
@@ -44,66 +38,6 @@ constexpr size_t kChunkBytes = size_t{128} << 10;
 // ---------------------------------------------------------------------------------------------
 // Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
 // accumulator a vector of partial sums along K, reduced once at the end of the row.
-
-// The layouts place the elements: rows one after the other, or in F16x4's groups of four
-// interleaved rows (core/quant.h), stored in K segments of kSegment columns. row(w, n, N, K, first)
-// is where row n's part of the segment starting at column `first` begins, and offset(j) where its
-// element first + j sits from there: in F16x4, row n starts in its group's first chunk of the
-// segment, 16 elements after the row before it, and element j is in chunk j / 16, whose rows are
-// four chunks apart.
-struct RowMajor {
-  static constexpr int kGroupRows = 1;
-  static constexpr int64_t kSegment = int64_t{1} << 62;  // one segment
-  template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t, int64_t K, int64_t first) {
-    return w + n * K + first;
-  }
-  static int64_t offset(int64_t j) { return j; }
-};
-
-struct FourRowsInterleaved {
-  static constexpr int kGroupRows = kF16x4Rows;
-  static constexpr int64_t kSegment = kF16x4SegmentElements;
-  // The segment's groups come after N·first elements of the earlier segments, each group taking
-  // four rows of the segment's width (as f16x4_segment_index, which this file must not call:
-  // x86.h).
-  template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t N, int64_t K, int64_t first) {
-    const int64_t width = min_of(kSegment, K - first);
-    return w + N * first + (n / kF16x4Rows) * kF16x4Rows * width + (n % kF16x4Rows) * kF16x4Chunk;
-  }
-  static int64_t offset(int64_t j) { return kF16x4Rows * (j - j % kF16x4Chunk) + j % kF16x4Chunk; }
-};
-
-struct F32Weights : RowMajor {
-  using Element = float;
-  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-  static float at(const float* p) { return *p; }
-};
-
-struct F16Weights : RowMajor {
-  using Element = uint16_t;
-  static __m256 load8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static float at(const uint16_t* p) { return Vec256::half_to_float(*p); }
-};
-
-struct BF16Weights : RowMajor {
-  using Element = uint16_t;
-  static __m256 load8(const uint16_t* p) {
-    const __m256i wide =
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  }
-  static float at(const uint16_t* p) { return bf16_to_float(*p); }
-};
-
-struct F16x4Weights : FourRowsInterleaved {
-  using Element = uint16_t;
-  static __m256 load8(const uint16_t* p) { return F16Weights::load8(p); }
-  static float at(const uint16_t* p) { return F16Weights::at(p); }
-};
 
 // y[m0 + i, n0 + j] for i < MR, j < NR over elements [k_begin, k_end) of K. x: [M, K]; w: [N, K]
 // in the Weights' layout; y: [M, N]. kSliced: the MR x NR vector accumulators start from `partial`
@@ -127,7 +61,8 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   int64_t k = k_begin;
   for (; k + 8 <= k_end; k += 8) {
     __m256 wv[NR];
-    for (int j = 0; j < NR; ++j) wv[j] = Weights::load8(w_rows[j] + Weights::offset(k));
+    for (int j = 0; j < NR; ++j)
+      wv[j] = Weights::template load<Vec256>(w_rows[j] + Weights::offset(k));
     for (int i = 0; i < MR; ++i) {
       const __m256 xv = _mm256_loadu_ps(x_rows[i] + k);
       for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
@@ -161,30 +96,6 @@ constexpr int kFloatPrefetchBytes = 1024;
 constexpr int64_t kFloatKBlock = 1024;
 static_assert(kF16x4SegmentElements % kFloatKBlock == 0, "a K slice lies in one F16x4 segment");
 
-// One weight row against one row of x (decode): the row is read front to back as one sequential
-// stream, 32 elements a step into four independent accumulators (which hide the FMA latency).
-template <class Weights>
-float float_row_dot(const float* x, const typename Weights::Element* w, int64_t K) {
-  constexpr int kStepBytes = 32 * sizeof(typename Weights::Element);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    const char* ahead = reinterpret_cast<const char*>(w + k) + kFloatPrefetchBytes;
-    for (int line = 0; line < kStepBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-    for (int u = 0; u < 4; ++u) {
-      acc[u] =
-          _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8 * u), Weights::load8(w + k + 8 * u), acc[u]);
-    }
-  }
-  for (; k + 8 <= K; k += 8)
-    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), Weights::load8(w + k), acc[0]);
-  float sum =
-      Vec256::sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; k < K; ++k) sum += x[k] * Weights::at(w + k);
-  return sum;
-}
-
 // Groups of four interleaved weight rows (F16x4), rows [n_begin, n_end), against one row of x
 // (decode): y[n_begin .. n_end). Each group's chunks are read front to back, and each 16 elements
 // of x are loaded once for all four rows: row by row, x is read again for every row, and once it no
@@ -213,9 +124,10 @@ void float_groups_dot4(const float* x, const typename Weights::Element* w, int64
           const __m256 x0 = _mm256_loadu_ps(x + k);
           const __m256 x1 = _mm256_loadu_ps(x + k + 8);
           for (int r = 0; r < 4; ++r) {
-            acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
-            acc[2 * r + 1] =
-                _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+            acc[2 * r] =
+                _mm256_fmadd_ps(x0, Weights::template load<Vec256>(chunk + 16 * r), acc[2 * r]);
+            acc[2 * r + 1] = _mm256_fmadd_ps(x1, Weights::template load<Vec256>(chunk + 16 * r + 8),
+                                             acc[2 * r + 1]);
           }
         }
         for (int u = 0; u < 8; ++u) batch[(n - n0) / 4][u] = acc[u];
@@ -252,7 +164,7 @@ void group_tile(const float* x, const typename Weights::Element* group, int64_t 
       __m256 xv[MR];
       for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_ps(x_rows[i] + k + 8 * half);
       for (int r = 0; r < 4; ++r) {
-        const __m256 wv = Weights::load8(chunk + 16 * r + 8 * half);
+        const __m256 wv = Weights::template load<Vec256>(chunk + 16 * r + 8 * half);
         for (int i = 0; i < MR; ++i) acc[i][r] = _mm256_fmadd_ps(xv[i], wv, acc[i][r]);
       }
     }
@@ -286,7 +198,7 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
     return;
   } else if constexpr (MR == 1) {
     for (int64_t n = n_begin; n < n_end; ++n)
-      y[m0 * N + n] = float_row_dot<Weights>(x + m0 * K, w + n * K, K);
+      y[m0 * N + n] = float_row_dot<Vec256, Weights, kFloatPrefetchBytes>(x + m0 * K, w + n * K, K);
     return;
   }
   // Every tile of the band over elements [k, k_end) of K.
@@ -411,14 +323,14 @@ struct F32Cache {
 
 struct F16Cache {
   using Element = uint16_t;
-  static __m256 load8(const uint16_t* p) { return F16Weights::load8(p); }
+  static __m256 load8(const uint16_t* p) { return F16Weights::load<Vec256>(p); }
   static float value(const uint16_t* p) { return Vec256::half_to_float(*p); }
   // A row of the cache as floats, converted into `buffer` (the attention kernel passes the row of
   // its float panel, so the conversion is the only copy).
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
     const uint16_t* half = static_cast<const uint16_t*>(cache) + offset;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(buffer + i, F16Weights::load8(half + i));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(buffer + i, F16Weights::load<Vec256>(half + i));
     for (; i < n; ++i) buffer[i] = Vec256::half_to_float(half[i]);
     return buffer;
   }

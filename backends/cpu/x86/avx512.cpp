@@ -37,13 +37,7 @@ using x86::scratch;
 using Vec = Vec512;
 #include "backends/cpu/simd/bands.h"
 #include "backends/cpu/simd/elementwise.h"
-
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
+#include "backends/cpu/simd/float_weights.h"
 
 // Weights per chunk of the float GEMM: about 128 KiB, which stay in L2 while every band of x
 // passes.
@@ -52,76 +46,6 @@ constexpr size_t kChunkBytes = size_t{128} << 10;
 // ---------------------------------------------------------------------------------------------
 // Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
 // accumulator a vector of partial sums along K, reduced once at the end of the row.
-
-// load8 is the 256-bit form, for the decode row kernels (see float_row_dot). The layouts place
-// the elements: rows one after the other, or in F16x4's groups of four interleaved rows, stored in
-// K segments of kSegment columns. row(w, n, N, K, first) is where row n's part of the segment
-// starting at column `first` begins, and offset(j) where its element first + j sits from there.
-struct RowMajor {
-  static constexpr int kGroupRows = 1;
-  static constexpr int64_t kSegment = int64_t{1} << 62;  // one segment
-  template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t, int64_t K, int64_t first) {
-    return w + n * K + first;
-  }
-  static int64_t offset(int64_t j) { return j; }
-};
-
-// F16x4 (core/quant.h): in a segment, row n starts in its group's first chunk, 16 elements after
-// the row before it; element j is in chunk j / 16, whose rows are four chunks (64 elements) apart.
-struct FourRowsInterleaved {
-  static constexpr int kGroupRows = kF16x4Rows;
-  static constexpr int64_t kSegment = kF16x4SegmentElements;
-  // The segment's groups come after N·first elements of the earlier segments, each group taking
-  // four rows of the segment's width (as f16x4_segment_index, which this file must not call:
-  // x86.h).
-  template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t N, int64_t K, int64_t first) {
-    const int64_t width = min_of(kSegment, K - first);
-    return w + N * first + (n / kF16x4Rows) * kF16x4Rows * width + (n % kF16x4Rows) * kF16x4Chunk;
-  }
-  static int64_t offset(int64_t j) { return kF16x4Rows * (j - j % kF16x4Chunk) + j % kF16x4Chunk; }
-};
-
-struct F32Weights : RowMajor {
-  using Element = float;
-  static __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-  static float at(const float* p) { return *p; }
-};
-
-struct F16Weights : RowMajor {
-  using Element = uint16_t;
-  static __m512 load16(const uint16_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  static __m256 load8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static float at(const uint16_t* p) { return Vec256::half_to_float(*p); }
-};
-
-struct BF16Weights : RowMajor {
-  using Element = uint16_t;
-  static __m512 load16(const uint16_t* p) {
-    const __m512i wide =
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-  }
-  static __m256 load8(const uint16_t* p) {
-    const __m256i wide =
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  }
-  static float at(const uint16_t* p) { return bf16_to_float(*p); }
-};
-
-struct F16x4Weights : FourRowsInterleaved {
-  using Element = uint16_t;
-  static __m512 load16(const uint16_t* p) { return F16Weights::load16(p); }
-  static __m256 load8(const uint16_t* p) { return F16Weights::load8(p); }
-  static float at(const uint16_t* p) { return F16Weights::at(p); }
-};
 
 // y[m0 + i, n0 + j] for i < MR, j < NR. x: [M, K]; w: [N, K] in the Weights' layout; y: [M, N].
 template <class Weights, int MR, int NR>
@@ -142,7 +66,8 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
     const int64_t end = min_of(first + Weights::kSegment, K);
     for (k = first; k + 16 <= end; k += 16) {
       __m512 wv[NR];
-      for (int j = 0; j < NR; ++j) wv[j] = Weights::load16(w_rows[j] + Weights::offset(k - first));
+      for (int j = 0; j < NR; ++j)
+        wv[j] = Weights::template load<Vec512>(w_rows[j] + Weights::offset(k - first));
       for (int i = 0; i < MR; ++i) {
         const __m512 xv = _mm512_loadu_ps(x_rows[i] + k);
         for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
@@ -160,28 +85,10 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   }
 }
 
-// One weight row against one row of x (decode): the row is read front to back as one sequential
-// stream into four independent accumulators. In 256-bit steps: on Zen 4 the 512-bit F16
-// conversion made this memory-bound loop slower (F16, one thread: 18-21 GB/s with 512-bit steps,
-// 22-23 GB/s with 256-bit ones).
-template <class Weights>
-float float_row_dot(const float* x, const typename Weights::Element* w, int64_t K) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    for (int u = 0; u < 4; ++u) {
-      acc[u] =
-          _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8 * u), Weights::load8(w + k + 8 * u), acc[u]);
-    }
-  }
-  for (; k + 8 <= K; k += 8)
-    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), Weights::load8(w + k), acc[0]);
-  float sum =
-      Vec256::sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; k < K; ++k) sum += x[k] * Weights::at(w + k);
-  return sum;
-}
+// Decode reads one weight row against one row of x with float_row_dot (simd/float_weights.h) in
+// 256-bit steps and without software prefetch: on Zen 4 the 512-bit F16 conversion made this
+// memory-bound loop slower (F16, one thread: 18-21 GB/s with 512-bit steps, 22-23 GB/s with 256-bit
+// ones).
 
 // Groups of four interleaved weight rows (F16x4), rows [n_begin, n_end), against one row of x
 // (decode): y[n_begin .. n_end). Each group's chunks are read front to back, and each 16 elements
@@ -207,8 +114,9 @@ template <class Weights>
                                               const typename Weights::Element* chunk,
                                               __m256 (&acc)[8]) {
   for (int r = 0; r < 4; ++r) {
-    acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
-    acc[2 * r + 1] = _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+    acc[2 * r] = _mm256_fmadd_ps(x0, Weights::template load<Vec256>(chunk + 16 * r), acc[2 * r]);
+    acc[2 * r + 1] =
+        _mm256_fmadd_ps(x1, Weights::template load<Vec256>(chunk + 16 * r + 8), acc[2 * r + 1]);
   }
 }
 
@@ -280,7 +188,7 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
     return;
   } else if constexpr (MR == 1) {
     for (int64_t n = n_begin; n < n_end; ++n)
-      y[m0 * N + n] = float_row_dot<Weights>(x + m0 * K, w + n * K, K);
+      y[m0 * N + n] = float_row_dot<Vec256, Weights, 0>(x + m0 * K, w + n * K, K);
     return;
   }
   constexpr int NR = 4;
@@ -414,7 +322,8 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
       const Element* slot_rows = k + s * slot_elements;
       for (int64_t h = 0; h < heads; ++h) {
         __m512 key[kChunks];
-        for (int c = 0; c < kChunks; ++c) key[c] = Cache::load16(slot_rows + h * kDim + 16 * c);
+        for (int c = 0; c < kChunks; ++c)
+          key[c] = Cache::template load<Vec512>(slot_rows + h * kDim + 16 * c);
         for (int64_t j = 0; j < group; ++j) {
           const float* q_row = q + (h * group + j) * kDim;
           __m512 dot = _mm512_mul_ps(_mm512_loadu_ps(q_row), key[0]);
@@ -473,7 +382,7 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
         for (int c = 0; c < kChunks; ++c) {
           __m512 value[kStep];
           for (int t = 0; t < kStep; ++t)
-            value[t] = Cache::load16(value_rows + t * slot_elements + 16 * c);
+            value[t] = Cache::template load<Vec512>(value_rows + t * slot_elements + 16 * c);
           for (int64_t j = 0; j < group; ++j) {
             float* o = acc + j * kDim + 16 * c;
             const float* weights = p + j * n_slots;
@@ -492,7 +401,8 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
       for (int64_t t = 0; t < count; ++t) {
         if (!visible(s0 + t, g)) continue;
         for (int c = 0; c < kChunks; ++c) {
-          const __m512 value = Cache::load16(value_rows + t * slot_elements + 16 * c);
+          const __m512 value =
+              Cache::template load<Vec512>(value_rows + t * slot_elements + 16 * c);
           for (int64_t j = 0; j < group; ++j) {
             float* o = acc + j * kDim + 16 * c;
             _mm512_storeu_ps(
@@ -548,7 +458,8 @@ struct AttentionCache {
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
     const Element* values = static_cast<const Element*>(cache) + offset;
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(buffer + i, Weights::load16(values + i));
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(buffer + i, Weights::template load<Vec512>(values + i));
     for (; i < n; ++i) buffer[i] = Weights::at(values + i);
     return buffer;
   }
