@@ -40,7 +40,9 @@ for object in "${objects[@]}"; do
     fail "object file '$object' does not exist"
     continue
   fi
-  listing=$("$objdump" -d --no-show-raw-insn "$object")
+  # Only the lines that matter: the format line and those naming the registers or instructions.
+  listing=$("$objdump" -d --no-show-raw-insn "$object" |
+    grep -E 'file format|%[yz]mm[0-9]|[[:space:]](vpdpbusd|sdot)[[:space:]]' || true)
   case "$listing" in
     *"file format elf64-x86-64"*) arch=x86 ;;
     *"file format elf64-littleaarch64"*) arch=aarch64 ;;
