@@ -173,9 +173,12 @@ struct X8Segment {
   int64_t end;    // one past the last block
 };
 
-// The lines of the record kDecodePrefetchBytes after `record`, into L1.
+// The lines of the record kDecodePrefetchBytes after `record`, into L1. Not marked always_inline:
+// GCC 12 then inlines Isa::prefetch before the hint argument of _mm_prefetch is a constant and
+// drops the prefetch (the decode kernels lost every prefetch that way); as a plain template it is
+// inlined all the same.
 template <class Isa, class Kernel>
-[[gnu::always_inline]] inline void prefetch_record_ahead(const typename Kernel::Record* record) {
+void prefetch_record_ahead(const typename Kernel::Record* record) {
   const char* ahead = reinterpret_cast<const char*>(record) + Kernel::kDecodePrefetchBytes;
   for (size_t line = 0; line < sizeof(*record); line += 64) Isa::prefetch(ahead + line);
 }
