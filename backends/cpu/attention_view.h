@@ -1,4 +1,4 @@
-// AttentionArgs as plain pointers and sizes, for the SIMD kernel files (simd_attention.inc). Those
+// AttentionArgs as plain pointers and sizes, for the SIMD kernel files (simd/attention.h). Those
 // files are compiled with their own ISA flags and call no inline Tensor method (see x86/x86.h);
 // attention_view() is defined out of line in kernel_table.cpp, compiled without ISA flags.
 #pragma once

@@ -105,11 +105,7 @@ KernelTable make_avx2_table() {
   table.quantized_matmul[at(DType::Q8_0x8)] = {quantize_x__avx2, q8_0x8_matmul_xq__avx2};
   table.attention[at(DType::F32)] = f32_attention__avx2;
   table.attention[at(DType::F16)] = f16_attention__avx2;
-  table.rms_norm = f32_rms_norm__avx2;
-  table.rope = f32_rope__avx2;
-  table.softmax = f32_softmax__avx2;
-  table.silu_mul = f32_silu_mul__avx2;
-  table.add = f32_add__avx2;
+  elementwise_kernels__avx2(table);
   table.row_to_f32[at(DType::F16)] = f16_to_f32__avx2;
   table.row_to_f32[at(DType::Q8_0)] = q8_0_to_f32__avx2;
   table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__avx2;
@@ -147,11 +143,7 @@ KernelTable make_avx512_table() {
   // build of the same algorithm on Zen 4 (5-20 %, micro_bench; performance.md).
   table.attention[at(DType::F32)] = f32_attention__avx512;
   table.attention[at(DType::F16)] = f16_attention__avx512;
-  table.rms_norm = f32_rms_norm__avx512;
-  table.rope = f32_rope__avx512;
-  table.softmax = f32_softmax__avx512;
-  table.silu_mul = f32_silu_mul__avx512;
-  table.add = f32_add__avx512;
+  elementwise_kernels__avx512(table);
   table.row_to_f32[at(DType::F16)] = f16_to_f32__avx2;
   table.row_to_f32[at(DType::Q8_0)] = q8_0_to_f32__avx2;
   table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__avx2;
@@ -202,11 +194,7 @@ KernelTable make_neon_table() {
   table.quantized_matmul[at(DType::Q4_0)] = {quantize_x__neon, q4_0_matmul_xq__neon};
   table.attention[at(DType::F32)] = f32_attention__neon;
   table.attention[at(DType::F16)] = f16_attention__neon;
-  table.rms_norm = f32_rms_norm__neon;
-  table.rope = f32_rope__neon;
-  table.softmax = f32_softmax__neon;
-  table.silu_mul = f32_silu_mul__neon;
-  table.add = f32_add__neon;
+  elementwise_kernels__neon(table);
   table.row_to_f32[at(DType::F16)] = f16_to_f32__neon;
   table.row_to_f32[at(DType::Q8_0)] = q8_0_to_f32__neon;
   table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__neon;

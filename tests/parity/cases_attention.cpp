@@ -208,7 +208,7 @@ void attention_cases(std::vector<OpCase>& cases) {
       {1, 16, 2, 45, 64, false, 0, "decode"},
       // A long cache, masked differently per kv head, four kv heads per thread.
       {1, 16, 8, 601, 64, true, 0, "decode_masked"},
-      // The SIMD prefill kernel (simd_prefill_attention.inc: head_dim a multiple of 64 on
+      // The SIMD prefill kernel (simd/prefill_attention.h: head_dim a multiple of 64 on
       // AVX-512, of 16 on AVX2 and NEON; blocks of 64 rows of query heads, slots in panels of 256):
       // a prompt's last chunk over three panels (the last partial; score tiles that run past a
       // panel's end into the next) with mass from a query inside a block, and a 32-wide head;

@@ -17,6 +17,8 @@
 
 namespace edgelm::cpu {
 
+struct KernelTable;  // kernels.h
+
 #if defined(EDGELM_HAVE_ARM_KERNELS)
 
 void f32_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
@@ -38,12 +40,8 @@ void q8_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, in
                           int64_t n_begin, int64_t n_end);
 void q4_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                           int64_t n_begin, int64_t n_end);
-void f32_rms_norm__neon(const float* x, const float* weight, float* y, int64_t dim, float eps);
-void f32_rope__neon(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
-                    const float* inv_freq);
-void f32_softmax__neon(const float* x, float* y, int64_t n);
-void f32_silu_mul__neon(const float* gate, const float* up, float* out, int64_t n);
-void f32_add__neon(const float* a, const float* b, float* out, int64_t n);
+// The element-wise entries of the table (simd/elementwise.h, set_elementwise_kernels).
+void elementwise_kernels__neon(KernelTable& table);
 void f32_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 void f16_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 void f16_to_f32__neon(const void* src, float* dst, int64_t n);

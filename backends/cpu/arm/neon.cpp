@@ -17,6 +17,7 @@
 #include "backends/cpu/arm/arm.h"
 #include "backends/cpu/arm/neon_quant_matmul.h"
 #include "backends/cpu/attention_view.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/rope_table.h"
 #include "core/quant.h"
 
@@ -26,40 +27,15 @@ namespace {
 using arm::Scratch;
 using arm::scratch;
 
+#include "backends/cpu/simd/vec_neon.h"
+using Vec = Vec128;
+#include "backends/cpu/simd/elementwise.h"
+
 float bf16_to_float(uint16_t bits) {
   const uint32_t widened = static_cast<uint32_t>(bits) << 16;
   float value;
   std::memcpy(&value, &widened, sizeof(value));
   return value;
-}
-
-// e^x for float lanes, relative error ~1e-7 (a few ulp), so softmax and silu stay far inside the
-// 1e-10 NMSE bound. x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in a high part exact in float and a
-// low correction, so r carries no cancellation error); e^r is its Taylor series to degree 7, whose
-// truncation error (ln2/2)^8/8! ≈ 5e-9 is below float rounding; 2^n is built in the exponent bits.
-// Inputs below -87.3 (results below the smallest normal float) and -inf give 0; inputs are capped
-// at 88 (e^88 ≈ 1.7e38), which no caller reaches: softmax and attention exponentiate x - max ≤ 0,
-// and silu's e^-x only matters where it is small.
-float32x4_t exp_f32x4(float32x4_t x) {
-  const float32x4_t min_input = vdupq_n_f32(-87.3f);
-  const uint32x4_t in_range = vcgeq_f32(x, min_input);
-  x = vminq_f32(vmaxq_f32(x, min_input), vdupq_n_f32(88.0f));
-  // FCVTNS: round to nearest (even), as _mm256_round_ps in the x86 kernels.
-  const int32x4_t n_int = vcvtnq_s32_f32(vmulq_n_f32(x, 1.44269504088896341f));
-  const float32x4_t n = vcvtq_f32_s32(n_int);
-  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
-  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
-  float32x4_t p = vdupq_n_f32(1.0f / 5040.0f);
-  p = vfmaq_f32(vdupq_n_f32(1.0f / 720.0f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(1.0f / 120.0f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(1.0f / 24.0f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(1.0f / 6.0f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
-  const int32x4_t exponent = vshlq_n_s32(vaddq_s32(n_int, vdupq_n_s32(127)), 23);
-  const float32x4_t result = vmulq_f32(p, vreinterpretq_f32_s32(exponent));
-  return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(result), in_range));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -202,61 +178,6 @@ void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, i
   }
 }
 
-// y += x
-void accumulate(float* y, const float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vld1q_f32(x + i)));
-  for (; i < n; ++i) y[i] += x[i];
-}
-
-// The n < 4 floats at p in the first lanes, `fill` in the others; reads only those n.
-float32x4_t load_tail(const float* p, int64_t n, float fill) {
-  float lanes[4] = {fill, fill, fill, fill};
-  std::memcpy(lanes, p, sizeof(float) * static_cast<size_t>(n));
-  return vld1q_f32(lanes);
-}
-
-// Stores the first n < 4 lanes of v at p.
-void store_tail(float* p, int64_t n, float32x4_t v) {
-  float lanes[4];
-  vst1q_f32(lanes, v);
-  std::memcpy(p, lanes, sizeof(float) * static_cast<size_t>(n));
-}
-
-// The largest of p[0..n), -inf when n is 0.
-float array_max(const float* p, int64_t n) {
-  float32x4_t max_vector = vdupq_n_f32(-INFINITY);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) max_vector = vmaxq_f32(max_vector, vld1q_f32(p + i));
-  if (i < n) max_vector = vmaxq_f32(max_vector, load_tail(p + i, n - i, -INFINITY));
-  return vmaxvq_f32(max_vector);
-}
-
-// y[i] = e^(x[i] - max) for i < n (y may be x); returns Σ y[i]. Masked entries (-inf) become 0.
-float exp_shifted(const float* x, float* y, int64_t n, float max_value) {
-  const float32x4_t shift = vdupq_n_f32(max_value);
-  float32x4_t total = vdupq_n_f32(0.0f);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const float32x4_t e = exp_f32x4(vsubq_f32(vld1q_f32(x + i), shift));
-    vst1q_f32(y + i, e);
-    total = vaddq_f32(total, e);
-  }
-  if (i < n) {
-    // The padding lanes are -inf, whose e^ is 0.
-    const float32x4_t e = exp_f32x4(vsubq_f32(load_tail(x + i, n - i, -INFINITY), shift));
-    store_tail(y + i, n - i, e);
-    total = vaddq_f32(total, e);
-  }
-  return vaddvq_f32(total);
-}
-
-void scale_in_place(float* p, float factor, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) vst1q_f32(p + i, vmulq_n_f32(vld1q_f32(p + i), factor));
-  for (; i < n; ++i) p[i] *= factor;
-}
-
 struct F32Cache {
   using Element = float;
   static float32x4_t load4(const float* p) { return vld1q_f32(p); }
@@ -339,9 +260,9 @@ void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
   }
 }
 
-#include "backends/cpu/simd_attention.inc"
+#include "backends/cpu/simd/attention.h"
 
-// The vector operations of simd_prefill_attention.inc, for head_dim a multiple of 16: the score
+// The vector operations of simd/prefill_attention.h, for head_dim a multiple of 16: the score
 // tile is 5 slots x 16 rows and the output tile 4 rows x 16 columns (20 and 16 accumulators of the
 // 32 Q registers; GCC keeps each slot's K element in a register of its own for FMLA by element,
 // so a 6-slot tile spills). Not yet measured on a device; estimated against the panel kernel
@@ -349,40 +270,17 @@ void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
 // 1.45-1.51x fewer instructions, 1.43-1.52x fewer cycles in LLVM's Cortex-A53 and A55 models and
 // 1.59-1.66x in its A57 model (which it uses for the A76 and X1); the same method predicted the
 // AVX2 build's measured gain on Zen 5 within 4 % (docs/android.md).
-struct PrefillVector {
-  using V = float32x4_t;
-  static constexpr int kLanes = 4;
+struct PrefillVector : Vec128 {
   static constexpr int kScoreSlots = 5;
   static constexpr int kScoreVectors = 4;
   static constexpr int kValueRows = 4;
   static constexpr int kValueVectors = 4;
-  static V zero() { return vdupq_n_f32(0.0f); }
-  static V load(const float* p) { return vld1q_f32(p); }
-  static void store(float* p, V v) { vst1q_f32(p, v); }
-  static V set1(float x) { return vdupq_n_f32(x); }
-  static V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }
-  static V add(V a, V b) { return vaddq_f32(a, b); }
-  static V sub(V a, V b) { return vsubq_f32(a, b); }
-  static V mul(V a, V b) { return vmulq_f32(a, b); }
-  static V div(V a, V b) { return vdivq_f32(a, b); }
-  static V max(V a, V b) { return vmaxq_f32(a, b); }
-  static V exp(V x) { return exp_f32x4(x); }
-  static V visible(V score, int32_t slot_position, const int32_t* row_positions) {
-    const uint32x4_t sees = vcleq_s32(vdupq_n_s32(slot_position), vld1q_s32(row_positions));
-    return vbslq_f32(sees, score, vdupq_n_f32(-INFINITY));
-  }
-  // max > -inf: false for -inf and NaN, as the x86 kernels' ordered not-equal.
-  static V seen_or_zero(V max_value, V value) {
-    const uint32x4_t seen = vcgtq_f32(max_value, vdupq_n_f32(-INFINITY));
-    return vreinterpretq_f32_u32(vandq_u32(seen, vreinterpretq_u32_f32(value)));
-  }
-  static float sum(V v) { return vaddvq_f32(v); }
 };
 
-#include "backends/cpu/simd_prefill_attention.inc"
+#include "backends/cpu/simd/prefill_attention.h"
 
 // Prefill with whole 16-column output tiles in a row: the outer-product kernel; everything else
-// (decode, other head sizes) the panel kernel of simd_attention.inc.
+// (decode, other head sizes) the panel kernel of simd/attention.h.
 template <class Cache>
 void attention(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
   const AttentionView a = attention_view(args);
@@ -465,91 +363,8 @@ void q4_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, in
   quant_matmul<Q4_0Format, NeonDot>(quantized_view(xq, M, K), w, y, M, N, K, n_begin, n_end);
 }
 
-// Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the
-// models use); the inverse RMS itself in double.
-void f32_rms_norm__neon(const float* x, const float* weight, float* y, int64_t dim, float eps) {
-  float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
-  int64_t i = 0;
-  for (; i + 16 <= dim; i += 16) {
-    for (int j = 0; j < 4; ++j) {
-      const float32x4_t v = vld1q_f32(x + i + 4 * j);
-      acc[j] = vfmaq_f32(acc[j], v, v);
-    }
-  }
-  for (; i + 4 <= dim; i += 4) {
-    const float32x4_t v = vld1q_f32(x + i);
-    acc[0] = vfmaq_f32(acc[0], v, v);
-  }
-  double sum_squares = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
-  for (; i < dim; ++i) sum_squares += static_cast<double>(x[i]) * x[i];
-  const auto inverse_rms =
-      static_cast<float>(1.0 / std::sqrt(sum_squares / static_cast<double>(dim) + eps));
-  i = 0;
-  // y may alias x: each element is read before its own store.
-  for (; i + 4 <= dim; i += 4) {
-    const float32x4_t v = vmulq_n_f32(vld1q_f32(x + i), inverse_rms);
-    vst1q_f32(y + i, vmulq_f32(v, vld1q_f32(weight + i)));
-  }
-  for (; i < dim; ++i) y[i] = x[i] * inverse_rms * weight[i];
-}
-
-// The cosines and sines come from rope_rotation (computed in double from the float32 angle and
-// rounded to float, once per position and thread); the rotation runs across the pair index, four
-// pairs at a time, for every head.
-void f32_rope__neon(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
-                    const float* inv_freq) {
-  const int64_t half = head_dim / 2;
-  const float* cosines = rope_rotation(position, inv_freq, half);
-  const float* sines = cosines + half;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    const float* first = x + h * head_dim;
-    const float* second = first + half;
-    float* out_first = out + h * head_dim;
-    float* out_second = out_first + half;
-    int64_t i = 0;
-    // Both halves are loaded before either is stored, so out may alias x.
-    for (; i + 4 <= half; i += 4) {
-      const float32x4_t a = vld1q_f32(first + i);
-      const float32x4_t b = vld1q_f32(second + i);
-      const float32x4_t c = vld1q_f32(cosines + i);
-      const float32x4_t s = vld1q_f32(sines + i);
-      vst1q_f32(out_first + i, vfmsq_f32(vmulq_f32(a, c), b, s));
-      vst1q_f32(out_second + i, vfmaq_f32(vmulq_f32(b, c), a, s));
-    }
-    for (; i < half; ++i) {
-      const float a = first[i];
-      const float b = second[i];
-      out_first[i] = a * cosines[i] - b * sines[i];
-      out_second[i] = b * cosines[i] + a * sines[i];
-    }
-  }
-}
-
-void f32_softmax__neon(const float* x, float* y, int64_t n) {
-  // y may alias x: each element is read before its own store.
-  const float sum = exp_shifted(x, y, n, array_max(x, n));
-  scale_in_place(y, 1.0f / sum, n);
-}
-
-void f32_silu_mul__neon(const float* gate, const float* up, float* out, int64_t n) {
-  const float32x4_t one = vdupq_n_f32(1.0f);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const float32x4_t g = vld1q_f32(gate + i);
-    const float32x4_t e = exp_f32x4(vnegq_f32(g));
-    const float32x4_t product = vmulq_f32(g, vld1q_f32(up + i));
-    vst1q_f32(out + i, vdivq_f32(product, vaddq_f32(one, e)));
-  }
-  for (; i < n; ++i) {
-    const double g = gate[i];
-    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
-  }
-}
-
-void f32_add__neon(const float* a, const float* b, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) vst1q_f32(out + i, vaddq_f32(vld1q_f32(a + i), vld1q_f32(b + i)));
-  for (; i < n; ++i) out[i] = a[i] + b[i];
+void elementwise_kernels__neon(KernelTable& table) {
+  set_elementwise_kernels(table);
 }
 
 void f32_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
@@ -560,68 +375,20 @@ void f16_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t
   attention<F16Cache>(args, group_begin, group_end);
 }
 
-// Row conversions (embed, cast, kv_append). Exact like the portable ones: FCVTL/FCVTN convert
-// with IEEE round-to-nearest-even (the default FPCR mode), and a quantized value times its scale
-// is one float product either way.
-
 void f16_to_f32__neon(const void* src, float* dst, int64_t n) {
-  const auto* half = static_cast<const uint16_t*>(src);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, F16Weights::load4(half + i));
-  for (; i < n; ++i) dst[i] = half_to_float(half[i]);
+  f16_to_f32(src, dst, n);
 }
 
 void f16_from_f32__neon(const float* src, void* dst, int64_t n) {
-  auto* half = static_cast<uint16_t*>(dst);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    vst1_u16(half + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
-  }
-  if (i < n) {
-    // The last one to three values through one padded vector.
-    float rest[4] = {};
-    uint16_t rest_half[4];
-    std::memcpy(rest, src + i, static_cast<size_t>(n - i) * sizeof(float));
-    vst1_u16(rest_half, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(rest))));
-    std::memcpy(half + i, rest_half, static_cast<size_t>(n - i) * sizeof(uint16_t));
-  }
+  f16_from_f32(src, dst, n);
 }
-
-namespace {
-
-// out[0..16) = float(q[i]) * d.
-void store_scaled16(int8x16_t q, float d, float* out) {
-  const int16x8_t low = vmovl_s8(vget_low_s8(q));
-  const int16x8_t high = vmovl_s8(vget_high_s8(q));
-  vst1q_f32(out, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(low))), d));
-  vst1q_f32(out + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(low))), d));
-  vst1q_f32(out + 8, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(high))), d));
-  vst1q_f32(out + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_high_s16(high))), d));
-}
-
-}  // namespace
 
 void q8_0_to_f32__neon(const void* src, float* dst, int64_t n) {
-  const auto* blocks = static_cast<const BlockQ8_0*>(src);
-  for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
-    const float d = half_to_float(blocks[b].d);
-    store_scaled16(vld1q_s8(blocks[b].qs), d, dst + b * kQ8_0BlockSize);
-    store_scaled16(vld1q_s8(blocks[b].qs + 16), d, dst + b * kQ8_0BlockSize + 16);
-  }
+  q8_0_to_f32(src, dst, n);
 }
 
 void q4_0_to_f32__neon(const void* src, float* dst, int64_t n) {
-  const auto* blocks = static_cast<const BlockQ4_0*>(src);
-  const int8x16_t eight = vdupq_n_s8(8);
-  for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
-    const float d = half_to_float(blocks[b].d);
-    const uint8x16_t packed = vld1q_u8(blocks[b].qs);
-    // Elements 0..15 are the low nibbles, 16..31 the high ones; each minus 8.
-    const int8x16_t low = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(packed, vdupq_n_u8(0x0f))), eight);
-    const int8x16_t high = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(packed, 4)), eight);
-    store_scaled16(low, d, dst + b * kQ4_0BlockSize);
-    store_scaled16(high, d, dst + b * kQ4_0BlockSize + 16);
-  }
+  q4_0_to_f32(src, dst, n);
 }
 
 }  // namespace edgelm::cpu

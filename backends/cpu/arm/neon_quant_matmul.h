@@ -25,7 +25,7 @@ namespace {  // NOLINT(cert-dcl59-cpp): one internal copy per including ISA file
 
 constexpr int kBlock = 32;
 
-#include "backends/cpu/x_block_scale.inc"
+#include "backends/cpu/simd/x_block_scale.h"
 
 int64_t min_of(int64_t a, int64_t b) {
   return a < b ? a : b;

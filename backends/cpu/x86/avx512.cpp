@@ -1,9 +1,8 @@
 // AVX-512 kernels (F, BW, VL, DQ and VNNI, plus FMA and F16C; the table is only offered when the
-// CPU reports all of them). Float kernels use 16-lane ZMM vectors; quantized matmul uses VNNI's
-// vpdpbusd (unsigned × signed bytes summed into 32-bit lanes). Semantics are those of
-// backends/cpu/portable/; results differ from it only by float rounding, and for Q8_0/Q4_0 matmul
-// by quantizing the activations to 8 bits per 32-block (see kQuantizedActivations in
-// tests/parity/cases.cpp).
+// CPU reports all of them): the float matmuls and decode attention in 16-lane ZMM vectors, and the
+// element-wise and prefill-attention families of simd/ instantiated over Vec512; the quantized
+// matmuls (VNNI) are in avx512_quant.cpp. Semantics are those of backends/cpu/portable/; results
+// differ from it only by float rounding.
 //
 // Nothing here calls an inline or template function from a shared header (see x86.h).
 
@@ -22,6 +21,7 @@
 #include <limits>
 #include <utility>
 
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/rope_table.h"
 #include "backends/cpu/x86/x86.h"
 #include "core/quant.h"
@@ -32,162 +32,20 @@ namespace {
 using x86::Scratch;
 using x86::scratch;
 
-#include "backends/cpu/x_block_scale.inc"
+#include "backends/cpu/simd/vec_avx2.h"
+#include "backends/cpu/simd/vec_avx512.h"
+using Vec = Vec512;
+#include "backends/cpu/simd/bands.h"
+#include "backends/cpu/simd/elementwise.h"
+#include "backends/cpu/simd/float_weights.h"
 
-int64_t min_of(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float hsum(__m512 v) {
-  return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
-}
-
-float hmax(__m512 v) {
-  const __m256 m = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-int32_t hsum_i32(__m128i v) {
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
-  return _mm_cvtsi128_si32(v);
-}
-
-int32_t hsum_i32(__m256i v) {
-  return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
-}
-
-int32_t hsum_i32(__m512i v) {
-  return hsum_i32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
-}
-
-float half_to_float(uint16_t h) {
-  return _cvtsh_ss(h);
-}
-
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
-
-// e^x for float lanes, relative error ~1e-7 (a few ulp), so softmax and silu stay far inside the
-// 1e-10 NMSE bound. x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in a high part exact in float and a
-// low correction, so r carries no cancellation error); e^r is its Taylor series to degree 7, whose
-// truncation error (ln2/2)^8/8! ≈ 5e-9 is below float rounding; 2^n is built in the exponent bits.
-// Inputs below -87.3 (results below the smallest normal float) and -inf give 0; inputs are capped
-// at 88 (e^88 ≈ 1.7e38), which no caller reaches: softmax exponentiates x - max ≤ 0,
-// and silu's e^-x only matters where it is small.
-__m512 exp_ps(__m512 x) {
-  const __m512 min_input = _mm512_set1_ps(-87.3f);
-  const __mmask16 in_range = _mm512_cmp_ps_mask(x, min_input, _CMP_GE_OQ);
-  x = _mm512_min_ps(_mm512_max_ps(x, min_input), _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i exponent =
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_maskz_mul_ps(in_range, p, _mm512_castsi512_ps(exponent));
-}
-
-// How far ahead of the blocks being multiplied the weights are prefetched. Weight rows are read
-// once per token, straight from DRAM; the hardware prefetcher alone left the multiply waiting on
-// memory (single-thread Q4_0 GEMV went from ~16 to ~20 GB/s with 2 KiB ahead).
-constexpr int kPrefetchBytes = 2048;
+// Weights per chunk of the float GEMM: about 128 KiB, which stay in L2 while every band of x
+// passes.
+constexpr size_t kChunkBytes = size_t{128} << 10;
 
 // ---------------------------------------------------------------------------------------------
 // Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
 // accumulator a vector of partial sums along K, reduced once at the end of the row.
-
-// load8 is the 256-bit form, for the decode row kernels (see float_row_dot). The layouts place
-// the elements: rows one after the other, or in F16x4's groups of four interleaved rows, stored in
-// K segments of kSegment columns. row(w, n, N, K, first) is where row n's part of the segment
-// starting at column `first` begins, and offset(j) where its element first + j sits from there.
-struct RowMajor {
-  static constexpr int kGroupRows = 1;
-  static constexpr int64_t kSegment = int64_t{1} << 62;  // one segment
-  template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t, int64_t K, int64_t first) {
-    return w + n * K + first;
-  }
-  static int64_t offset(int64_t j) { return j; }
-};
-
-// F16x4 (core/quant.h): in a segment, row n starts in its group's first chunk, 16 elements after
-// the row before it; element j is in chunk j / 16, whose rows are four chunks (64 elements) apart.
-struct FourRowsInterleaved {
-  static constexpr int kGroupRows = kF16x4Rows;
-  static constexpr int64_t kSegment = kF16x4SegmentElements;
-  // The segment's groups come after N·first elements of the earlier segments, each group taking
-  // four rows of the segment's width (as f16x4_segment_index, which this file must not call:
-  // x86.h).
-  template <class Element>
-  static const Element* row(const Element* w, int64_t n, int64_t N, int64_t K, int64_t first) {
-    const int64_t width = min_of(kSegment, K - first);
-    return w + N * first + (n / kF16x4Rows) * kF16x4Rows * width + (n % kF16x4Rows) * kF16x4Chunk;
-  }
-  static int64_t offset(int64_t j) { return kF16x4Rows * (j - j % kF16x4Chunk) + j % kF16x4Chunk; }
-};
-
-struct F32Weights : RowMajor {
-  using Element = float;
-  static __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-  static float at(const float* p) { return *p; }
-};
-
-struct F16Weights : RowMajor {
-  using Element = uint16_t;
-  static __m512 load16(const uint16_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  static __m256 load8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static float at(const uint16_t* p) { return half_to_float(*p); }
-};
-
-struct BF16Weights : RowMajor {
-  using Element = uint16_t;
-  static __m512 load16(const uint16_t* p) {
-    const __m512i wide =
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-  }
-  static __m256 load8(const uint16_t* p) {
-    const __m256i wide =
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  }
-  static float at(const uint16_t* p) { return bf16_to_float(*p); }
-};
-
-struct F16x4Weights : FourRowsInterleaved {
-  using Element = uint16_t;
-  static __m512 load16(const uint16_t* p) { return F16Weights::load16(p); }
-  static __m256 load8(const uint16_t* p) { return F16Weights::load8(p); }
-  static float at(const uint16_t* p) { return F16Weights::at(p); }
-};
 
 // y[m0 + i, n0 + j] for i < MR, j < NR. x: [M, K]; w: [N, K] in the Weights' layout; y: [M, N].
 template <class Weights, int MR, int NR>
@@ -208,7 +66,8 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
     const int64_t end = min_of(first + Weights::kSegment, K);
     for (k = first; k + 16 <= end; k += 16) {
       __m512 wv[NR];
-      for (int j = 0; j < NR; ++j) wv[j] = Weights::load16(w_rows[j] + Weights::offset(k - first));
+      for (int j = 0; j < NR; ++j)
+        wv[j] = Weights::template load<Vec512>(w_rows[j] + Weights::offset(k - first));
       for (int i = 0; i < MR; ++i) {
         const __m512 xv = _mm512_loadu_ps(x_rows[i] + k);
         for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
@@ -218,7 +77,7 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   }
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
-      float sum = hsum(acc[i][j]);
+      float sum = Vec512::sum(acc[i][j]);
       for (int64_t t = k; t < K; ++t)
         sum += x_rows[i][t] * Weights::at(w_rows[j] + Weights::offset(t - first));
       y[(m0 + i) * N + n0 + j] = sum;
@@ -226,27 +85,10 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
   }
 }
 
-// One weight row against one row of x (decode): the row is read front to back as one sequential
-// stream into four independent accumulators. In 256-bit steps: on Zen 4 the 512-bit F16
-// conversion made this memory-bound loop slower (F16, one thread: 18-21 GB/s with 512-bit steps,
-// 22-23 GB/s with 256-bit ones).
-template <class Weights>
-float float_row_dot(const float* x, const typename Weights::Element* w, int64_t K) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    for (int u = 0; u < 4; ++u) {
-      acc[u] =
-          _mm256_fmadd_ps(_mm256_loadu_ps(x + k + 8 * u), Weights::load8(w + k + 8 * u), acc[u]);
-    }
-  }
-  for (; k + 8 <= K; k += 8)
-    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), Weights::load8(w + k), acc[0]);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; k < K; ++k) sum += x[k] * Weights::at(w + k);
-  return sum;
-}
+// Decode reads one weight row against one row of x with float_row_dot (simd/float_weights.h) in
+// 256-bit steps and without software prefetch: on Zen 4 the 512-bit F16 conversion made this
+// memory-bound loop slower (F16, one thread: 18-21 GB/s with 512-bit steps, 22-23 GB/s with 256-bit
+// ones).
 
 // Groups of four interleaved weight rows (F16x4), rows [n_begin, n_end), against one row of x
 // (decode): y[n_begin .. n_end). Each group's chunks are read front to back, and each 16 elements
@@ -272,8 +114,9 @@ template <class Weights>
                                               const typename Weights::Element* chunk,
                                               __m256 (&acc)[8]) {
   for (int r = 0; r < 4; ++r) {
-    acc[2 * r] = _mm256_fmadd_ps(x0, Weights::load8(chunk + 16 * r), acc[2 * r]);
-    acc[2 * r + 1] = _mm256_fmadd_ps(x1, Weights::load8(chunk + 16 * r + 8), acc[2 * r + 1]);
+    acc[2 * r] = _mm256_fmadd_ps(x0, Weights::template load<Vec256>(chunk + 16 * r), acc[2 * r]);
+    acc[2 * r + 1] =
+        _mm256_fmadd_ps(x1, Weights::template load<Vec256>(chunk + 16 * r + 8), acc[2 * r + 1]);
   }
 }
 
@@ -324,8 +167,8 @@ void float_groups_pairs(const float* x, const typename Weights::Element* w, int6
       const int64_t b = a + (b_begin - a_begin);
       const __m256(&sums)[2][8] = batch[(a - n0) / 4];
       for (int r = 0; r < 4; ++r) {
-        y[a + r] = hsum(_mm256_add_ps(sums[0][2 * r], sums[0][2 * r + 1]));
-        if (paired) y[b + r] = hsum(_mm256_add_ps(sums[1][2 * r], sums[1][2 * r + 1]));
+        y[a + r] = Vec256::sum(_mm256_add_ps(sums[0][2 * r], sums[0][2 * r + 1]));
+        if (paired) y[b + r] = Vec256::sum(_mm256_add_ps(sums[1][2 * r], sums[1][2 * r + 1]));
       }
     }
   }
@@ -345,40 +188,13 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
     return;
   } else if constexpr (MR == 1) {
     for (int64_t n = n_begin; n < n_end; ++n)
-      y[m0 * N + n] = float_row_dot<Weights>(x + m0 * K, w + n * K, K);
+      y[m0 * N + n] = float_row_dot<Vec256, Weights, 0>(x + m0 * K, w + n * K, K);
     return;
   }
   constexpr int NR = 4;
   int64_t n = n_begin;
   for (; n + NR <= n_end; n += NR) float_tile<Weights, MR, NR>(x, w, y, N, K, m0, n);
   for (; n < n_end; ++n) float_tile<Weights, MR, 1>(x, w, y, N, K, m0, n);
-}
-
-// Runs band.template operator()<MR>(m0) over the rows of x: bands of four rows, then one band of
-// the one to three left, so each tile is instantiated for MR = 4, 3, 2 and 1 only.
-template <class Band>
-void for_each_band(int64_t M, Band&& band) {
-  int64_t m = 0;
-  for (; m + 4 <= M; m += 4) band.template operator()<4>(m);
-  switch (M - m) {
-    case 3:
-      band.template operator()<3>(m);
-      break;
-    case 2:
-      band.template operator()<2>(m);
-      break;
-    case 1:
-      band.template operator()<1>(m);
-      break;
-    default:
-      break;
-  }
-}
-
-// Weight rows per chunk: about 128 KiB of weights, which stay in L2 while every band of x passes.
-int64_t weight_chunk_rows(size_t row_bytes) {
-  const int64_t rows = static_cast<int64_t>((size_t{128} << 10) / (row_bytes ? row_bytes : 1));
-  return rows < 4 ? 4 : rows;
 }
 
 template <class Weights>
@@ -390,7 +206,8 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
   // so that float_groups_pairs streams each K segment over many groups.
   const int64_t chunk =
       M == 1 ? n_end - n_begin
-             : (weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights)) + kGroup - 1) /
+             : (weight_chunk_rows<kChunkBytes>(static_cast<size_t>(K) * sizeof(*weights)) + kGroup -
+                1) /
                    kGroup * kGroup;
   // Prefill: while the bands of x (four rows each) run over a chunk, each also prefetches its
   // part of the next chunk. The chunk's first band would otherwise read its weights from DRAM
@@ -408,644 +225,6 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
       }
       float_band<Weights, MR>(x, weights, y, N, K, m, chunk_begin, chunk_end);
     });
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Quantized-weight matmul (Q8_0, Q4_0). The rows of x are quantized to 8 bits per 32-block (scale
-// max|x|/127, as GGML's Q8_0) once per matmul (by the CPU backend through QuantizedMatmul, or at
-// the start of a MatmulFn call), then every block product is an integer dot product scaled by
-// d_w·d_x. Blocks are taken eight at a time so the eight integer sums are reduced into
-// one vector and scaled with one multiply-add against the eight block scales.
-
-constexpr int kBlock = 32;
-
-// Rows of x quantized for one matmul: a view of a buffer laid out [M·K values][M·blocks scales]
-// [M·blocks sums] (kernels.h, quantized_x_bytes).
-struct QuantizedX {
-  const int8_t* qs;      // [M, K] values, in the byte order the weight format reads (see below);
-                         // as unsigned bytes q + 128 when the format asks for biased values
-  const float* scale;    // [M, K / 32] d_x per block
-  const int32_t* sum8;   // [M, K / 32] 8·Σ qs per block: Q4_0's offset of 8 folded out
-  int64_t blocks;        // K / 32
-  int64_t group_blocks;  // blocks [0, group_blocks) are stored in group order
-  int group;             // blocks per group (1: plain order)
-};
-
-// Group order (Q4_0, 4 blocks): a group of four blocks occupies 128 bytes as the elements 0..15 of
-// each block, then the elements 16..31 of each, matching one 512-bit load of the four blocks'
-// nibbles split into low nibbles (elements 0..15) and high nibbles (elements 16..31). Blocks after
-// the last whole group are stored in order.
-QuantizedX quantized_view(const void* buffer, int64_t M, int64_t K, int group) {
-  const int64_t blocks = K / kBlock;
-  // M·K is a multiple of 32, so the scales after the values stay aligned.
-  const auto* base = static_cast<const char*>(buffer);
-  const auto* scale = reinterpret_cast<const float*>(base + M * K);
-  return {reinterpret_cast<const int8_t*>(base),
-          scale,
-          reinterpret_cast<const int32_t*>(scale + M * blocks),
-          blocks,
-          blocks - blocks % group,
-          group};
-}
-
-// Rows [m_begin, m_end) of x into the buffer of an M x K quantized x.
-void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m_begin,
-                   int64_t m_end, int group, bool biased) {
-  const QuantizedX view = quantized_view(buffer, M, K, group);
-  auto* qs = const_cast<int8_t*>(view.qs);
-  auto* scale = const_cast<float*>(view.scale);
-  auto* sum8 = const_cast<int32_t*>(view.sum8);
-  const int64_t blocks = view.blocks;
-  const int64_t group_blocks = view.group_blocks;
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-  for (int64_t m = m_begin; m < m_end; ++m) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      const float* src = x + m * K + b * kBlock;
-      const __m512 v0 = _mm512_loadu_ps(src);
-      const __m512 v1 = _mm512_loadu_ps(src + 16);
-      // The largest |x| bit pattern: the same order as the values, with NaN above infinity.
-      const float max_abs = std::bit_cast<float>(_mm512_reduce_max_epi32(
-          _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v0), abs_mask),
-                           _mm512_and_si512(_mm512_castps_si512(v1), abs_mask))));
-      const XBlockScale block_scale = x_block_scale(max_abs);
-      __m512i q0 = _mm512_setzero_si512();
-      __m512i q1 = _mm512_setzero_si512();
-      if (block_scale.finite) {
-        const __m512 inverse = _mm512_set1_ps(block_scale.inverse);
-        q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inverse));
-        q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inverse));
-      }
-      // |q| ≤ 127: truncation is exact; q + 128 is q with its top bit flipped.
-      const __m128i bias = _mm_set1_epi8(biased ? static_cast<char>(0x80) : 0);
-      const __m128i low = _mm_xor_si128(_mm512_cvtepi32_epi8(q0), bias);
-      const __m128i high = _mm_xor_si128(_mm512_cvtepi32_epi8(q1), bias);
-      int8_t* row = qs + m * K;
-      int8_t* at_low = row + b * kBlock;
-      int8_t* at_high = at_low + 16;
-      if (b < group_blocks) {
-        at_low = row + (b - b % group) * kBlock + (b % group) * 16;
-        at_high = at_low + 16 * group;
-      }
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(at_low), low);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(at_high), high);
-      scale[m * blocks + b] = block_scale.scale;
-      sum8[m * blocks + b] = 8 * hsum_i32(_mm512_add_epi32(q0, q1));
-    }
-  }
-}
-
-// All of x quantized into per-thread scratch, for a MatmulFn call.
-QuantizedX quantize_x(const float* x, int64_t M, int64_t K, int group, bool biased) {
-  void* buffer = scratch(Scratch::kActivations,
-                         static_cast<size_t>(M * K) + static_cast<size_t>(M * (K / kBlock)) * 8);
-  quantize_rows(x, buffer, M, K, 0, M, group, biased);
-  return quantized_view(buffer, M, K, group);
-}
-
-struct Q4_0Format {
-  using Block = BlockQ4_0;
-  static constexpr int kGroup = 4;
-  static constexpr bool kBiasedX = false;  // x signed: the nibbles are vpdpbusd's unsigned side
-  static constexpr bool kOffset = true;    // nibbles are 0..15; subtract 8·Σx afterwards
-
-  // Scales of eight consecutive blocks: they sit every 9 words, so two 64-byte loads and one
-  // word permutation across both gather them.
-  static __m256 scales8(const Block* w) {
-    const auto* bytes = reinterpret_cast<const char*>(w);
-    const __m512i words = _mm512_setr_epi32(0 | 9 << 16, 18 | 27 << 16, 36 | 45 << 16,
-                                            54 | 63 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i picked =
-        _mm512_permutex2var_epi16(_mm512_loadu_si512(bytes), words, _mm512_loadu_si512(bytes + 64));
-    return _mm256_cvtph_ps(_mm512_castsi512_si128(picked));
-  }
-
-  // Σ nibble·x for four blocks: 128-bit lane k holds block k's four partial sums. x points at the
-  // group's 128 bytes (group order).
-  static __m512i dot4(__m512i low, __m512i high, const int8_t* x) {
-    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low, _mm512_loadu_si512(x));
-    return _mm512_dpbusd_epi32(sums, high, _mm512_loadu_si512(x + 64));
-  }
-
-  // sums[i] = Σ nibble·x over each of the blocks w[0..8) for the x rows x_rows[i] (pointing at the
-  // first of those blocks). vpdpbusd takes the nibbles as the unsigned operand and x as the signed.
-  template <int MR>
-  static void dot8(const Block* w, const int8_t* const* x_rows, __m256i* sums) {
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    __m512i quads[2][MR];
-    for (int q = 0; q < 2; ++q) {
-      const Block* quad = w + 4 * q;
-      __m512i packed =
-          _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[0].qs)));
-      packed = _mm512_inserti32x4(packed,
-                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[1].qs)), 1);
-      packed = _mm512_inserti32x4(packed,
-                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[2].qs)), 2);
-      packed = _mm512_inserti32x4(packed,
-                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[3].qs)), 3);
-      const __m512i low = _mm512_and_si512(packed, low4);
-      const __m512i high = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
-      for (int i = 0; i < MR; ++i) quads[q][i] = dot4(low, high, x_rows[i] + 4 * q * kBlock);
-    }
-    // Lane k of quads[0] is block k, of quads[1] block k + 4. After the two adds each 128-bit
-    // lane k holds [b_k, b_k+4, b_k, b_k+4]; the permutation gathers [b0 .. b7].
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (int i = 0; i < MR; ++i) {
-      const __m512i pairs = _mm512_add_epi32(_mm512_unpacklo_epi32(quads[0][i], quads[1][i]),
-                                             _mm512_unpackhi_epi32(quads[0][i], quads[1][i]));
-      const __m512i totals = _mm512_add_epi32(pairs, _mm512_shuffle_epi32(pairs, _MM_PERM_BADC));
-      sums[i] = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, totals));
-    }
-  }
-
-  // Σ nibble·x for one block; x_low holds x elements 0..15, x_high elements 16..31.
-  static int32_t dot1(const Block& w, const int8_t* x_low, const int8_t* x_high) {
-    const __m128i low4 = _mm_set1_epi8(0x0f);
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs));
-    __m128i sums = _mm_dpbusd_epi32(_mm_setzero_si128(), _mm_and_si128(packed, low4),
-                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(x_low)));
-    sums = _mm_dpbusd_epi32(sums, _mm_and_si128(_mm_srli_epi16(packed, 4), low4),
-                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(x_high)));
-    return hsum_i32(sums);
-  }
-};
-
-struct Q8_0Format {
-  using Block = BlockQ8_0;
-  static constexpr int kGroup = 1;
-  static constexpr bool kOffset = false;
-  // Signed weights by signed activations through vpdpbusd (unsigned × signed): x is stored as
-  // x + 128 (unsigned), so each 4-byte group sums Σ(x + 128)·w = Σx·w + 128·Σw; the accumulation
-  // starts from −128·Σw, computed once per weight vector and shared by all rows of x. That costs
-  // one vpdpbusd per weight vector instead of a sign fix-up per weight vector and row of x.
-  static constexpr bool kBiasedX = true;
-
-  static __m256 scales8(const Block* w) {
-    const __m128i halves = _mm_setr_epi16(
-        static_cast<int16_t>(w[0].d), static_cast<int16_t>(w[1].d), static_cast<int16_t>(w[2].d),
-        static_cast<int16_t>(w[3].d), static_cast<int16_t>(w[4].d), static_cast<int16_t>(w[5].d),
-        static_cast<int16_t>(w[6].d), static_cast<int16_t>(w[7].d));
-    return _mm256_cvtph_ps(halves);
-  }
-
-  // sums[i] = Σ w·x over each of the blocks w[0..8); two blocks per ZMM (256-bit halves).
-  template <int MR>
-  static void dot8(const Block* w, const int8_t* const* x_rows, __m256i* sums) {
-    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));  // 128 as an unsigned byte
-    __m512i pairs[4][MR];
-    for (int p = 0; p < 4; ++p) {
-      const __m512i packed = _mm512_inserti64x4(
-          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[2 * p].qs))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[2 * p + 1].qs)), 1);
-      const __m512i start = _mm512_sub_epi32(
-          _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, packed));
-      for (int i = 0; i < MR; ++i) {
-        pairs[p][i] =
-            _mm512_dpbusd_epi32(start, _mm512_loadu_si512(x_rows[i] + 2 * p * kBlock), packed);
-      }
-    }
-    // Sum each 128-bit lane of the four pair vectors into one vector whose lane k holds
-    // [P0k, P1k, P2k, P3k]; block 2p is lanes 0 + 1 of P_p, block 2p+1 lanes 2 + 3.
-    const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (int i = 0; i < MR; ++i) {
-      const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(pairs[0][i], pairs[1][i]),
-                                         _mm512_unpackhi_epi32(pairs[0][i], pairs[1][i]));
-      const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(pairs[2][i], pairs[3][i]),
-                                         _mm512_unpackhi_epi32(pairs[2][i], pairs[3][i]));
-      const __m512i lanes =
-          _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
-      const __m512i blocks =
-          _mm512_add_epi32(lanes, _mm512_shuffle_i32x4(lanes, lanes, _MM_PERM_CDAB));
-      sums[i] = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, blocks));
-    }
-  }
-
-  static int32_t dot1(const Block& w, const int8_t* x_low, const int8_t* /*x_high*/) {
-    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_low));
-    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-    const __m256i correction = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, wv);
-    return hsum_i32(
-        _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, wv), correction));
-  }
-};
-
-// y[m0 + i, n] for i < MR: one weight row against MR quantized rows of x.
-template <class Format, int MR>
-void quant_tile(const QuantizedX& xq, const typename Format::Block* w_row, float* y, int64_t N,
-                int64_t K, int64_t m0, int64_t n) {
-  const int64_t blocks = xq.blocks;
-  const int8_t* x_rows[MR];
-  for (int i = 0; i < MR; ++i) x_rows[i] = xq.qs + (m0 + i) * K;
-  __m256 acc[MR];
-  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 8 <= blocks; b += 8) {
-    const int8_t* x_at[MR];
-    for (int i = 0; i < MR; ++i) x_at[i] = x_rows[i] + b * kBlock;
-    __m256i sums[MR];
-    const char* ahead = reinterpret_cast<const char*>(w_row + b) + kPrefetchBytes;
-    for (size_t line = 0; line < 8 * sizeof(*w_row); line += 64)
-      _mm_prefetch(ahead + line, _MM_HINT_T0);
-    Format::template dot8<MR>(w_row + b, x_at, sums);
-    const __m256 w_scale = Format::scales8(w_row + b);
-    for (int i = 0; i < MR; ++i) {
-      const int64_t at = (m0 + i) * blocks + b;
-      if constexpr (Format::kOffset) {
-        sums[i] = _mm256_sub_epi32(
-            sums[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq.sum8 + at)));
-      }
-      const __m256 scale = _mm256_mul_ps(w_scale, _mm256_loadu_ps(xq.scale + at));
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[i]), scale, acc[i]);
-    }
-  }
-  float tail[MR] = {};
-  for (; b < blocks; ++b) {
-    const float w_scale = half_to_float(w_row[b].d);
-    for (int i = 0; i < MR; ++i) {
-      const int8_t* x_low = x_rows[i] + b * kBlock;
-      const int8_t* x_high = x_low + 16;
-      if (b < xq.group_blocks) {
-        x_low = x_rows[i] + (b - b % xq.group) * kBlock + (b % xq.group) * 16;
-        x_high = x_low + 16 * xq.group;
-      }
-      const int64_t at = (m0 + i) * blocks + b;
-      int32_t sum = Format::dot1(w_row[b], x_low, x_high);
-      if constexpr (Format::kOffset) sum -= xq.sum8[at];
-      tail[i] += w_scale * xq.scale[at] * static_cast<float>(sum);
-    }
-  }
-  for (int i = 0; i < MR; ++i) y[(m0 + i) * N + n] = hsum(acc[i]) + tail[i];
-}
-
-template <class Format, int MR>
-void quant_band(const QuantizedX& xq, const typename Format::Block* w, float* y, int64_t N,
-                int64_t K, int64_t m0, int64_t n_begin, int64_t n_end) {
-  for (int64_t n = n_begin; n < n_end; ++n)
-    quant_tile<Format, MR>(xq, w + n * xq.blocks, y, N, K, m0, n);
-}
-
-template <class Format>
-void quant_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                  int64_t n_begin, int64_t n_end) {
-  const auto* blocks = static_cast<const typename Format::Block*>(w);
-  const int64_t chunk = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
-  for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
-    const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
-    for_each_band(M, [&]<int MR>(int64_t m) {
-      quant_band<Format, MR>(xq, blocks, y, N, K, m, chunk_begin, chunk_end);
-    });
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Q4_0x8 and Q8_0x8 matmul (weights repacked at load, core/quant.h). As in the AVX2 kernels, one
-// output row sits in one 32-bit lane, so a block's row sums need no horizontal reduction; here
-// two groups of eight rows share a ZMM (group g in the low 256 bits, g + 1 in the high), and each
-// vpdpbusd multiplies a 4-byte chunk of all sixteen rows by a 4-byte group of x broadcast to every
-// lane, summing straight into 32 bits. vpdpbusd wants one operand unsigned, so the weights become
-// unsigned values w + offset (Q4_0's nibbles already are; Q8_0 bytes get their top bit flipped)
-// and offset·Σx, known per block of x from quantize_x, is subtracted from each block sum.
-
-// The eight weight vectors of one block, for two groups (ZMM) or one (YMM), and which bytes of the
-// block of x each one multiplies.
-struct Q4_0x8Vnni {
-  using Record = BlockQ4_0x8;
-  static constexpr int64_t kSegmentBlocks = kQ4_0x8SegmentBlocks;
-  static constexpr int32_t kSum8Multiple = 1;  // offset 8: subtract sum8 (8·Σx) itself
-
-  // Vector j < 4: chunk j's low nibbles (elements 4j..4j+3 of each row); j ≥ 4: chunk j - 4's
-  // high nibbles (elements 16 + 4(j - 4) ..).
-  static void unpack(const Record& first, const Record& second, __m512i* w) {
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    for (int c = 0; c < 4; ++c) {
-      const __m512i packed = _mm512_inserti64x4(
-          _mm512_castsi256_si512(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first.qs + 32 * c))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second.qs + 32 * c)), 1);
-      w[c] = _mm512_and_si512(packed, low4);
-      w[4 + c] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
-    }
-  }
-  static void unpack(const Record& record, __m256i* w) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    for (int c = 0; c < 4; ++c) {
-      const __m256i packed =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(record.qs + 32 * c));
-      w[c] = _mm256_and_si256(packed, low4);
-      w[4 + c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
-    }
-  }
-  static constexpr int x_byte(int j) { return j < 4 ? 4 * j : 16 + 4 * (j - 4); }
-};
-
-struct Q8_0x8Vnni {
-  using Record = BlockQ8_0x8;
-  static constexpr int64_t kSegmentBlocks = kQ8_0x8SegmentBlocks;
-  static constexpr int32_t kSum8Multiple = 16;  // offset 128: subtract 16·sum8 (128·Σx)
-
-  // Vector j: chunk j (elements 4j..4j+3 of each row), as unsigned bytes w + 128.
-  static void unpack(const Record& first, const Record& second, __m512i* w) {
-    const __m512i top = _mm512_set1_epi8(static_cast<char>(0x80));
-    for (int c = 0; c < 8; ++c) {
-      const __m512i packed = _mm512_inserti64x4(
-          _mm512_castsi256_si512(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first.qs + 32 * c))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second.qs + 32 * c)), 1);
-      w[c] = _mm512_xor_si512(packed, top);
-    }
-  }
-  static void unpack(const Record& record, __m256i* w) {
-    const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
-    for (int c = 0; c < 8; ++c) {
-      w[c] = _mm256_xor_si256(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(record.qs + 32 * c)), top);
-    }
-  }
-  static constexpr int x_byte(int j) { return 4 * j; }
-};
-
-// Four bytes of quantized x as one 32-bit word, to broadcast to every lane.
-int32_t x4(const int8_t* x) {
-  int32_t bytes;
-  std::memcpy(&bytes, x, sizeof(bytes));
-  return bytes;
-}
-
-// Decode: one row of x against groups of eight weight rows, in YMM vectors, one group's eight
-// sums per vector. Two ranges of groups are read side by side as two streams, a block record of
-// each in turn (x8_decode_pairs, KernelTable::decode_pairs; the CPU backend picks the pairs): on
-// the Zen 5 VM one core streams ~40 GB/s from two places at once and ~33 from one, and in the model
-// (1B, alternating with the one-stream kernel token by token) this took 14-19 % off a one-thread
-// Q4_0 token and 9-13 % off Q8_0; with two threads (each thread's share in two ranges) Q4_0 4 % in
-// the slow bandwidth phase and 13 % in the fast one, Q8_0 1.5-3 % (docs/performance.md). The two
-// streams must be far apart (x86.h: kMinPairDistanceBytes): streams a few groups apart, as in
-// ranges of 32 per thread, or a row group apart as in x8_pair_tile, measured slower than one stream
-// (13-14 against 18 GB/s on one thread).
-//
-// Software prefetch depends on the core, not on the instruction set, so there are two forms
-// (kPrefetch; KernelTable::decode_pairs_prefetch). On AMD's cores the hardware prefetchers keep up
-// by themselves: prefetching 2 KiB ahead cost one thread 10-15 % of its decode speed on the Zen 4
-// VM (1B Q4_0 37.5 against 41-42.5 tok/s, Q8_0 20.3-21.2 against 23.4-23.7), and 1-4 KiB ahead
-// slowed a Zen 5 core's Q4_0 stream to 27-34 from 35-38 GB/s. On an Intel Xeon VM (2026-11-26) one core streamed Q4_0x8
-// at 13-14 GB/s without it, against 15-16 GB/s for a load loop, and 16-18 GB/s with each record
-// prefetched 3 KiB ahead; the 1B Q4_0 model decoded 17-20 % faster (docs/performance.md). Q8_0x8
-// records are 1.9 times as long for the same work and streamed at the load loop's rate without it.
-constexpr int kDecodePrefetchBytes = 3072;
-
-// Here and in x8_pair_tile, a group's records are those for blocks [segment.first, segment.end)
-// of one K segment (core/quant.h), and a segment after the first adds to the sums already in y:
-// the same additions in the same order as over the whole row, so the result does not depend on
-// the segment length, nor on which group a group is paired with.
-struct X8Segment {
-  int64_t first;  // first block
-  int64_t end;    // one past the last block
-};
-
-// acc + the eight rows' products with block b of x_row (quantized row m of x), scaled. Always
-// inlined: as a call per 144-byte record, the pair loop took 1.75 times as long as one stream.
-template <class Format>
-[[gnu::always_inline]] inline __m256 x8_row_step(const QuantizedX& xq,
-                                                 const typename Format::Record& record,
-                                                 const int8_t* x_row, int64_t m, int64_t b,
-                                                 __m256 acc) {
-  __m256i w[8];
-  Format::unpack(record, w);
-  const int8_t* x = x_row + b * kBlock;
-  __m256i even = _mm256_setzero_si256();
-  __m256i odd = _mm256_setzero_si256();
-  for (int j = 0; j < 8; j += 2) {
-    even = _mm256_dpbusd_epi32(even, w[j], _mm256_set1_epi32(x4(x + Format::x_byte(j))));
-    odd = _mm256_dpbusd_epi32(odd, w[j + 1], _mm256_set1_epi32(x4(x + Format::x_byte(j + 1))));
-  }
-  const int64_t at = m * xq.blocks + b;
-  const __m256i sums = _mm256_sub_epi32(_mm256_add_epi32(even, odd),
-                                        _mm256_set1_epi32(xq.sum8[at] * Format::kSum8Multiple));
-  const __m256 w_scale =
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(record.d)));
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
-                         _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[at])), acc);
-}
-
-// The lines of the record kDecodePrefetchBytes after `record`, into L1.
-template <class Record>
-[[gnu::always_inline]] inline void prefetch_record_ahead(const Record* record) {
-  const char* ahead = reinterpret_cast<const char*>(record) + kDecodePrefetchBytes;
-  for (size_t line = 0; line < sizeof(Record); line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-}
-
-// y_a[0 .. 8) and, when `b_group` is set, y_b[0 .. 8): row m of x against one group (two groups)
-// of eight weight rows, over one K segment; kPrefetch: each record's successor 3 KiB on is
-// requested as it is read.
-template <class Format, bool kPrefetch>
-void x8_row_tiles(const QuantizedX& xq, const typename Format::Record* a_group,
-                  const typename Format::Record* b_group, X8Segment segment, float* y_a, float* y_b,
-                  int64_t m) {
-  const int8_t* x_row = xq.qs + m * xq.blocks * kBlock;
-  __m256 acc_a = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y_a);
-  if (b_group == nullptr) {
-    for (int64_t b = segment.first; b < segment.end; ++b, ++a_group) {
-      if constexpr (kPrefetch) prefetch_record_ahead(a_group);
-      acc_a = x8_row_step<Format>(xq, *a_group, x_row, m, b, acc_a);
-    }
-    _mm256_storeu_ps(y_a, acc_a);
-    return;
-  }
-  __m256 acc_b = segment.first == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y_b);
-  for (int64_t b = segment.first; b < segment.end; ++b, ++a_group, ++b_group) {
-    if constexpr (kPrefetch) {
-      prefetch_record_ahead(a_group);
-      prefetch_record_ahead(b_group);
-    }
-    acc_a = x8_row_step<Format>(xq, *a_group, x_row, m, b, acc_a);
-    acc_b = x8_row_step<Format>(xq, *b_group, x_row, m, b, acc_b);
-  }
-  _mm256_storeu_ps(y_a, acc_a);
-  _mm256_storeu_ps(y_b, acc_b);
-}
-
-// Row m of x against one K segment of rows [a_begin, a_begin + rows) beside rows [b_begin,
-// b_begin + rows) (b_begin < 0: the first range alone); `records` are the segment's, y is row m's.
-template <class Format, bool kPrefetch>
-void x8_segment_pairs(const QuantizedX& xq, const typename Format::Record* records,
-                      X8Segment segment, float* y, int64_t m, int64_t a_begin, int64_t b_begin,
-                      int64_t rows) {
-  const int64_t length = segment.end - segment.first;
-  for (int64_t i = 0; i < rows; i += 8) {
-    const int64_t a = a_begin + i, b = b_begin + i;
-    x8_row_tiles<Format, kPrefetch>(xq, records + (a / 8) * length,
-                                    b_begin >= 0 ? records + (b / 8) * length : nullptr, segment,
-                                    y + a, b_begin >= 0 ? y + b : nullptr, m);
-  }
-}
-
-// Decode (one row of x, KernelTable::decode_pairs): rows [a_begin, a_begin + rows) beside rows
-// [b_begin, b_begin + rows), one K segment after the other.
-template <class Format, bool kPrefetch = false>
-void x8_decode_pairs(const QuantizedX& xq, const void* w, float* y, int64_t N, int64_t a_begin,
-                     int64_t b_begin, int64_t rows) {
-  const auto* all = static_cast<const typename Format::Record*>(w);
-  for (int64_t first = 0; first < xq.blocks; first += Format::kSegmentBlocks) {
-    const X8Segment segment{first, min_of(first + Format::kSegmentBlocks, xq.blocks)};
-    x8_segment_pairs<Format, kPrefetch>(xq, all + (N / 8) * first, segment, y, 0, a_begin, b_begin,
-                                        rows);
-  }
-}
-
-// y[m0 + i, n0 .. n0 + 16) for i < MR: groups `first` and `second` (rows n0..n0+7 and
-// n0+8..n0+15) against MR rows of quantized x (prefill). Without `store_second`, `second` is a copy
-// of `first` and only the first eight results are stored (a range's odd last group).
-template <class Format, int MR>
-void x8_pair_tile(const QuantizedX& xq, const typename Format::Record* first,
-                  const typename Format::Record* second, bool store_second, X8Segment segment,
-                  float* y, int64_t N, int64_t K, int64_t m0, int64_t n0) {
-  using Record = typename Format::Record;
-  __m512 acc[MR];
-  for (int i = 0; i < MR; ++i) {
-    const float* out = y + (m0 + i) * N + n0;
-    if (segment.first == 0) {
-      acc[i] = _mm512_setzero_ps();
-    } else if (store_second) {
-      acc[i] = _mm512_loadu_ps(out);
-    } else {
-      acc[i] = _mm512_castps256_ps512(_mm256_loadu_ps(out));
-    }
-  }
-  const int8_t* x_rows[MR];
-  for (int i = 0; i < MR; ++i) x_rows[i] = xq.qs + (m0 + i) * K;
-  for (int64_t b = segment.first; b < segment.end; ++b, ++first, ++second) {
-    for (const Record* record : {first, second}) {
-      const char* ahead = reinterpret_cast<const char*>(record) + kPrefetchBytes;
-      for (size_t line = 0; line < sizeof(Record); line += 64)
-        _mm_prefetch(ahead + line, _MM_HINT_T0);
-    }
-    __m512i w[8];
-    Format::unpack(*first, *second, w);
-    const __m512 w_scale = _mm512_cvtph_ps(_mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(first->d))),
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(second->d)), 1));
-    for (int i = 0; i < MR; ++i) {
-      const int8_t* x = x_rows[i] + b * kBlock;
-      // Two dependency chains of four vpdpbusd each.
-      __m512i even = _mm512_setzero_si512();
-      __m512i odd = _mm512_setzero_si512();
-      for (int j = 0; j < 8; j += 2) {
-        even = _mm512_dpbusd_epi32(even, w[j], _mm512_set1_epi32(x4(x + Format::x_byte(j))));
-        odd = _mm512_dpbusd_epi32(odd, w[j + 1], _mm512_set1_epi32(x4(x + Format::x_byte(j + 1))));
-      }
-      const int64_t at = (m0 + i) * xq.blocks + b;
-      const __m512i sums = _mm512_sub_epi32(_mm512_add_epi32(even, odd),
-                                            _mm512_set1_epi32(xq.sum8[at] * Format::kSum8Multiple));
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums),
-                               _mm512_mul_ps(w_scale, _mm512_set1_ps(xq.scale[at])), acc[i]);
-    }
-  }
-  for (int i = 0; i < MR; ++i) {
-    float* out = y + (m0 + i) * N + n0;
-    if (store_second) {
-      _mm512_storeu_ps(out, acc[i]);
-    } else {
-      _mm256_storeu_ps(out, _mm512_castps512_ps256(acc[i]));
-    }
-  }
-}
-
-// Rows [n_begin, n_end) of the band, one K segment after the other (each a contiguous run of
-// records over the band's groups).
-template <class Format, int MR>
-void x8_band(const QuantizedX& xq, const typename Format::Record* w, float* y, int64_t N, int64_t K,
-             int64_t m0, int64_t n_begin, int64_t n_end) {
-  const int64_t groups = N / 8;
-  for (int64_t first = 0; first < xq.blocks; first += Format::kSegmentBlocks) {
-    const X8Segment segment{first, min_of(first + Format::kSegmentBlocks, xq.blocks)};
-    const int64_t length = segment.end - segment.first;
-    const auto* records = w + groups * first;  // the segment's records, group after group
-    int64_t n = n_begin;
-    if constexpr (MR == 1) {
-      // One stream, group after group (pairs: x8_decode_pairs).
-      x8_segment_pairs<Format, false>(xq, records, segment, y + m0 * N, m0, n_begin, -1,
-                                      n_end - n_begin);
-      continue;
-    }
-    for (; n + 16 <= n_end; n += 16) {
-      const auto* first_group = records + (n / 8) * length;
-      x8_pair_tile<Format, MR>(xq, first_group, first_group + length, true, segment, y, N, K, m0,
-                               n);
-    }
-    if (n < n_end) {
-      const auto* last = records + (n / 8) * length;
-      x8_pair_tile<Format, MR>(xq, last, last, false, segment, y, N, K, m0, n);
-    }
-  }
-}
-
-// Weights in records of eight interleaved rows; n_begin and n_end are multiples of 8.
-template <class Format>
-void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-               int64_t n_begin, int64_t n_end) {
-  using Record = typename Format::Record;
-  const auto* records = static_cast<const Record*>(w);
-  // Whole pairs of groups per chunk, ~128 KiB of weights as for the other kernels, so that the
-  // bands of x reuse a chunk from cache. Decode (one row of x) has one band: it takes the whole
-  // range at once, so that each K segment is one run through memory.
-  const int64_t rows = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(Record) / 8);
-  const int64_t chunk = M == 1 ? n_end - n_begin : (rows + 15) / 16 * 16;
-  for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
-    const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
-    for_each_band(M, [&]<int MR>(int64_t m) {
-      x8_band<Format, MR>(xq, records, y, N, K, m, chunk_begin, chunk_end);
-    });
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Softmax helpers.
-
-// The largest of p[0..n), -inf when n is 0.
-// The first n < 16 lanes.
-__mmask16 tail_mask(int64_t n) {
-  return static_cast<__mmask16>((1u << n) - 1);
-}
-
-float array_max(const float* p, int64_t n) {
-  const __m512 lowest = _mm512_set1_ps(-INFINITY);
-  __m512 max_vector = lowest;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) max_vector = _mm512_max_ps(max_vector, _mm512_loadu_ps(p + i));
-  if (i < n) {
-    max_vector = _mm512_max_ps(max_vector, _mm512_mask_loadu_ps(lowest, tail_mask(n - i), p + i));
-  }
-  return hmax(max_vector);
-}
-
-// y[i] = e^(x[i] - max) for i < n (y may be x); returns Σ y[i]. Masked entries (-inf) become 0.
-float exp_shifted(const float* x, float* y, int64_t n, float max_value) {
-  const __m512 shift = _mm512_set1_ps(max_value);
-  __m512 total = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), shift));
-    _mm512_storeu_ps(y + i, e);
-    total = _mm512_add_ps(total, e);
-  }
-  if (i < n) {
-    // The lanes past the end are -inf, whose e^ is 0.
-    const __mmask16 mask = tail_mask(n - i);
-    const __m512 tail = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), mask, x + i);
-    const __m512 e = exp_ps(_mm512_sub_ps(tail, shift));
-    _mm512_mask_storeu_ps(y + i, mask, e);
-    total = _mm512_add_ps(total, e);
-  }
-  return hsum(total);
-}
-
-void scale_in_place(float* p, float factor, int64_t n) {
-  const __m512 f = _mm512_set1_ps(factor);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(p + i, _mm512_mul_ps(_mm512_loadu_ps(p + i), f));
-  if (i < n) {
-    const __mmask16 mask = tail_mask(n - i);
-    _mm512_mask_storeu_ps(p + i, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, p + i), f));
   }
 }
 
@@ -1085,10 +264,10 @@ void prefetch_l2(const void* p, int64_t bytes) {
 }
 
 // Slots ahead of the one being read whose rows are prefetched (as the AVX2 kernel's
-// kDecodePrefetchSlots, simd_attention.inc).
+// kDecodePrefetchSlots, simd/attention.h).
 constexpr int64_t kAttentionPrefetchSlots = 16;
 
-// The AVX2 decode kernel (simd_attention.inc) reads the cache in the same order, slot by slot with
+// The AVX2 decode kernel (simd/attention.h) reads the cache in the same order, slot by slot with
 // every kv head of the thread, but per slot it reduces each dot product to a float and loads each
 // output vector for every few slots. Here, with head_dim = 16·kChunks:
 //   scores: for 16 slots at a time, each query head's dot products are left as vectors (one per
@@ -1143,7 +322,8 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
       const Element* slot_rows = k + s * slot_elements;
       for (int64_t h = 0; h < heads; ++h) {
         __m512 key[kChunks];
-        for (int c = 0; c < kChunks; ++c) key[c] = Cache::load16(slot_rows + h * kDim + 16 * c);
+        for (int c = 0; c < kChunks; ++c)
+          key[c] = Cache::template load<Vec512>(slot_rows + h * kDim + 16 * c);
         for (int64_t j = 0; j < group; ++j) {
           const float* q_row = q + (h * group + j) * kDim;
           __m512 dot = _mm512_mul_ps(_mm512_loadu_ps(q_row), key[0]);
@@ -1156,7 +336,8 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
     for (int64_t r = 0; r < rows; ++r) {
       // Lane t of the reduction depends on dots[t] alone: a partial block's stale vectors past
       // `count` only reach lanes that are not stored.
-      _mm512_mask_storeu_ps(scores + r * n_slots + s0, tail_mask(count), reduce16(block + r * 16));
+      _mm512_mask_storeu_ps(scores + r * n_slots + s0, Vec512::tail_mask(count),
+                            reduce16(block + r * 16));
     }
   }
 
@@ -1201,7 +382,7 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
         for (int c = 0; c < kChunks; ++c) {
           __m512 value[kStep];
           for (int t = 0; t < kStep; ++t)
-            value[t] = Cache::load16(value_rows + t * slot_elements + 16 * c);
+            value[t] = Cache::template load<Vec512>(value_rows + t * slot_elements + 16 * c);
           for (int64_t j = 0; j < group; ++j) {
             float* o = acc + j * kDim + 16 * c;
             const float* weights = p + j * n_slots;
@@ -1220,7 +401,8 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
       for (int64_t t = 0; t < count; ++t) {
         if (!visible(s0 + t, g)) continue;
         for (int c = 0; c < kChunks; ++c) {
-          const __m512 value = Cache::load16(value_rows + t * slot_elements + 16 * c);
+          const __m512 value =
+              Cache::template load<Vec512>(value_rows + t * slot_elements + 16 * c);
           for (int64_t j = 0; j < group; ++j) {
             float* o = acc + j * kDim + 16 * c;
             _mm512_storeu_ps(
@@ -1259,53 +441,31 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prefill attention: simd_prefill_attention.inc, for head_dim a multiple of 64. The score tile is
+// Prefill attention: simd/prefill_attention.h, for head_dim a multiple of 64. The score tile is
 // 6 slots x 64 rows and the output tile 4 rows x 64 columns (24 and 16 accumulators of the 32 ZMM
 // registers).
-struct PrefillVector {
-  using V = __m512;
-  static constexpr int kLanes = 16;
+struct PrefillVector : Vec512 {
   static constexpr int kScoreSlots = 6;
   static constexpr int kScoreVectors = 4;
   static constexpr int kValueRows = 4;
   static constexpr int kValueVectors = 4;
-  static V zero() { return _mm512_setzero_ps(); }
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static V set1(float x) { return _mm512_set1_ps(x); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V add(V a, V b) { return _mm512_add_ps(a, b); }
-  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
-  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V div(V a, V b) { return _mm512_div_ps(a, b); }
-  static V max(V a, V b) { return _mm512_max_ps(a, b); }
-  static V exp(V x) { return exp_ps(x); }
-  static V visible(V score, int32_t slot_position, const int32_t* row_positions) {
-    const __mmask16 sees = _mm512_cmp_epi32_mask(_mm512_set1_epi32(slot_position),
-                                                 _mm512_loadu_si512(row_positions), _MM_CMPINT_LE);
-    return _mm512_mask_blend_ps(sees, _mm512_set1_ps(-INFINITY), score);
-  }
-  static V seen_or_zero(V max_value, V value) {
-    return _mm512_maskz_mov_ps(
-        _mm512_cmp_ps_mask(max_value, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ), value);
-  }
-  static float sum(V v) { return hsum(v); }
 };
 
-// The cache rows as floats, for simd_prefill_attention.inc's panels.
+// The cache rows as floats, for simd/prefill_attention.h's panels.
 template <class Weights>
 struct AttentionCache {
   using Element = typename Weights::Element;
   static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
     const Element* values = static_cast<const Element*>(cache) + offset;
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(buffer + i, Weights::load16(values + i));
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(buffer + i, Weights::template load<Vec512>(values + i));
     for (; i < n; ++i) buffer[i] = Weights::at(values + i);
     return buffer;
   }
 };
 
-#include "backends/cpu/simd_prefill_attention.inc"
+#include "backends/cpu/simd/prefill_attention.h"
 
 // The AVX-512 kernels where they apply (decode: one query, head_dim 64 or 128; prefill: head_dim a
 // multiple of 64), else the AVX2 kernels.
@@ -1359,61 +519,6 @@ void f16x4_matmul__avx512(const float* x, const void* w, float* y, int64_t M, in
   float_matmul<F16x4Weights>(x, w, y, M, N, K, n_begin, n_end);
 }
 
-// How each format wants x: Q4_0 in groups of four blocks, Q8_0 biased by 128, the interleaved
-// layouts plain.
-void quantize_x_q4_0__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
-                             int64_t m_end) {
-  quantize_rows(x, xq, M, K, m_begin, m_end, Q4_0Format::kGroup, Q4_0Format::kBiasedX);
-}
-
-void quantize_x_q8_0__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
-                             int64_t m_end) {
-  quantize_rows(x, xq, M, K, m_begin, m_end, Q8_0Format::kGroup, Q8_0Format::kBiasedX);
-}
-
-void quantize_x_x8__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
-                           int64_t m_end) {
-  quantize_rows(x, xq, M, K, m_begin, m_end, /*group=*/1, /*biased=*/false);
-}
-
-void q8_0_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                            int64_t K, int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q8_0Format>(quantized_view(xq, M, K, Q8_0Format::kGroup), w, y, M, N, K, n_begin,
-                           n_end);
-}
-
-void q4_0_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                            int64_t K, int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q4_0Format>(quantized_view(xq, M, K, Q4_0Format::kGroup), w, y, M, N, K, n_begin,
-                           n_end);
-}
-
-void q4_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                              int64_t K, int64_t n_begin, int64_t n_end) {
-  x8_matmul<Q4_0x8Vnni>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
-}
-
-void q8_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                              int64_t K, int64_t n_begin, int64_t n_end) {
-  x8_matmul<Q8_0x8Vnni>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
-}
-
-void q4_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
-                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
-  x8_decode_pairs<Q4_0x8Vnni>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin, rows);
-}
-
-void q4_0x8_decode_pairs_prefetch__avx512(const void* xq, const void* w, float* y, int64_t N,
-                                          int64_t K, int64_t a_begin, int64_t b_begin,
-                                          int64_t rows) {
-  x8_decode_pairs<Q4_0x8Vnni, true>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin, rows);
-}
-
-void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
-                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
-  x8_decode_pairs<Q8_0x8Vnni>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin, rows);
-}
-
 void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t N, int64_t K,
                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
   float_groups_pairs<F16x4Weights>(static_cast<const float*>(x),
@@ -1421,126 +526,8 @@ void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t 
                                    b_begin, rows);
 }
 
-// The one-step forms quantize all of x into per-thread scratch first.
-void q8_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                         int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q8_0Format>(quantize_x(x, M, K, Q8_0Format::kGroup, Q8_0Format::kBiasedX), w, y, M,
-                           N, K, n_begin, n_end);
-}
-
-void q4_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                         int64_t n_begin, int64_t n_end) {
-  quant_matmul<Q4_0Format>(quantize_x(x, M, K, Q4_0Format::kGroup, Q4_0Format::kBiasedX), w, y, M,
-                           N, K, n_begin, n_end);
-}
-
-void q4_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                           int64_t n_begin, int64_t n_end) {
-  x8_matmul<Q4_0x8Vnni>(quantize_x(x, M, K, 1, false), w, y, M, N, K, n_begin, n_end);
-}
-
-void q8_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                           int64_t n_begin, int64_t n_end) {
-  x8_matmul<Q8_0x8Vnni>(quantize_x(x, M, K, 1, false), w, y, M, N, K, n_begin, n_end);
-}
-
-// Sum of squares in float with four vector accumulators (relative error ~1e-7 for any dim the
-// models use); the inverse RMS itself in double.
-void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t dim, float eps) {
-  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                   _mm512_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 64 <= dim; i += 64) {
-    for (int j = 0; j < 4; ++j) {
-      const __m512 v = _mm512_loadu_ps(x + i + 16 * j);
-      acc[j] = _mm512_fmadd_ps(v, v, acc[j]);
-    }
-  }
-  for (; i + 16 <= dim; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    acc[0] = _mm512_fmadd_ps(v, v, acc[0]);
-  }
-  double sum_squares =
-      hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
-  for (; i < dim; ++i) sum_squares += static_cast<double>(x[i]) * x[i];
-  const auto inverse_rms =
-      static_cast<float>(1.0 / std::sqrt(sum_squares / static_cast<double>(dim) + eps));
-  const __m512 scale = _mm512_set1_ps(inverse_rms);
-  i = 0;
-  for (; i + 16 <= dim; i += 16) {
-    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), scale);
-    _mm512_storeu_ps(y + i, _mm512_mul_ps(v, _mm512_loadu_ps(weight + i)));
-  }
-  for (; i < dim; ++i) y[i] = x[i] * inverse_rms * weight[i];
-}
-
-// The cosines and sines come from rope_rotation (computed in double from the float32 angle and
-// rounded to float, once per position and thread); the rotation runs across the pair index, 16
-// (then 8) pairs at a time, for every head.
-void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
-                      int32_t position, const float* inv_freq) {
-  const int64_t half = head_dim / 2;
-  const float* cosines = rope_rotation(position, inv_freq, half);
-  const float* sines = cosines + half;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    const float* first = x + h * head_dim;
-    const float* second = first + half;
-    float* out_first = out + h * head_dim;
-    float* out_second = out_first + half;
-    int64_t i = 0;
-    // Both halves are loaded before either is stored, so out may alias x.
-    for (; i + 16 <= half; i += 16) {
-      const __m512 a = _mm512_loadu_ps(first + i);
-      const __m512 b = _mm512_loadu_ps(second + i);
-      const __m512 c = _mm512_loadu_ps(cosines + i);
-      const __m512 s = _mm512_loadu_ps(sines + i);
-      _mm512_storeu_ps(out_first + i, _mm512_fmsub_ps(a, c, _mm512_mul_ps(b, s)));
-      _mm512_storeu_ps(out_second + i, _mm512_fmadd_ps(b, c, _mm512_mul_ps(a, s)));
-    }
-    for (; i + 8 <= half; i += 8) {
-      const __m256 a = _mm256_loadu_ps(first + i);
-      const __m256 b = _mm256_loadu_ps(second + i);
-      const __m256 c = _mm256_loadu_ps(cosines + i);
-      const __m256 s = _mm256_loadu_ps(sines + i);
-      _mm256_storeu_ps(out_first + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
-      _mm256_storeu_ps(out_second + i, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)));
-    }
-    for (; i < half; ++i) {
-      const float a = first[i];
-      const float b = second[i];
-      out_first[i] = a * cosines[i] - b * sines[i];
-      out_second[i] = b * cosines[i] + a * sines[i];
-    }
-  }
-}
-
-void f32_softmax__avx512(const float* x, float* y, int64_t n) {
-  // y may alias x: each element is read before its own store.
-  const float sum = exp_shifted(x, y, n, array_max(x, n));
-  scale_in_place(y, 1.0f / sum, n);
-}
-
-void f32_silu_mul__avx512(const float* gate, const float* up, float* out, int64_t n) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 g = _mm512_loadu_ps(gate + i);
-    const __m512 e = exp_ps(_mm512_xor_ps(g, sign));
-    const __m512 product = _mm512_mul_ps(g, _mm512_loadu_ps(up + i));
-    _mm512_storeu_ps(out + i, _mm512_div_ps(product, _mm512_add_ps(one, e)));
-  }
-  for (; i < n; ++i) {
-    const double g = gate[i];
-    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
-  }
-}
-
-void f32_add__avx512(const float* a, const float* b, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
-  for (; i < n; ++i) out[i] = a[i] + b[i];
+void elementwise_kernels__avx512(KernelTable& table) {
+  set_elementwise_kernels(table);
 }
 
 }  // namespace edgelm::cpu

@@ -1,11 +1,14 @@
-// x86 CPU kernels: one file per instruction set (avx2.cpp: AVX2 + FMA + F16C; avx512.cpp: AVX-512
-// F/BW/VL/DQ + VNNI), each compiled with its own -m flags. kernel_table.cpp fills a KernelTable per
-// ISA from these declarations and the portable kernels for entries left portable.
+// x86 CPU kernels: two files per instruction set (avx2.cpp and avx2_quant.cpp: AVX2 + FMA + F16C;
+// avx512.cpp and avx512_quant.cpp: AVX-512 F/BW/VL/DQ + VNNI), each compiled with its ISA's -m
+// flags, instantiating the kernel families of backends/cpu/simd/ (docs/adding_a_kernel.md).
+// kernel_table.cpp fills a KernelTable per ISA from these declarations and the portable kernels
+// for entries left portable.
 //
-// The ISA files call no inline or template function from a shared header: the linker keeps one
-// copy of such a function for the whole program, and a copy compiled with -mavx512f could be the
-// one a portable caller ends up running on a CPU without AVX-512. What they need from the Tensor
-// API and the heap comes through the out-of-line helpers below (defined in kernel_table.cpp,
+// The ISA files call no inline or template function from a shared header (the simd/ headers are
+// included inside each file's anonymous namespace, so each has a private copy): the linker keeps
+// one copy of such a function for the whole program, and a copy compiled with -mavx512f could be
+// the one a portable caller ends up running on a CPU without AVX-512. What they need from the
+// Tensor API and the heap comes through the out-of-line helpers below (defined in kernel_table.cpp,
 // which is compiled without ISA flags).
 #pragma once
 
@@ -16,6 +19,8 @@
 #include "core/backend.h"
 
 namespace edgelm::cpu {
+
+struct KernelTable;  // kernels.h
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
 
@@ -68,12 +73,8 @@ void q4_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t 
                                int64_t a_begin, int64_t b_begin, int64_t rows);
 void q8_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t N, int64_t K,
                                int64_t a_begin, int64_t b_begin, int64_t rows);
-void f32_rms_norm__avx2(const float* x, const float* weight, float* y, int64_t dim, float eps);
-void f32_rope__avx2(const float* x, float* out, int64_t n_heads, int64_t head_dim, int32_t position,
-                    const float* inv_freq);
-void f32_softmax__avx2(const float* x, float* y, int64_t n);
-void f32_silu_mul__avx2(const float* gate, const float* up, float* out, int64_t n);
-void f32_add__avx2(const float* a, const float* b, float* out, int64_t n);
+// The element-wise entries of the table (simd/elementwise.h, set_elementwise_kernels).
+void elementwise_kernels__avx2(KernelTable& table);
 void f32_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 void f16_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 // Row conversions, also used by the AVX-512 table (every AVX-512 CPU here has AVX2 and F16C).
@@ -123,15 +124,11 @@ void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_
                                  int64_t a_begin, int64_t b_begin, int64_t rows);
 void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t N, int64_t K,
                                 int64_t a_begin, int64_t b_begin, int64_t rows);
-void f32_rms_norm__avx512(const float* x, const float* weight, float* y, int64_t dim, float eps);
-void f32_rope__avx512(const float* x, float* out, int64_t n_heads, int64_t head_dim,
-                      int32_t position, const float* inv_freq);
-void f32_softmax__avx512(const float* x, float* y, int64_t n);
+// The element-wise entries of the table (simd/elementwise.h, set_elementwise_kernels).
+void elementwise_kernels__avx512(KernelTable& table);
 // Decode (one query, head_dim 64 or 128); otherwise the AVX2 kernels.
 void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
-void f32_silu_mul__avx512(const float* gate, const float* up, float* out, int64_t n);
-void f32_add__avx512(const float* a, const float* b, float* out, int64_t n);
 
 namespace x86 {
 

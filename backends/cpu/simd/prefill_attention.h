@@ -1,25 +1,21 @@
 // Prefill attention (several queries) as outer products, written once for the SIMD kernel files
 // that take it (x86/avx512.cpp for head_dim a multiple of 64; x86/avx2.cpp and arm/neon.cpp for a
 // multiple of 16).
-// Each includes it inside its own anonymous namespace, as simd_attention.inc, so every instruction
-// set compiles a private copy with its own flags. The including file defines first:
-//   struct PrefillVector: a float vector type V of kLanes lanes and
+// Textual header: each includes it inside its own anonymous namespace, after simd/elementwise.h,
+// so every instruction set compiles a private copy with its own flags. The including file defines
+// first:
+//   struct PrefillVector: the ISA's vector contract (simd/vec_*.h: Reg, kLanes, zero, load, store,
+//     set1, fma, add, sub, mul, div, max, sum, visible, seen_or_zero) with the tile sizes
 //     kScoreSlots, kScoreVectors   the score tile: slots x vectors of rows (accumulators: the
 //                                  product)
 //     kValueRows, kValueVectors    the output tile: rows x vectors of columns
-//     V zero(), load(const float*), set1(float); void store(float*, V);
-//     V fma(a, b, c) (a·b + c), add, sub, mul, div, max; V exp(V) (0 for -inf lanes);
-//     V visible(V score, int32_t slot_position, const int32_t* row_positions): score in the
-//       lanes whose row position is >= slot_position, -inf in the others;
-//     V seen_or_zero(V max, V value): value in the lanes whose max is not -inf, 0 in the others;
-//     float sum(V) (of the lanes)
 //   a Cache type per cache dtype (prefill_attention's template argument) with
 //     static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer)
 //                                                                       // a K/V row as floats
 //   scratch(Scratch, bytes) with Scratch::kScores, kAccumulators and kActivations (per-thread)
 // and attention_view() comes from backends/cpu/attention_view.h.
 //
-// The panel kernel of simd_attention.inc multiplies Q by K^T with the float GEMM, whose tiles end
+// The panel kernel of simd/attention.h multiplies Q by K^T with the float GEMM, whose tiles end
 // every score in a horizontal sum: one per head_dim multiply-adds. Here both products are outer
 // products and the scores are kept transposed (slot-major, one vector per kLanes rows), so nothing
 // is summed across lanes and the softmax runs down the slots in vertical vector operations. A kv
@@ -76,7 +72,7 @@ void prefill_score_tile(const float* panel, const float* q_t, int64_t head_dim, 
                         int64_t rv0, int64_t s0, const int32_t* slot_pos, const int32_t* row_pos,
                         float scale, float* scores_t) {
   using P = PrefillVector;
-  using V = typename P::V;
+  using V = typename P::Reg;
   constexpr int kSlots = P::kScoreSlots;
   constexpr int kVectors = P::kScoreVectors;
   V acc[kSlots][kVectors];
@@ -113,17 +109,17 @@ void prefill_value_tiles(const float* panel, const float* scores_t, int64_t head
     const int64_t c1 = std::min(c0 + kPrefillValueSlots, n);
     for (int64_t d0 = 0; d0 < head_dim; d0 += kColumns) {
       for (int64_t r0 = 0; r0 < kPrefillRows; r0 += kRows) {
-        typename P::V acc[kRows][kVectors];
+        typename P::Reg acc[kRows][kVectors];
         for (int i = 0; i < kRows; ++i)
           for (int v = 0; v < kVectors; ++v)
             acc[i][v] = P::load(out + (r0 + i) * head_dim + d0 + P::kLanes * v);
         for (int64_t j = c0; j < c1; ++j) {
           const float* row = panel + j * head_dim + d0;
           const float* weights = scores_t + (s0 + j) * kPrefillRows + r0;
-          typename P::V value[kVectors];
+          typename P::Reg value[kVectors];
           for (int v = 0; v < kVectors; ++v) value[v] = P::load(row + P::kLanes * v);
           for (int i = 0; i < kRows; ++i) {
-            const typename P::V w = P::set1(weights[i]);
+            const typename P::Reg w = P::set1(weights[i]);
             for (int v = 0; v < kVectors; ++v) acc[i][v] = P::fma(w, value[v], acc[i][v]);
           }
         }
@@ -139,7 +135,7 @@ void prefill_value_tiles(const float* panel, const float* scores_t, int64_t head
 template <class Cache>
 void prefill_attention(const AttentionView& a, int64_t group_begin, int64_t group_end) {
   using P = PrefillVector;
-  using V = typename P::V;
+  using V = typename P::Reg;
   constexpr int64_t kLanes = P::kLanes;
   constexpr int64_t kRowVectors = kPrefillRows / kLanes;
   static_assert(kPrefillRows % (kLanes * P::kScoreVectors) == 0 &&
@@ -236,7 +232,7 @@ void prefill_attention(const AttentionView& a, int64_t group_begin, int64_t grou
         V total = P::zero();
         for (int64_t s = 0; s < seen_slots; ++s) {
           float* p = scores_t + s * kPrefillRows + kLanes * v;
-          const V e = P::exp(P::sub(P::load(p), shift));
+          const V e = vec_exp<P>(P::sub(P::load(p), shift));
           P::store(p, e);
           total = P::add(total, e);
         }

@@ -1,7 +1,7 @@
-// How the SIMD kernel tables (x86/avx2.cpp, x86/avx512.cpp, arm/neon_quant_matmul.h) scale one
-// 32-value block of x when they round it to 8 bits for a quantized matmul, written once. Each
-// includes it inside its own anonymous namespace, so every instruction set compiles a private copy
-// (see simd_attention.inc). Needs <limits>.
+// How the SIMD kernel tables (simd/quant_matmul.h for x86, arm/neon_quant_matmul.h) scale one
+// 32-value block of x when they round it to 8 bits for a quantized matmul, written once. Textual
+// header: each includes it inside its own anonymous namespace, so every instruction set compiles a
+// private copy (see simd/vec_avx2.h). Needs <limits>.
 //
 // max_abs is the block's largest |x|, NaN when the block holds a NaN. A block holding a NaN or an
 // infinity gets zero quants and a NaN scale, so every product with it is NaN, as the float

@@ -1,9 +1,10 @@
 // The attention algorithm of the SIMD kernel tables (x86/avx2.cpp, arm/neon.cpp; the AVX-512 table
 // has decode and prefill kernels of its own and uses the AVX2 ones for the head sizes they do not
-// take), written once. Each of those files includes it inside its own anonymous namespace, so
-// every instruction set compiles a private copy with its own flags (no function with external
-// linkage is shared between files built for different ISAs; see x86/x86.h). The including file
-// defines first:
+// take), written once. Textual header: each of those files includes it inside its own anonymous
+// namespace, so every instruction set compiles a private copy with its own flags (no function with
+// external linkage is shared between files built for different ISAs; see x86/x86.h). The
+// including file defines first (accumulate, exp_shifted, array_max and scale_in_place come from
+// simd/elementwise.h):
 //   void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, int64_t n,
 //                     int64_t dim);           // y[d] += Σ_{s<n} w[s] rows[s·stride + d], d < dim
 //   void accumulate(float* y, const float* x, int64_t n);               // y += x

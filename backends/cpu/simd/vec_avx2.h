@@ -1,0 +1,123 @@
+// The vector contract for AVX2 + FMA + F16C: eight float lanes in a YMM register. The kernel
+// families (simd/elementwise.h, ...) are written once over this contract's operations and compiled
+// per instruction set; this header and its AVX-512 and NEON siblings are the only places the
+// families' float arithmetic meets intrinsics.
+//
+// Textual header: include it inside the instruction set's own anonymous namespace, after
+// <immintrin.h>, <cmath>, <cstring> and <cstdint>, in a file compiled with -mavx2 -mfma -mf16c, so
+// that every function below is private to that translation unit (no copy built with AVX flags can
+// be the one a baseline caller ends up running; see x86/x86.h).
+
+// The 256-bit float contract. Every operation is lane-wise unless it says otherwise; results are
+// IEEE single precision, rounded to nearest even.
+struct Vec256 {
+  using Reg = __m256;
+  static constexpr int kLanes = 8;
+
+  static Reg zero() { return _mm256_setzero_ps(); }
+  static Reg set1(float x) { return _mm256_set1_ps(x); }
+  static Reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+  // The n < kLanes floats at p in the first lanes, `fill` in the others; reads only those n.
+  static Reg load_tail(const float* p, int64_t n, float fill) {
+    alignas(32) float lanes[kLanes];
+    _mm256_store_ps(lanes, _mm256_set1_ps(fill));
+    std::memcpy(lanes, p, sizeof(float) * static_cast<size_t>(n));
+    return _mm256_load_ps(lanes);
+  }
+  // Stores the first n < kLanes lanes of v at p; writes only those n.
+  static void store_tail(float* p, int64_t n, Reg v) {
+    alignas(32) float lanes[kLanes];
+    _mm256_store_ps(lanes, v);
+    std::memcpy(p, lanes, sizeof(float) * static_cast<size_t>(n));
+  }
+
+  static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
+  static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  static Reg div(Reg a, Reg b) { return _mm256_div_ps(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm256_min_ps(a, b); }
+  static Reg neg(Reg a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+  static Reg fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }  // a·b + c, one rounding
+  static Reg fms(Reg a, Reg b, Reg c) { return _mm256_fmsub_ps(a, b, c); }    // a·b - c
+  static Reg fnma(Reg a, Reg b, Reg c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a·b
+
+  // Sum and maximum of the lanes (in a fixed order: halves, then pairs, then the last two).
+  static float sum(Reg v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float max_of(Reg v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+
+  // The pieces of vec_exp (simd/elementwise.h): round to the nearest integer (ties to even); 2^n
+  // for lanes holding integers in [-126, 127], built in the exponent bits; `value` where x >= bound
+  // and 0 elsewhere (also where x is NaN).
+  static Reg round(Reg v) {
+    return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static Reg pow2(Reg n) {
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  }
+  static Reg keep_ge(Reg value, Reg x, Reg bound) {
+    return _mm256_and_ps(value, _mm256_cmp_ps(x, bound, _CMP_GE_OQ));
+  }
+
+  // Masks of the prefill attention (simd/prefill_attention.h): `score` in the lanes whose row
+  // position is >= slot_position, -inf in the others; `value` in the lanes whose max is not -inf
+  // (nor NaN), 0 in the others.
+  static Reg visible(Reg score, int32_t slot_position, const int32_t* row_positions) {
+    const __m256i hidden =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(slot_position),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row_positions)));
+    return _mm256_blendv_ps(score, _mm256_set1_ps(-INFINITY), _mm256_castsi256_ps(hidden));
+  }
+  static Reg seen_or_zero(Reg max_value, Reg value) {
+    return _mm256_and_ps(_mm256_cmp_ps(max_value, _mm256_set1_ps(-INFINITY), _CMP_NEQ_OQ), value);
+  }
+
+  // Conversions: kLanes halves (F16C, exact), kLanes signed bytes, one half.
+  static Reg load_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void store_f16(uint16_t* p, Reg v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static Reg load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static Reg load_bf16(const uint16_t* p) {
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+  // Requests the cache line at p into L1.
+  static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+};
+
+// The 256-bit integer side of the x86 quantized matmuls (simd/quant_matmul.h, with the ISA's own
+// quantize_block and weight formats): eight 32-bit block sums a step, their conversion to float
+// (exact: the sums stay below 2^24), and a software prefetch into L1.
+struct Int256 {
+  using V = Vec256;
+  using Sums = __m256i;
+  static constexpr int kStepBlocks = 8;
+
+  static Sums sub(Sums s, const int32_t* p) {
+    return _mm256_sub_epi32(s, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m256 to_float(Sums s) { return _mm256_cvtepi32_ps(s); }
+  static void prefetch(const void* p) { Vec256::prefetch(p); }
+};

@@ -1,0 +1,69 @@
+// The vector contract for AArch64 Advanced SIMD (NEON): four float lanes in a Q register. NEON
+// and its F16 conversions are part of every AArch64 CPU.
+//
+// Textual header: include it inside the instruction set's own anonymous namespace, after
+// <arm_neon.h>, <cmath>, <cstring> and <cstdint> (see simd/vec_avx2.h).
+
+struct Vec128 {
+  using Reg = float32x4_t;
+  static constexpr int kLanes = 4;
+
+  static Reg zero() { return vdupq_n_f32(0.0f); }
+  static Reg set1(float x) { return vdupq_n_f32(x); }
+  static Reg load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, Reg v) { vst1q_f32(p, v); }
+  static Reg load_tail(const float* p, int64_t n, float fill) {
+    float lanes[kLanes] = {fill, fill, fill, fill};
+    std::memcpy(lanes, p, sizeof(float) * static_cast<size_t>(n));
+    return vld1q_f32(lanes);
+  }
+  static void store_tail(float* p, int64_t n, Reg v) {
+    float lanes[kLanes];
+    vst1q_f32(lanes, v);
+    std::memcpy(p, lanes, sizeof(float) * static_cast<size_t>(n));
+  }
+
+  static Reg add(Reg a, Reg b) { return vaddq_f32(a, b); }
+  static Reg sub(Reg a, Reg b) { return vsubq_f32(a, b); }
+  static Reg mul(Reg a, Reg b) { return vmulq_f32(a, b); }
+  static Reg div(Reg a, Reg b) { return vdivq_f32(a, b); }
+  static Reg max(Reg a, Reg b) { return vmaxq_f32(a, b); }
+  static Reg min(Reg a, Reg b) { return vminq_f32(a, b); }
+  static Reg neg(Reg a) { return vnegq_f32(a); }
+  static Reg fma(Reg a, Reg b, Reg c) { return vfmaq_f32(c, a, b); }
+  static Reg fms(Reg a, Reg b, Reg c) { return vfmaq_f32(vnegq_f32(c), a, b); }
+  static Reg fnma(Reg a, Reg b, Reg c) { return vfmsq_f32(c, a, b); }
+
+  static float sum(Reg v) { return vaddvq_f32(v); }
+  static float max_of(Reg v) { return vmaxvq_f32(v); }
+
+  static Reg round(Reg v) { return vrndnq_f32(v); }
+  static Reg pow2(Reg n) {
+    return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23));
+  }
+  static Reg keep_ge(Reg value, Reg x, Reg bound) {
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(value), vcgeq_f32(x, bound)));
+  }
+
+  static Reg visible(Reg score, int32_t slot_position, const int32_t* row_positions) {
+    const uint32x4_t sees = vcleq_s32(vdupq_n_s32(slot_position), vld1q_s32(row_positions));
+    return vbslq_f32(sees, score, vdupq_n_f32(-INFINITY));
+  }
+  // max > -inf: false for -inf and NaN, as the x86 contracts' ordered not-equal.
+  static Reg seen_or_zero(Reg max_value, Reg value) {
+    const uint32x4_t seen = vcgtq_f32(max_value, vdupq_n_f32(-INFINITY));
+    return vreinterpretq_f32_u32(vandq_u32(seen, vreinterpretq_u32_f32(value)));
+  }
+
+  static Reg load_f16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+  static void store_f16(uint16_t* p, Reg v) { vst1_u16(p, vreinterpret_u16_f16(vcvt_f16_f32(v))); }
+  static Reg load_i8(const int8_t* p) {
+    int32_t bytes;
+    std::memcpy(&bytes, p, sizeof(bytes));
+    const int16x8_t wide = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(bytes)));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
+  }
+  static float half_to_float(uint16_t h) {
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+  }
+};

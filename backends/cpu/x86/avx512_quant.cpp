@@ -1,0 +1,503 @@
+// AVX-512 quantized matmul kernels (this file is compiled with the AVX-512 flags, as avx512.cpp):
+// the integer policy and weight formats of simd/quant_matmul.h, whose drivers do the rest. The
+// integer dot products are VNNI's vpdpbusd (unsigned x signed bytes summed into 32-bit lanes).
+// Results differ from the portable kernels only by quantizing the activations to 8 bits per
+// 32-block (see kQuantizedActivations in tests/parity/cases.cpp) and float rounding.
+//
+// Nothing here calls an inline or template function from a shared header (see x86.h).
+
+// GCC 12's AVX-512 intrinsics build their "undefined" vectors from self-initialised variables and
+// then warn about them at every use (GCC bug 105593, fixed in GCC 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/x86/x86.h"
+#include "core/quant.h"
+
+namespace edgelm::cpu {
+namespace {
+
+using x86::Scratch;
+using x86::scratch;
+
+#include "backends/cpu/simd/bands.h"
+#include "backends/cpu/simd/quant_matmul.h"
+#include "backends/cpu/simd/vec_avx2.h"
+#include "backends/cpu/simd/x_block_scale.h"
+
+int32_t hsum_i32(__m128i v) {
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+  return _mm_cvtsi128_si32(v);
+}
+
+int32_t hsum_i32(__m256i v) {
+  return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+int32_t hsum_i32(__m512i v) {
+  return hsum_i32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
+}
+
+// The integer policy of simd/quant_matmul.h: the row-major kernels keep 256-bit float accumulators
+// (eight blocks a step, as AVX2); the block sums come from ZMM vpdpbusd.
+struct Avx512Int : Int256 {
+  // How far ahead of the blocks being multiplied the weights are prefetched (prefill and the
+  // row-major kernels): weight rows are read once per token, straight from DRAM; the hardware
+  // prefetcher alone left the multiply waiting on memory (single-thread Q4_0 GEMV went from ~16 to
+  // ~20 GB/s with 2 KiB ahead).
+  static constexpr int kPrefetchBytes = 2048;
+  // About 128 KiB of weights per chunk, which stay in L2 while every band of x passes.
+  static constexpr size_t kChunkBytes = size_t{128} << 10;
+
+  static BlockQuant quantize_block(const float* src, int8_t* at_low, int8_t* at_high, bool biased) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+    const __m512 v0 = _mm512_loadu_ps(src);
+    const __m512 v1 = _mm512_loadu_ps(src + 16);
+    // The largest |x| bit pattern: the same order as the values, with NaN above infinity.
+    const float max_abs = std::bit_cast<float>(_mm512_reduce_max_epi32(
+        _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(v0), abs_mask),
+                         _mm512_and_si512(_mm512_castps_si512(v1), abs_mask))));
+    const XBlockScale block_scale = x_block_scale(max_abs);
+    __m512i q0 = _mm512_setzero_si512();
+    __m512i q1 = _mm512_setzero_si512();
+    if (block_scale.finite) {
+      const __m512 inverse = _mm512_set1_ps(block_scale.inverse);
+      q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inverse));
+      q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inverse));
+    }
+    // |q| ≤ 127: truncation is exact; q + 128 is q with its top bit flipped.
+    const __m128i bias = _mm_set1_epi8(biased ? static_cast<char>(0x80) : 0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(at_low),
+                     _mm_xor_si128(_mm512_cvtepi32_epi8(q0), bias));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(at_high),
+                     _mm_xor_si128(_mm512_cvtepi32_epi8(q1), bias));
+    return {block_scale.scale, hsum_i32(_mm512_add_epi32(q0, q1))};
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Row-major weights (Q8_0, Q4_0): eight blocks a step, their sums reduced into one YMM vector.
+
+struct Q4_0Format {
+  using Block = BlockQ4_0;
+  static constexpr int kGroup = 4;
+  static constexpr bool kBiasedX = false;  // x signed: the nibbles are vpdpbusd's unsigned side
+  static constexpr bool kOffset = true;    // nibbles are 0..15; subtract 8·Σx afterwards
+
+  // Scales of eight consecutive blocks: they sit every 9 words, so two 64-byte loads and one
+  // word permutation across both gather them.
+  static __m256 scales(const Block* w) {
+    const auto* bytes = reinterpret_cast<const char*>(w);
+    const __m512i words = _mm512_setr_epi32(0 | 9 << 16, 18 | 27 << 16, 36 | 45 << 16,
+                                            54 | 63 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i picked =
+        _mm512_permutex2var_epi16(_mm512_loadu_si512(bytes), words, _mm512_loadu_si512(bytes + 64));
+    return _mm256_cvtph_ps(_mm512_castsi512_si128(picked));
+  }
+
+  // Σ nibble·x for four blocks: 128-bit lane k holds block k's four partial sums. x points at the
+  // group's 128 bytes (group order).
+  static __m512i dot4(__m512i low, __m512i high, const int8_t* x) {
+    const __m512i sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low, _mm512_loadu_si512(x));
+    return _mm512_dpbusd_epi32(sums, high, _mm512_loadu_si512(x + 64));
+  }
+
+  // sums[i] = Σ nibble·x over each of the blocks w[0..8) for the x rows x_rows[i] (pointing at the
+  // first of those blocks). vpdpbusd takes the nibbles as the unsigned operand and x as the signed.
+  template <int MR>
+  static void dot(const Block* w, const int8_t* const* x_rows, __m256i* sums) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512i quads[2][MR];
+    for (int q = 0; q < 2; ++q) {
+      const Block* quad = w + 4 * q;
+      __m512i packed =
+          _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[0].qs)));
+      packed = _mm512_inserti32x4(packed,
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[1].qs)), 1);
+      packed = _mm512_inserti32x4(packed,
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[2].qs)), 2);
+      packed = _mm512_inserti32x4(packed,
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(quad[3].qs)), 3);
+      const __m512i low = _mm512_and_si512(packed, low4);
+      const __m512i high = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+      for (int i = 0; i < MR; ++i) quads[q][i] = dot4(low, high, x_rows[i] + 4 * q * kBlock);
+    }
+    // Lane k of quads[0] is block k, of quads[1] block k + 4. After the two adds each 128-bit
+    // lane k holds [b_k, b_k+4, b_k, b_k+4]; the permutation gathers [b0 .. b7].
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    for (int i = 0; i < MR; ++i) {
+      const __m512i pairs = _mm512_add_epi32(_mm512_unpacklo_epi32(quads[0][i], quads[1][i]),
+                                             _mm512_unpackhi_epi32(quads[0][i], quads[1][i]));
+      const __m512i totals = _mm512_add_epi32(pairs, _mm512_shuffle_epi32(pairs, _MM_PERM_BADC));
+      sums[i] = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, totals));
+    }
+  }
+
+  // Σ nibble·x for one block; x_low holds x elements 0..15, x_high elements 16..31.
+  static int32_t dot1(const Block& w, const int8_t* x_low, const int8_t* x_high) {
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs));
+    __m128i sums = _mm_dpbusd_epi32(_mm_setzero_si128(), _mm_and_si128(packed, low4),
+                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(x_low)));
+    sums = _mm_dpbusd_epi32(sums, _mm_and_si128(_mm_srli_epi16(packed, 4), low4),
+                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(x_high)));
+    return hsum_i32(sums);
+  }
+};
+
+struct Q8_0Format {
+  using Block = BlockQ8_0;
+  static constexpr int kGroup = 1;
+  static constexpr bool kOffset = false;
+  // Signed weights by signed activations through vpdpbusd (unsigned × signed): x is stored as
+  // x + 128 (unsigned), so each 4-byte group sums Σ(x + 128)·w = Σx·w + 128·Σw; the accumulation
+  // starts from −128·Σw, computed once per weight vector and shared by all rows of x. That costs
+  // one vpdpbusd per weight vector instead of a sign fix-up per weight vector and row of x.
+  static constexpr bool kBiasedX = true;
+
+  static __m256 scales(const Block* w) {
+    const __m128i halves = _mm_setr_epi16(
+        static_cast<int16_t>(w[0].d), static_cast<int16_t>(w[1].d), static_cast<int16_t>(w[2].d),
+        static_cast<int16_t>(w[3].d), static_cast<int16_t>(w[4].d), static_cast<int16_t>(w[5].d),
+        static_cast<int16_t>(w[6].d), static_cast<int16_t>(w[7].d));
+    return _mm256_cvtph_ps(halves);
+  }
+
+  // sums[i] = Σ w·x over each of the blocks w[0..8); two blocks per ZMM (256-bit halves).
+  template <int MR>
+  static void dot(const Block* w, const int8_t* const* x_rows, __m256i* sums) {
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));  // 128 as an unsigned byte
+    __m512i pairs[4][MR];
+    for (int p = 0; p < 4; ++p) {
+      const __m512i packed = _mm512_inserti64x4(
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[2 * p].qs))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[2 * p + 1].qs)), 1);
+      const __m512i start = _mm512_sub_epi32(
+          _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, packed));
+      for (int i = 0; i < MR; ++i) {
+        pairs[p][i] =
+            _mm512_dpbusd_epi32(start, _mm512_loadu_si512(x_rows[i] + 2 * p * kBlock), packed);
+      }
+    }
+    // Sum each 128-bit lane of the four pair vectors into one vector whose lane k holds
+    // [P0k, P1k, P2k, P3k]; block 2p is lanes 0 + 1 of P_p, block 2p+1 lanes 2 + 3.
+    const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+    for (int i = 0; i < MR; ++i) {
+      const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(pairs[0][i], pairs[1][i]),
+                                         _mm512_unpackhi_epi32(pairs[0][i], pairs[1][i]));
+      const __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(pairs[2][i], pairs[3][i]),
+                                         _mm512_unpackhi_epi32(pairs[2][i], pairs[3][i]));
+      const __m512i lanes =
+          _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+      const __m512i blocks =
+          _mm512_add_epi32(lanes, _mm512_shuffle_i32x4(lanes, lanes, _MM_PERM_CDAB));
+      sums[i] = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, blocks));
+    }
+  }
+
+  static int32_t dot1(const Block& w, const int8_t* x_low, const int8_t* /*x_high*/) {
+    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_low));
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m256i correction = _mm256_dpbusd_epi32(_mm256_setzero_si256(), bias, wv);
+    return hsum_i32(
+        _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, wv), correction));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Q4_0x8 and Q8_0x8 matmul (weights repacked at load, core/quant.h). As in the AVX2 kernels, one
+// output row sits in one 32-bit lane, so a block's row sums need no horizontal reduction; here
+// two groups of eight rows share a ZMM (group g in the low 256 bits, g + 1 in the high), and each
+// vpdpbusd multiplies a 4-byte chunk of all sixteen rows by a 4-byte group of x broadcast to every
+// lane, summing straight into 32 bits. vpdpbusd wants one operand unsigned, so the weights become
+// unsigned values w + offset (Q4_0's nibbles already are; Q8_0 bytes get their top bit flipped)
+// and offset·Σx, known per block of x from quantize_x, is subtracted from each block sum.
+
+// Four bytes of quantized x as one 32-bit word, to broadcast to every lane.
+int32_t x4(const int8_t* x) {
+  int32_t bytes;
+  std::memcpy(&bytes, x, sizeof(bytes));
+  return bytes;
+}
+
+// Decode: one row of x against groups of eight weight rows, in YMM vectors, one group's eight
+// sums per vector. Two ranges of groups are read side by side as two streams, a block record of
+// each in turn (x8_decode_pairs, KernelTable::decode_pairs; the CPU backend picks the pairs): on
+// the Zen 5 VM one core streams ~40 GB/s from two places at once and ~33 from one, and in the model
+// (1B, alternating with the one-stream kernel token by token) this took 14-19 % off a one-thread
+// Q4_0 token and 9-13 % off Q8_0; with two threads (each thread's share in two ranges) Q4_0 4 % in
+// the slow bandwidth phase and 13 % in the fast one, Q8_0 1.5-3 % (docs/performance.md). The two
+// streams must be far apart (x86.h: kMinPairDistanceBytes): streams a few groups apart, as in
+// ranges of 32 per thread, or a row group apart as in x8_pair_tile, measured slower than one stream
+// (13-14 against 18 GB/s on one thread).
+//
+// Software prefetch depends on the core, not on the instruction set, so there are two forms
+// (kPrefetch of x8_decode_pairs, 3 KiB ahead; KernelTable::decode_pairs_prefetch). On AMD's cores
+// the hardware prefetchers keep up by themselves: prefetching 2 KiB ahead cost one thread 10-15 %
+// of its decode speed on the Zen 4 VM (1B Q4_0 37.5 against 41-42.5 tok/s, Q8_0 20.3-21.2
+// against 23.4-23.7), and 1-4 KiB ahead slowed a Zen 5 core's Q4_0 stream to 27-34 from 35-38 GB/s.
+// On an Intel Xeon VM (2026-11-26) one core streamed Q4_0x8 at 13-14 GB/s without it, against 15-16
+// GB/s for a load loop, and 16-18 GB/s with each record prefetched 3 KiB ahead; the 1B Q4_0 model
+// decoded 17-20 % faster (docs/performance.md). Q8_0x8 records are 1.9 times as long for the same
+// work and streamed at the load loop's rate without it.
+
+// acc + the eight rows' products with block b of x_row (quantized row m of x), scaled. Always
+// inlined: as a call per 144-byte record, the pair loop took 1.75 times as long as one stream.
+template <class Format>
+[[gnu::always_inline]] inline __m256 x8_row_step(const QuantizedX& xq,
+                                                 const typename Format::Record& record,
+                                                 const int8_t* x_row, int64_t m, int64_t b,
+                                                 __m256 acc) {
+  __m256i w[8];
+  Format::unpack(record, w);
+  const int8_t* x = x_row + b * kBlock;
+  __m256i even = _mm256_setzero_si256();
+  __m256i odd = _mm256_setzero_si256();
+  for (int j = 0; j < 8; j += 2) {
+    even = _mm256_dpbusd_epi32(even, w[j], _mm256_set1_epi32(x4(x + Format::x_byte(j))));
+    odd = _mm256_dpbusd_epi32(odd, w[j + 1], _mm256_set1_epi32(x4(x + Format::x_byte(j + 1))));
+  }
+  const int64_t at = m * xq.blocks + b;
+  const __m256i sums = _mm256_sub_epi32(_mm256_add_epi32(even, odd),
+                                        _mm256_set1_epi32(xq.sum8[at] * Format::kSum8Multiple));
+  const __m256 w_scale =
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(record.d)));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums),
+                         _mm256_mul_ps(w_scale, _mm256_set1_ps(xq.scale[at])), acc);
+}
+
+// y[m0 + i, n0 .. n0 + 16) for i < MR: groups `first` and `second` (rows n0..n0+7 and
+// n0+8..n0+15) against MR rows of quantized x (prefill). Without `store_second`, `second` is a copy
+// of `first` and only the first eight results are stored (a range's odd last group).
+template <class Format, int MR>
+void x8_pair_tile(const QuantizedX& xq, const typename Format::Record* first,
+                  const typename Format::Record* second, bool store_second, X8Segment segment,
+                  float* y, int64_t N, int64_t K, int64_t m0, int64_t n0) {
+  using Record = typename Format::Record;
+  __m512 acc[MR];
+  for (int i = 0; i < MR; ++i) {
+    const float* out = y + (m0 + i) * N + n0;
+    if (segment.first == 0) {
+      acc[i] = _mm512_setzero_ps();
+    } else if (store_second) {
+      acc[i] = _mm512_loadu_ps(out);
+    } else {
+      acc[i] = _mm512_castps256_ps512(_mm256_loadu_ps(out));
+    }
+  }
+  const int8_t* x_rows[MR];
+  for (int i = 0; i < MR; ++i) x_rows[i] = xq.qs + (m0 + i) * K;
+  for (int64_t b = segment.first; b < segment.end; ++b, ++first, ++second) {
+    for (const Record* record : {first, second}) {
+      const char* ahead = reinterpret_cast<const char*>(record) + Avx512Int::kPrefetchBytes;
+      for (size_t line = 0; line < sizeof(Record); line += 64)
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
+    }
+    __m512i w[8];
+    Format::unpack(*first, *second, w);
+    const __m512 w_scale = _mm512_cvtph_ps(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(first->d))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(second->d)), 1));
+    for (int i = 0; i < MR; ++i) {
+      const int8_t* x = x_rows[i] + b * kBlock;
+      // Two dependency chains of four vpdpbusd each.
+      __m512i even = _mm512_setzero_si512();
+      __m512i odd = _mm512_setzero_si512();
+      for (int j = 0; j < 8; j += 2) {
+        even = _mm512_dpbusd_epi32(even, w[j], _mm512_set1_epi32(x4(x + Format::x_byte(j))));
+        odd = _mm512_dpbusd_epi32(odd, w[j + 1], _mm512_set1_epi32(x4(x + Format::x_byte(j + 1))));
+      }
+      const int64_t at = (m0 + i) * xq.blocks + b;
+      const __m512i sums = _mm512_sub_epi32(_mm512_add_epi32(even, odd),
+                                            _mm512_set1_epi32(xq.sum8[at] * Format::kSum8Multiple));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums),
+                               _mm512_mul_ps(w_scale, _mm512_set1_ps(xq.scale[at])), acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* out = y + (m0 + i) * N + n0;
+    if (store_second) {
+      _mm512_storeu_ps(out, acc[i]);
+    } else {
+      _mm256_storeu_ps(out, _mm512_castps512_ps256(acc[i]));
+    }
+  }
+}
+
+// The interleaved kernels of simd/quant_matmul.h over a Format's unpack and x_byte (below): decode
+// steps of one group in YMM vectors (x8_row_step), prefill tiles of two groups in ZMM vectors
+// (x8_pair_tile, the last tile of a range may be one group), decode without software prefetch
+// unless asked for (decode_pairs_prefetch).
+template <class Format, class Record_, int64_t kSegmentBlocks_>
+struct X8Vnni {
+  using Record = Record_;
+  static constexpr int64_t kSegmentBlocks = kSegmentBlocks_;
+  static constexpr int64_t kTileRows = 16;
+  static constexpr bool kStreamPrefetch = false;
+  static constexpr int kDecodePrefetchBytes = 3072;
+  template <int MR>
+  static void tile(const QuantizedX& xq, const Record* group, int64_t length, X8Segment segment,
+                   float* y, int64_t N, int64_t K, int64_t m0, int64_t n0, int64_t rows) {
+    const bool two = rows == 16;
+    x8_pair_tile<Format, MR>(xq, group, two ? group + length : group, two, segment, y, N, K, m0,
+                             n0);
+  }
+  [[gnu::always_inline]] static __m256 row_step(const QuantizedX& xq, const Record& record,
+                                                const int8_t* x_row, int64_t m, int64_t b,
+                                                __m256 acc) {
+    return x8_row_step<Format>(xq, record, x_row, m, b, acc);
+  }
+};
+
+// The eight weight vectors of one block, for two groups (ZMM) or one (YMM), and which bytes of the
+// block of x each one multiplies.
+struct Q4_0x8Vnni : X8Vnni<Q4_0x8Vnni, BlockQ4_0x8, kQ4_0x8SegmentBlocks> {
+  static constexpr int32_t kSum8Multiple = 1;  // offset 8: subtract sum8 (8·Σx) itself
+
+  // Vector j < 4: chunk j's low nibbles (elements 4j..4j+3 of each row); j ≥ 4: chunk j - 4's
+  // high nibbles (elements 16 + 4(j - 4) ..).
+  static void unpack(const Record& first, const Record& second, __m512i* w) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i packed = _mm512_inserti64x4(
+          _mm512_castsi256_si512(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first.qs + 32 * c))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second.qs + 32 * c)), 1);
+      w[c] = _mm512_and_si512(packed, low4);
+      w[4 + c] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+    }
+  }
+  static void unpack(const Record& record, __m256i* w) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i packed =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(record.qs + 32 * c));
+      w[c] = _mm256_and_si256(packed, low4);
+      w[4 + c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+    }
+  }
+  static constexpr int x_byte(int j) { return j < 4 ? 4 * j : 16 + 4 * (j - 4); }
+};
+
+struct Q8_0x8Vnni : X8Vnni<Q8_0x8Vnni, BlockQ8_0x8, kQ8_0x8SegmentBlocks> {
+  static constexpr int32_t kSum8Multiple = 16;  // offset 128: subtract 16·sum8 (128·Σx)
+
+  // Vector j: chunk j (elements 4j..4j+3 of each row), as unsigned bytes w + 128.
+  static void unpack(const Record& first, const Record& second, __m512i* w) {
+    const __m512i top = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int c = 0; c < 8; ++c) {
+      const __m512i packed = _mm512_inserti64x4(
+          _mm512_castsi256_si512(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first.qs + 32 * c))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second.qs + 32 * c)), 1);
+      w[c] = _mm512_xor_si512(packed, top);
+    }
+  }
+  static void unpack(const Record& record, __m256i* w) {
+    const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (int c = 0; c < 8; ++c) {
+      w[c] = _mm256_xor_si256(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(record.qs + 32 * c)), top);
+    }
+  }
+  static constexpr int x_byte(int j) { return 4 * j; }
+};
+
+}  // namespace
+
+// How each format wants x: Q4_0 in groups of four blocks, Q8_0 biased by 128, the interleaved
+// layouts plain.
+void quantize_x_q4_0__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                             int64_t m_end) {
+  quantize_rows<Avx512Int>(x, xq, M, K, m_begin, m_end, Q4_0Format::kGroup, Q4_0Format::kBiasedX);
+}
+
+void quantize_x_q8_0__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                             int64_t m_end) {
+  quantize_rows<Avx512Int>(x, xq, M, K, m_begin, m_end, Q8_0Format::kGroup, Q8_0Format::kBiasedX);
+}
+
+void quantize_x_x8__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                           int64_t m_end) {
+  quantize_rows<Avx512Int>(x, xq, M, K, m_begin, m_end, /*group=*/1, /*biased=*/false);
+}
+
+void q8_0_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                            int64_t K, int64_t n_begin, int64_t n_end) {
+  quant_matmul<Avx512Int, Q8_0Format>(quantized_view(xq, M, K, Q8_0Format::kGroup), w, y, M, N, K,
+                                      n_begin, n_end);
+}
+
+void q4_0_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                            int64_t K, int64_t n_begin, int64_t n_end) {
+  quant_matmul<Avx512Int, Q4_0Format>(quantized_view(xq, M, K, Q4_0Format::kGroup), w, y, M, N, K,
+                                      n_begin, n_end);
+}
+
+void q4_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                              int64_t K, int64_t n_begin, int64_t n_end) {
+  x8_matmul<Avx512Int, Q4_0x8Vnni>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
+}
+
+void q8_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                              int64_t K, int64_t n_begin, int64_t n_end) {
+  x8_matmul<Avx512Int, Q8_0x8Vnni>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
+  x8_decode_pairs<Avx512Int, Q4_0x8Vnni>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin,
+                                         rows);
+}
+
+void q4_0x8_decode_pairs_prefetch__avx512(const void* xq, const void* w, float* y, int64_t N,
+                                          int64_t K, int64_t a_begin, int64_t b_begin,
+                                          int64_t rows) {
+  x8_decode_pairs<Avx512Int, Q4_0x8Vnni, true>(quantized_view(xq, 1, K, 1), w, y, N, a_begin,
+                                               b_begin, rows);
+}
+
+void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
+  x8_decode_pairs<Avx512Int, Q8_0x8Vnni>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin,
+                                         rows);
+}
+
+// The one-step forms quantize all of x into per-thread scratch first.
+void q8_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                         int64_t n_begin, int64_t n_end) {
+  quant_matmul<Avx512Int, Q8_0Format>(
+      quantize_x<Avx512Int>(x, M, K, Q8_0Format::kGroup, Q8_0Format::kBiasedX), w, y, M, N, K,
+      n_begin, n_end);
+}
+
+void q4_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                         int64_t n_begin, int64_t n_end) {
+  quant_matmul<Avx512Int, Q4_0Format>(
+      quantize_x<Avx512Int>(x, M, K, Q4_0Format::kGroup, Q4_0Format::kBiasedX), w, y, M, N, K,
+      n_begin, n_end);
+}
+
+void q4_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  x8_matmul<Avx512Int, Q4_0x8Vnni>(quantize_x<Avx512Int>(x, M, K, 1, false), w, y, M, N, K, n_begin,
+                                   n_end);
+}
+
+void q8_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  x8_matmul<Avx512Int, Q8_0x8Vnni>(quantize_x<Avx512Int>(x, M, K, 1, false), w, y, M, N, K, n_begin,
+                                   n_end);
+}
+
+}  // namespace edgelm::cpu
