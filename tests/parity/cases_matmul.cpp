@@ -67,7 +67,8 @@ void embed_cases(std::vector<OpCase>& cases) {
     tables.push_back({dtype, {S{7, 32, 1}, S{50, 96, 5}, S{33, 256, 17}}});
   for (DType dtype : {DType::Q4_0x8, DType::Q8_0x8, DType::F16x4})
     tables.push_back({dtype, {S{8, 32, 1}, S{48, 96, 9}, S{24, 4160, 5}}});
-  for (const auto& [dtype, sizes] : tables) {
+  for (const auto& [stored, sizes] : tables) {
+    const DType dtype = stored;  // a structured binding cannot be captured in C++20 by Clang 14
     for (S s : sizes) {
       cases.push_back({OpKind::Embed,
                        {dtype},
