@@ -8,11 +8,15 @@
 
 // GCC 12's AVX-512 intrinsics build their "undefined" vectors from self-initialised variables and
 // then warn about them at every use (GCC bug 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #include <bit>
 #include <cmath>
