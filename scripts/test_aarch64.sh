@@ -63,6 +63,7 @@ built=$(date +%s)
 not_here='_NOT_BUILT$|^generate_errors$|^generate_flags$|^tokenize_cli$|^bench_cli$'
 not_here+='|^micro_bench_cli$|^eviction_bench_cli$|^make_model_cli$|^test_backend_cli$'
 not_here+='|^perplexity_cli$|^eviction_eval_cli$|^plot_eviction_cli$|^malformed_models$'
+not_here+='|^generate_hybrid_cli$|^device_scripts_cli$|^generate_output$'
 # Several tests write their model files to fixed names under the temp directory, so two of them
 # running at once (or another build's tests on this machine) can truncate a file the other has
 # mapped. They get a temp directory of their own and run one at a time; the op parity cases
