@@ -229,14 +229,17 @@ std::optional<int64_t> layer_of(const std::string& name, const std::string& pref
 void check_tensor_names(const std::vector<std::string>& names, const TensorNaming& naming,
                         int64_t n_layers, const std::function<bool(const std::string&)>& ignored,
                         const std::string& source) {
-  std::vector<std::string> expected = naming.global;
-  for (int64_t l = 0; l < n_layers; ++l) {
-    for (const char* suffix : naming.per_layer)
-      expected.push_back(str_cat(naming.layer_prefix, l, ".", suffix));
-  }
+  // Checked while the list is built, so that a layer count far beyond the file's tensors (2^40
+  // in a damaged header) fails at the first missing layer instead of naming every one.
   const std::unordered_set<std::string> present(names.begin(), names.end());
-  for (const std::string& name : expected) {
+  std::vector<std::string> expected;
+  auto expect = [&](std::string name) {
     if (present.count(name) == 0) EDGELM_FAIL("[load] ", source, ": missing tensor '", name, "'");
+    expected.push_back(std::move(name));
+  };
+  for (const std::string& name : naming.global) expect(name);
+  for (int64_t l = 0; l < n_layers; ++l) {
+    for (const char* suffix : naming.per_layer) expect(str_cat(naming.layer_prefix, l, ".", suffix));
   }
   const std::unordered_set<std::string> read(expected.begin(), expected.end());
   for (const std::string& name : names) {

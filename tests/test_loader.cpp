@@ -185,6 +185,15 @@ TEST_F(LoaderChecksTest, RefusesAMissingLayerTensor) {
   expect_load_error(gguf, {"[load] " + gguf + ": missing tensor 'blk.2.attn_norm.weight'"});
 }
 
+// A damaged layer count far beyond the file's tensors fails at the first missing layer, at once
+// (building every expected name first, 36 billion of them here, would not end).
+TEST_F(LoaderChecksTest, RefusesAHugeLayerCountAtTheFirstMissingLayer) {
+  const std::string gguf = edit_gguf(gguf_model("gguf"), "huge_block_count", [](GgufWriter& w) {
+    w.set_u32("llama.block_count", 0xFFFFFFF0u);
+  });
+  expect_load_error(gguf, {"[load] " + gguf + ": missing tensor 'blk.2.attn_norm.weight'"});
+}
+
 // A tensor the loader would not read means a network it does not compute: refused by name. Rotary
 // inv_freq buffers are recomputed from the config, as transformers does, so they are ignored.
 TEST_F(LoaderChecksTest, RefusesTensorsItWouldNotRead) {
