@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Cross-builds edgelm for 64-bit Arm Linux in build-aarch64/ (Debian's g++-aarch64-linux-gnu, the
 # target's libraries from Debian multiarch arm64 packages, scripts/aarch64-linux-gnu.cmake) and runs
-# the test suites under qemu-user through ctest: the op parity matrix on cpu:portable, cpu:neon and
-# cpu:neon_dotprod, the harness self-test, the zero-allocation test on every table, and the other
-# unit tests (model, KV cache, eviction, tokenizer, loaders). Then the run-time choice of tables
-# is checked on two emulated CPUs (QEMU's "max" has the dot-product extension, a Cortex-A53 does
-# not, so only cpu:neon may be offered there) and the parity matrix runs again on the A53. Ends
-# with the worst NMSE per op and table. The OpenCL backend is left out (-DEDGELM_OPENCL=OFF: it is
-# tested on x86 with PoCL), which also keeps the build without OpenCL checked. Extra arguments go
-# to both ctest runs. Installs packages with sudo when not root.
+# the test suites under qemu-user, each test program in one process: the op parity matrix on
+# cpu:portable, cpu:neon and cpu:neon_dotprod (against the reference and the portable oracle), the
+# harness self-test, the zero-allocation test on every table, and the other unit tests (model, KV
+# cache, eviction, tokenizer, loaders). Then the run-time choice of tables is checked on two
+# emulated CPUs (QEMU's "max" has the dot-product extension, a Cortex-A53 does not, so only
+# cpu:neon may be offered there) and the parity matrix runs again on the A53. Ends with the worst
+# NMSE per op and table. The OpenCL backend is left out (-DEDGELM_OPENCL=OFF: it is tested on x86
+# with PoCL), which also keeps the build without OpenCL checked. Extra arguments go to each test
+# program (e.g. --gtest_filter=Tokenizer*). Installs packages with sudo when not root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -57,28 +58,46 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE=scripts/aarch64-linux
 cmake --build "$build_dir" -j "$jobs" --target "${tests[@]}" test_backend
 built=$(date +%s)
 
-# --- Tests, under QEMU (the toolchain file sets it as the emulator, so ctest uses it). Tests of
-# programs not built here report as *_NOT_BUILT; the CLI tests run the target's programs from bash,
-# which cannot start them without binfmt_misc.
-not_here='_NOT_BUILT$|^generate_errors$|^generate_flags$|^tokenize_cli$|^bench_cli$'
-not_here+='|^micro_bench_cli$|^eviction_bench_cli$|^make_model_cli$|^test_backend_cli$'
-not_here+='|^perplexity_cli$|^eviction_eval_cli$|^plot_eviction_cli$|^malformed_models$'
-not_here+='|^generate_hybrid_cli$|^device_scripts_cli$|^generate_output$'
-# Several tests write their model files to fixed names under the temp directory, so two of them
-# running at once (or another build's tests on this machine) can truncate a file the other has
-# mapped. They get a temp directory of their own and run one at a time; the op parity cases
-# (most of the suite) write no files and run in parallel.
+# --- Tests, under QEMU. Each test program runs whole, in one emulated process (starting QEMU once
+# per gtest case, as ctest does, cost five times the tests' own time), as many at once as there are
+# CPUs, each with a temp directory of its own (several tests write model files under fixed names).
+# The reference half of the op parity matrix runs through test_backend below, whose JSON also
+# gives the summary; test_op_parity runs the rest (the matrix against the portable oracle, the
+# coverage checks). The host-side checks of the cross build run through ctest.
 test_tmp="$PWD/$build_dir/test-tmp"
 rm -rf "$test_tmp"
 mkdir -p "$test_tmp"
-export TEST_TMPDIR="$test_tmp/" TMPDIR="$test_tmp"
-ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" -R 'OpParity' "$@"
-ctest --test-dir "$build_dir" --output-on-failure -j 1 -E "OpParity|$not_here" "$@"
+run_test_program() {
+  local program=$1 log="$test_tmp/$1.log" tmp="$test_tmp/$1"
+  shift
+  local filter=()
+  if [ "$program" = test_op_parity ]; then filter=(--gtest_filter=-Matrix/OpParity.*); fi
+  mkdir -p "$tmp"
+  if TMPDIR="$tmp" TEST_TMPDIR="$tmp/" qemu-aarch64 "$build_dir/bin/$program" "${filter[@]}" \
+      "$@" > "$log" 2>&1; then
+    echo "test_aarch64: $program: $(grep -E '^\[  PASSED  \]' "$log" | tail -n 1)"
+  else
+    echo "test_aarch64: $program FAILED:"
+    tail -n 60 "$log"
+    return 1
+  fi
+}
+export -f run_test_program
+export build_dir test_tmp
+printf '%s\n' "${tests[@]}" | xargs -P "$jobs" -I{} bash -c 'run_test_program "$@"' _ {} "$@"
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" -R '^check_'
 
-# --- Table selection. test_backend runs the same matrix as test_op_parity in one process and
-# exits non-zero on any failure (ctest's discovered list would name cpu:neon_dotprod cases that
-# select nothing on the A53 and so pass without running).
+# --- The op parity matrix against the reference on QEMU's "max" CPU (every table, dot product
+# included), then the run-time choice of tables on two emulated CPUs (a Cortex-A53 has no dot
+# product, so only cpu:neon may be offered there) and the matrix again on the A53. test_backend
+# exits non-zero on any failure.
 test_backend=(qemu-aarch64 "$build_dir/bin/test_backend")
+max_report="$test_tmp/parity-max.json"
+"${test_backend[@]}" --json > "$max_report" || {
+  tail -c 4000 "$max_report"
+  echo "test_aarch64: FAILED: the parity matrix on QEMU max" >&2
+  exit 1
+}
 backends_max=$("${test_backend[@]}" --list | sed -n 1p)
 backends_a53=$(QEMU_CPU=cortex-a53 "${test_backend[@]}" --list | sed -n 1p)
 echo "test_aarch64: QEMU max:   $backends_max"
@@ -101,9 +120,9 @@ finished=$(date +%s)
 # ops (tolerance 0: data movement, decoding) are left out, a failure there has failed above.
 echo
 if command -v python3 >/dev/null; then
-  "${test_backend[@]}" --json | python3 -c '
+  python3 -c '
 import collections, json, sys
-report = json.load(sys.stdin)
+report = json.load(open(sys.argv[1]))
 worst = collections.defaultdict(float)
 tolerance = collections.defaultdict(float)
 for r in report["results"]:
@@ -119,7 +138,7 @@ for op in sorted(tolerance):
     print("%-16s %10.1e" % (op, tolerance[op]) + "".join(" %16.3e" % worst[(op, b)] for b in backends))
 print("parity: %d passed, %d failed, %d skipped" % (report["passed"], report["failed"],
                                                    report["skipped"]))
-'
+' "$max_report"
 fi
 echo "test_aarch64: passed; packages and build $((built - started)) s, tests $((finished - built)) s," \
   "total $((finished - started)) s"
