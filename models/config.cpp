@@ -278,7 +278,12 @@ LlamaConfig load_hf_config(const std::string& dir) {
     EDGELM_FAIL("[config] ", path, ": missing (not a Hugging Face model folder?)");
   const json root = read_json(path);
   if (!root.is_object()) EDGELM_FAIL("[config] ", path, ": top level must be an object");
-  const std::string model_type = root.value("model_type", std::string());
+  std::string model_type;
+  if (const auto it = root.find("model_type"); it != root.end()) {
+    if (!it->is_string())
+      EDGELM_FAIL("[config] ", path, ": model_type must be a string, got ", it->dump());
+    model_type = it->get<std::string>();
+  }
   if (model_type != "llama") {
     EDGELM_FAIL("[config] ", path, ": unknown architecture: model_type '", model_type,
                 "' (supported: llama)");
@@ -320,7 +325,15 @@ LlamaConfig load_hf_config(const std::string& dir) {
     if (auto eos = find_ids(generation, "eos_token_id", generation_path)) c.eos_token_ids = *eos;
     if (auto bos = find_int(generation, "bos_token_id", generation_path))
       c.bos_token_id = token_id(*bos, "bos_token_id", generation_path);
-    if (generation.value("do_sample", false)) {
+    bool do_sample = false;
+    if (const auto it = generation.find("do_sample"); it != generation.end() && !it->is_null()) {
+      if (!it->is_boolean()) {
+        EDGELM_FAIL("[config] ", generation_path, ": do_sample must be true or false, got ",
+                    it->dump());
+      }
+      do_sample = it->get<bool>();
+    }
+    if (do_sample) {
       if (auto t = find_number(generation, "temperature", generation_path))
         c.default_temperature = static_cast<float>(*t);
       if (auto p = find_number(generation, "top_p", generation_path))

@@ -239,7 +239,8 @@ void check_tensor_names(const std::vector<std::string>& names, const TensorNamin
   };
   for (const std::string& name : naming.global) expect(name);
   for (int64_t l = 0; l < n_layers; ++l) {
-    for (const char* suffix : naming.per_layer) expect(str_cat(naming.layer_prefix, l, ".", suffix));
+    for (const char* suffix : naming.per_layer)
+      expect(str_cat(naming.layer_prefix, l, ".", suffix));
   }
   const std::unordered_set<std::string> read(expected.begin(), expected.end());
   for (const std::string& name : names) {

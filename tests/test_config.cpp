@@ -127,6 +127,9 @@ TEST_F(HfConfigTest, RejectsValuesTheModelCannotRunWith) {
          c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
        },
        {"unsupported rope_scaling type 'linear' (supported: default, llama3)"}},
+      {"model_type not a string",
+       [](json& c) { c["model_type"] = 1e-06; },
+       {"model_type must be a string, got 1e-06"}},
       {"rope_parameters without a type",
        [](json& c) {
          c.erase("rope_scaling");
@@ -142,6 +145,17 @@ TEST_F(HfConfigTest, RejectsValuesTheModelCannotRunWith) {
     expect_error([&] { load_hf_config(dir); }, c.parts);
     expect_error([&] { load_hf_config(dir); }, {"[config] ", "config.json"});
   }
+}
+
+// generation_config.json's do_sample decides whether its sampling settings apply: anything but a
+// boolean (or null) is refused rather than read as one.
+TEST_F(HfConfigTest, RejectsADoSampleThatIsNotABoolean) {
+  const std::string dir = write(good_);
+  std::ofstream(dir_ / "generation_config.json") << R"({"do_sample": "yes", "temperature": 0.5})";
+  expect_error([&] { load_hf_config(dir); }, {"[config] ", "generation_config.json",
+                                              "do_sample must be true or false, got \"yes\""});
+  std::ofstream(dir_ / "generation_config.json") << R"({"do_sample": true, "temperature": 0.5})";
+  EXPECT_EQ(load_hf_config(dir).default_temperature, 0.5f);
 }
 
 // transformers 5's rope_parameters holds rope_theta with or without a type; neither is an error.
