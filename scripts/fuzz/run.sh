@@ -11,7 +11,9 @@
 # sanitizer report, a leak, a timeout (10 s for one input) or running out of memory (2 GiB) stops
 # that target; the input is saved as <build dir>/fuzz/findings/<target>/<kind>-<sha1>, and the
 # script ends with exit status 1 naming it. Reproduce a finding with
-# `<build dir>/bin/<target> <file>`.
+# `<build dir>/bin/<target> <file>`. EDGELM_FUZZ_SEED sets libFuzzer's random seed (default 0:
+# a new one each run); CI fixes it, so that whether a commit passes does not depend on the draw,
+# while longer runs here with fresh seeds look further.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
@@ -36,7 +38,7 @@ run_one() {
   local log="$build_dir/fuzz/$1.log"
   mkdir -p "$work" "$findings"
   local rc=0
-  "$build_dir/bin/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  "$build_dir/bin/$target" -max_total_time="$seconds" -seed="$seed" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$findings/" "$work" "fuzz/corpus/$target" \
     > "$log" 2>&1 || rc=$?
   local runs corpus
@@ -50,7 +52,8 @@ run_one() {
   echo "fuzz: $target: $seconds s, ${runs:-?} runs, no finding (corpus: $corpus new inputs)"
 }
 export -f run_one
-export build_dir seconds
+seed=${EDGELM_FUZZ_SEED:-0}
+export build_dir seconds seed
 
 echo "fuzz: ${#targets[@]} targets, $seconds s each, $(nproc) at a time"
 status=0
