@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds edgelm in build/ (Release, tests on) and runs the whole ctest suite
 # in parallel, including the OpenCL backend's tests on PoCL. Extra arguments go to ctest (e.g.
-# -R parity). Set EDGELM_SANITIZE=ON to build with AddressSanitizer + UBSan in build-asan/ instead,
+# -R parity). Set EDGELM_SANITIZE=ON to build with AddressSanitizer + UBSan in build-asan/ instead
+# (where, without extra arguments, the op parity matrix runs as one process per CPU),
 # or EDGELM_SANITIZE=thread for ThreadSanitizer in build-tsan/: the library without OpenCL (PoCL's
 # own threads are not instrumented) and the test programs that run threads (the thread pool, the
 # zero-allocation test, the model, KV cache and eviction tests), each run whole; extra arguments
@@ -57,4 +58,32 @@ cmake --build "$build_dir" -j "$jobs"
 # PoCL is installed above, so an OpenCL device must be found: the OpenCL tests fail instead of
 # skipping when it is not (a broken ICD must not pass silently).
 export EDGELM_REQUIRE_OPENCL=1
-ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"
+if [ "$sanitize" != ON ] || [ $# -gt 0 ]; then
+  ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"
+  exit
+fi
+# Under the sanitizers, starting a process (shadow memory, PoCL's platform) costs more than most
+# parity cases: ctest's one process per case took six times the CPU of the cases themselves
+# (docs/testing.md, CI time). So the op parity matrix, most of the suite, runs in test_op_parity
+# processes, one gtest shard per CPU, and everything else through ctest.
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" -E 'OpParity'
+parity_failed=0
+for ((shard = 0; shard < jobs; ++shard)); do
+  GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$shard "$build_dir/bin/test_op_parity" \
+    > "$build_dir/test_op_parity.$shard.log" 2>&1 &
+done
+for ((shard = 0; shard < jobs; ++shard)); do
+  wait -n || parity_failed=1
+done
+for ((shard = 0; shard < jobs; ++shard)); do
+  log="$build_dir/test_op_parity.$shard.log"
+  if grep -q '^\[  FAILED  \]' "$log" || ! grep -q '^\[  PASSED  \]' "$log"; then
+    parity_failed=1
+    grep -E '^\[  FAILED  \]|Failure|ERROR|runtime error' "$log" | head -n 40
+  fi
+  echo "test_op_parity shard $shard of $jobs: $(grep -E '^\[  PASSED  \]' "$log")"
+done
+if [ $parity_failed -ne 0 ]; then
+  echo "test.sh: FAILED: the op parity matrix (logs in $build_dir/test_op_parity.*.log)" >&2
+  exit 1
+fi
