@@ -121,3 +121,15 @@ struct Int256 {
   static __m256 to_float(Sums s) { return _mm256_cvtepi32_ps(s); }
   static void prefetch(const void* p) { Vec256::prefetch(p); }
 };
+
+// The sum of the 32-bit lanes of v (the x86 quantized kernels' block sums). Inline: files that
+// include this header for the float contract alone do not use them.
+inline int32_t hsum_i32(__m128i v) {
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+  return _mm_cvtsi128_si32(v);
+}
+
+inline int32_t hsum_i32(__m256i v) {
+  return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}

@@ -37,16 +37,6 @@ using x86::scratch;
 #include "backends/cpu/simd/vec_avx2.h"
 #include "backends/cpu/simd/x_block_scale.h"
 
-int32_t hsum_i32(__m128i v) {
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
-  return _mm_cvtsi128_si32(v);
-}
-
-int32_t hsum_i32(__m256i v) {
-  return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
-}
-
 int32_t hsum_i32(__m512i v) {
   return hsum_i32(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
 }
