@@ -1,13 +1,15 @@
 // Core clusters read from fake sysfs trees, the big cores chosen from them, and the default thread
-// count and CPU list that follow.
+// count and CPU list that follow; then the CPU backend running the plan it is given.
 #include "core/cpu_topology.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "temp_dir.h"
 
 namespace edgelm {
@@ -245,6 +247,31 @@ TEST(CpuTopologyTest, GarbageFilesAreUnknownNotFatal) {
     EXPECT_TRUE(topology.online.empty());
     EXPECT_TRUE(topology.clusters.empty());
   }
+}
+
+// The CPU backend runs the plan: with no count or list it uses plan_cpu_threads' default (on this
+// machine's own topology), and a list pins its pool's threads there, one thread per CPU.
+TEST(CpuTopologyTest, CpuBackendRunsThePlan) {
+  const CpuThreadPlan plan = plan_cpu_threads(0, {});
+  cpu::CpuBackend backend;
+  EXPECT_EQ(backend.pool().size(), plan.n_threads);
+  EXPECT_EQ(backend.pool().cpus(), plan.cpus);
+
+  const std::vector<int> allowed = calling_thread_cpus();
+  ASSERT_FALSE(allowed.empty());
+  cpu::CpuBackend pinned({.cpus = {allowed.back()}});
+  EXPECT_EQ(pinned.pool().size(), 1);
+  int seen = -1;
+  pinned.pool().run([&](int) {
+    cpu_set_t mine;
+    if (sched_getaffinity(0, sizeof(mine), &mine) == 0 && CPU_COUNT(&mine) == 1 &&
+        CPU_ISSET(allowed.back(), &mine))
+      seen = allowed.back();
+  });
+  EXPECT_EQ(seen, allowed.back());
+  EXPECT_NE(pinned.device().find("1 threads, pinned to CPUs " + std::to_string(allowed.back())),
+            std::string::npos)
+      << pinned.device();
 }
 
 }  // namespace
