@@ -12,8 +12,8 @@
 namespace edgelm {
 
 struct BackendOptions {
-  int n_threads = 0;      // CPU threads; 0 = one per hardware thread
-  std::vector<int> cpus;  // pin CPU thread i to cpus[i % size]; empty: no pinning
+  int n_threads = 0;      // CPU threads; 0: plan_cpu_threads' default (core/cpu_topology.h)
+  std::vector<int> cpus;  // pin CPU thread i to cpus[i % size]; empty: plan_cpu_threads' default
   int cl_platform = -1;   // OpenCL platform index; -1: the first with a GPU, else any
   int cl_device = -1;     // OpenCL device index in that platform; -1: its first GPU, else first
   bool profile = false;   // time every kernel (OpenCL) or op call (CPU): Backend::op_timings

@@ -43,6 +43,7 @@
 #include "backends/registry.h"
 #include "bin/cli_util.h"
 #include "core/buffer.h"
+#include "core/cpu_topology.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/process_stats.h"
@@ -119,9 +120,11 @@ class BandwidthProbe {
   size_t bytes() const { return n_words_ * sizeof(uint64_t); }
 
   // Bytes/s with `n_threads` threads, each summing its contiguous share; the best of `passes`
-  // passes in each read pattern, the patterns taking turns.
+  // passes in each read pattern, the patterns taking turns. The threads are pinned as the CPU
+  // backend pins that many (plan_cpu_threads), so the limit is measured on the cores decode uses.
   double measure(int n_threads, int passes, const std::vector<int>& cpus) {
-    edgelm::ThreadPool pool(n_threads, cpus);
+    const edgelm::CpuThreadPlan plan = edgelm::plan_cpu_threads(n_threads, cpus);
+    edgelm::ThreadPool pool(n_threads, plan.cpus);
     auto share = [&](int index, size_t& begin, size_t& end) {
       begin = n_words_ * static_cast<size_t>(index) / static_cast<size_t>(n_threads);
       end = n_words_ * static_cast<size_t>(index + 1) / static_cast<size_t>(n_threads);
@@ -437,7 +440,10 @@ int run(int argc, char** argv) {
          "the machine's memory is refused")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  app.add_option(flag::kThreads, threads, "CPU thread counts (default: one per hardware thread)")
+  app.add_option(
+         flag::kThreads, threads,
+         "CPU thread counts (default: the big cores, pinned, on a CPU with slower cores such as a "
+         "phone's; else one per hardware thread)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
   std::string cpu_list;
@@ -486,7 +492,7 @@ int run(int argc, char** argv) {
   std::vector<int> cpus;
   if (!cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(cpu_list, "--cpus");
   const unsigned hardware = std::thread::hardware_concurrency();
-  if (threads.empty()) threads.push_back(hardware == 0 ? 1 : static_cast<int>(hardware));
+  if (threads.empty()) threads.push_back(edgelm::plan_cpu_threads(0, cpus).n_threads);
   for (int t : threads) {
     if (hardware > 0 && t > static_cast<int>(hardware)) {
       std::fprintf(stderr,

@@ -39,6 +39,10 @@ inline constexpr const char* kFile = "-f,--file";                       // a tex
 inline constexpr const char* kPredict = "-n,--n-predict";               // tokens to generate
 inline constexpr const char* kCtxSize = "-c,--ctx-size,--max-seq-len";  // KV cache slots
 inline constexpr const char* kThreads = "-t,--threads";
+// kThreads' help, one text for every tool: they all resolve 0 with plan_cpu_threads.
+inline constexpr const char* kThreadsHelp =
+    "CPU threads (0: the big cores, pinned, on a CPU with slower cores such as a phone's; "
+    "else one per hardware thread)";
 inline constexpr const char* kSeed = "-s,--seed";
 inline constexpr const char* kTemp = "--temp,--temperature";
 inline constexpr const char* kBatchSize = "-b,--batch-size,--chunk";  // tokens per prefill step

@@ -40,8 +40,7 @@ int run(int argc, char** argv) {
   app.add_option("--policies", policies_text,
                  "Comma-separated policies, of " + edgelm::policy_list() + " (default: all)");
   app.add_option("--backend", backend_name, "Backend");
-  app.add_option(flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
-      ->check(CLI::Range(0, 1024));
+  app.add_option(flag::kThreads, threads, flag::kThreadsHelp)->check(CLI::Range(0, 1024));
   app.add_option("--n-prompt", prompt_tokens,
                  "Prompt tokens (default 256; in edgelm's tools -p is prompt text)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

@@ -227,8 +227,7 @@ int run(int argc, char** argv) {
   app.add_option("--answer-tokens", answer_tokens,
                  "Retrieval: greedy tokens per answer (default: digits + 4)");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
-  app.add_option(flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
-      ->check(CLI::Range(0, 1024));
+  app.add_option(flag::kThreads, threads, flag::kThreadsHelp)->check(CLI::Range(0, 1024));
   app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
   app.add_option("--weight-type", weight_type_text, edgelm::cli::kWeightTypeHelp);
   app.add_option("--json", json_path, "Write one JSON object per cell (JSON lines) to this file");

@@ -97,8 +97,7 @@ inline void add_generate_flags(CLI::App& app, GenerateFlags& f) {
   app.add_option("--profile-out", f.profile_out,
                  "Also write the profile as CSV (phase,op,kernel,calls,total_ms,bytes); implies "
                  "--profile");
-  app.add_option(flag::kThreads, f.threads, "CPU threads (0: one per hardware thread)")
-      ->check(CLI::Range(0, 1024));
+  app.add_option(flag::kThreads, f.threads, flag::kThreadsHelp)->check(CLI::Range(0, 1024));
   app.add_option("--cpus", f.cpu_list,
                  "Pin CPU thread i to the i-th CPU of this list, e.g. 4-7 (a phone's big cores)");
   app.add_option("--weight-type", f.weight_type_text, cli::kWeightTypeHelp);

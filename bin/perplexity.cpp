@@ -59,7 +59,7 @@ int run(int argc, char** argv) {
       edgelm::cli::flag::kBatchSize, batch,
       "Tokens per forward step, capped at -c (default " + std::to_string(kDefaultBatch) + ")");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
-  app.add_option(edgelm::cli::flag::kThreads, threads, "CPU threads (0: one per hardware thread)")
+  app.add_option(edgelm::cli::flag::kThreads, threads, edgelm::cli::flag::kThreadsHelp)
       ->check(CLI::Range(0, 1024));
   app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
   app.add_option("--weight-type", weight_type_text, edgelm::cli::kWeightTypeHelp);

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,11 +15,6 @@
 
 namespace edgelm::cpu {
 namespace {
-
-int default_thread_count() {
-  const unsigned hardware = std::thread::hardware_concurrency();
-  return hardware == 0 ? 1 : static_cast<int>(hardware);
-}
 
 // The table entry for `dtype`, or an empty one for a value outside the enum (supports() must not
 // throw).
@@ -142,7 +136,8 @@ int64_t grain_for(int64_t row_cost) {
 CpuBackend::CpuBackend(CpuOptions options)
     : memory_(options.memory ? options.memory : std::make_shared<HostMemory>()),
       weight_memory_(options.memory ? options.memory : std::make_shared<SlabHostMemory>()),
-      pool_(options.n_threads > 0 ? options.n_threads : default_thread_count(), options.cpus),
+      thread_plan_(plan_cpu_threads(options.n_threads, options.cpus)),
+      pool_(thread_plan_.n_threads, thread_plan_.cpus),
       kernels_(&select_kernels(options.isa)),
       repack_weights_(options.repack_weights),
       profile_(options.profile),
@@ -192,7 +187,7 @@ std::string CpuBackend::device() const {
     pinned += (pinned.empty() ? ", pinned to CPUs " : ",") + std::to_string(cpu);
   return str_cat(arch, " (", kernels_->isa, " kernels",
                  decode_prefetch_ ? " with decode prefetch" : "", ", ", pool_.size(), " threads",
-                 pinned, ")");
+                 pinned, thread_plan_.big_cores ? ", the big cores" : "", ")");
 }
 
 bool CpuBackend::supports(OpKind op, std::initializer_list<DType> dtypes) const {

@@ -14,14 +14,16 @@
 #include "backends/cpu/kernels.h"
 #include "core/backend.h"
 #include "core/buffer.h"
+#include "core/cpu_topology.h"
 #include "core/thread_pool.h"
 
 namespace edgelm::cpu {
 
 struct CpuOptions {
-  int n_threads = 0;      // 0: one per hardware thread
+  int n_threads = 0;      // 0: the default of plan_cpu_threads (core/cpu_topology.h)
   std::string isa;        // empty: EDGELM_CPU_ISA or the best available (see select_kernels)
-  std::vector<int> cpus;  // pin thread i to cpus[i % size] (e.g. a phone's big cores); empty: no
+  std::vector<int> cpus;  // pin thread i to cpus[i % size]; empty: the big cores where the machine
+                          // has slower ones (plan_cpu_threads), else no
   // Let the loader repack weights into the table's faster layouts (KernelTable::matmul_layout);
   // false keeps them as stored (to compare, or to keep a GGUF's pages shared with other processes).
   bool repack_weights = true;
@@ -74,6 +76,7 @@ class CpuBackend final : public Backend {
  private:
   std::shared_ptr<Memory> memory_;
   std::shared_ptr<Memory> weight_memory_;
+  CpuThreadPlan thread_plan_;  // before pool_, which is built from it
   ThreadPool pool_;
   const KernelTable* kernels_;
   bool repack_weights_;
