@@ -277,3 +277,83 @@ kernel void matmul_dequantize_tile(global const uchar* w, ulong w_off, global fl
   global const uchar* w_row = AT_CONST(uchar, w, w_off) + (ulong)(n_begin + r) * row_bytes(dtype, K);
   tile[(ulong)r * K + k] = load_element(w_row, dtype, k);
 }
+
+// The backend's own GEMM, used when CLBlast is absent (or not chosen):
+// c[M, N] = a[M, K] · b[N, K]ᵀ, all F32 and row-major, c's rows `ldc` floats apart (a tile of
+// converted W rows writes a band of columns of y). b is W itself for F32 weights, else an F32
+// tile of converted W rows (matmul_dequantize_tile), and a is then the rounded x
+// (matmul_round_x) for quantized W.
+//
+// A work-group of GEMM_THREADS x GEMM_THREADS work-items computes a GEMM_TILE x GEMM_TILE block of
+// c: it stages GEMM_TILE_K columns of the block's a rows and b rows in local memory, then each
+// work-item accumulates a GEMM_WORK x GEMM_WORK register block from them, in float (the CPU
+// oracle's precision). Each element of a and b is thus read from global memory once per block of
+// c instead of once per product, and each local value feeds GEMM_WORK multiply-adds. The items of
+// a work-item are GEMM_THREADS apart, so neighbouring work-items read neighbouring local words.
+// 64 x 64 per group of 256 work-items with 4 x 4 each keeps 16 accumulators per work-item (few
+// enough registers for mobile GPUs) and the group at 256, which Adreno and Mali GPUs and PoCL
+// all allow; a K step of 16 keeps the two tiles at 8 KiB of local memory (the minimum a device
+// must offer is 16 KiB in OpenCL 1.2).
+#define GEMM_WORK 4
+#define GEMM_THREADS 16
+#define GEMM_TILE (GEMM_WORK * GEMM_THREADS)
+#define GEMM_TILE_K 16
+
+// Loads rows [row0, row0 + GEMM_TILE) x columns [k0, k0 + GEMM_TILE_K) of `src` ([rows, K])
+// transposed into `tile` [GEMM_TILE_K][GEMM_TILE], zeros outside the matrix. Consecutive
+// work-items read consecutive k of a row.
+inline void gemm_load_tile(global const float* src, int rows, int K, int row0, int k0,
+                           local float* tile, int lid) {
+  for (int e = lid; e < GEMM_TILE * GEMM_TILE_K; e += GEMM_THREADS * GEMM_THREADS) {
+    const int r = e / GEMM_TILE_K;
+    const int kk = e % GEMM_TILE_K;
+    const int row = row0 + r;
+    const int k = k0 + kk;
+    tile[kk * GEMM_TILE + r] = row < rows && k < K ? src[(ulong)row * K + k] : 0.0f;
+  }
+}
+
+kernel void matmul_gemm_f32(global const uchar* a, ulong a_off, global const uchar* b,
+                            ulong b_off, global uchar* c, ulong c_off, int M, int N, int K,
+                            int ldc) {
+  local float a_tile[GEMM_TILE_K * GEMM_TILE];
+  local float b_tile[GEMM_TILE_K * GEMM_TILE];
+  const int lx = get_local_id(0);  // along N
+  const int ly = get_local_id(1);  // along M
+  const int lid = ly * GEMM_THREADS + lx;
+  const int n0 = get_group_id(0) * GEMM_TILE;
+  const int m0 = get_group_id(1) * GEMM_TILE;
+  global const float* a_rows = AT_CONST(float, a, a_off);
+  global const float* b_rows = AT_CONST(float, b, b_off);
+
+  float acc[GEMM_WORK][GEMM_WORK];
+  for (int i = 0; i < GEMM_WORK; ++i)
+    for (int j = 0; j < GEMM_WORK; ++j) acc[i][j] = 0.0f;
+
+  for (int k0 = 0; k0 < K; k0 += GEMM_TILE_K) {
+    gemm_load_tile(a_rows, M, K, m0, k0, a_tile, lid);
+    gemm_load_tile(b_rows, N, K, n0, k0, b_tile, lid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < GEMM_TILE_K; ++kk) {
+      float a_values[GEMM_WORK];
+      float b_values[GEMM_WORK];
+      for (int i = 0; i < GEMM_WORK; ++i)
+        a_values[i] = a_tile[kk * GEMM_TILE + ly + i * GEMM_THREADS];
+      for (int j = 0; j < GEMM_WORK; ++j)
+        b_values[j] = b_tile[kk * GEMM_TILE + lx + j * GEMM_THREADS];
+      for (int i = 0; i < GEMM_WORK; ++i)
+        for (int j = 0; j < GEMM_WORK; ++j) acc[i][j] += a_values[i] * b_values[j];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  global float* c_rows = AT(float, c, c_off);
+  for (int i = 0; i < GEMM_WORK; ++i) {
+    const int m = m0 + ly + i * GEMM_THREADS;
+    if (m >= M) continue;
+    for (int j = 0; j < GEMM_WORK; ++j) {
+      const int n = n0 + lx + j * GEMM_THREADS;
+      if (n < N) c_rows[(ulong)m * ldc + n] = acc[i][j];
+    }
+  }
+}
