@@ -29,9 +29,10 @@ constexpr int kActivationScaleSlot = 3;  // d_x per block (GEMV)
 // MATMUL_GROUP and MATMUL_ROWS of kernels/matmul.cl: work-items per group, W rows per group.
 constexpr size_t kGemvGroup = 64;
 constexpr int64_t kGemvRows = 8;
-// GEMM_THREADS and GEMM_TILE of kernels/matmul.cl: a work-group is kGemmThreads x kGemmThreads
-// work-items computing a kGemmTile x kGemmTile block of y.
-constexpr size_t kGemmThreads = 16;
+// GEMM_THREADS_N, GEMM_THREADS_M and GEMM_TILE of kernels/matmul.cl: a work-group of
+// kGemmThreadsN x kGemmThreadsM work-items computes a kGemmTile x kGemmTile block of y.
+constexpr size_t kGemmThreadsN = 8;
+constexpr size_t kGemmThreadsM = 16;
 constexpr int64_t kGemmTile = 64;
 
 const char* gemv_kernel(DType dtype) {
@@ -170,9 +171,9 @@ void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
         .i32(n_count)
         .i32(K)
         .i32(N)
-        .run({static_cast<size_t>((n_count + kGemmTile - 1) / kGemmTile) * kGemmThreads,
-              static_cast<size_t>((M + kGemmTile - 1) / kGemmTile) * kGemmThreads},
-             {kGemmThreads, kGemmThreads});
+        .run({static_cast<size_t>((n_count + kGemmTile - 1) / kGemmTile) * kGemmThreadsN,
+              static_cast<size_t>((M + kGemmTile - 1) / kGemmTile) * kGemmThreadsM},
+             {kGemmThreadsN, kGemmThreadsM});
   };
 
   if (w.dtype() == DType::F32) {
