@@ -278,6 +278,19 @@ TEST(OpenClMatmul, GemmChosenByEnvironment) {
   EXPECT_EQ(error, "[opencl] EDGELM_CL_GEMM='gemmini': use auto, clblast or own");
   EXPECT_EQ(explicit_own.gemm(), opencl::ClGemm::Own);
   EXPECT_EQ(automatic.gemm(), available_gemms().back());
+  // Without CLBlast (a build without its header, or no libclblast), asking for it is an error,
+  // not a quiet switch to the own GEMM.
+  const std::string unavailable = opencl::clblast_unavailable_reason();
+  if (!unavailable.empty()) {
+    std::string refusal;
+    try {
+      OpenClBackend clblast(OpenClOptions{.gemm = opencl::ClGemm::Clblast});
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+    EXPECT_EQ(refusal,
+              "[opencl] the CLBlast GEMM was asked for but is unavailable: " + unavailable);
+  }
 }
 
 // ---- the model on OpenCL against the CPU backend ----

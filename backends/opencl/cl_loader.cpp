@@ -159,8 +159,8 @@ const ClblastLoad& clblast_load() {
     ClblastLoad result;
     try {
       cl();
-    } catch (const Error& error) {
-      result.failure = error.what();
+    } catch (const Error&) {
+      result.failure = "no OpenCL library (CLBlast needs one)";
       return result;
     }
     std::string tried;
@@ -183,7 +183,7 @@ const ClblastLoad& clblast_load() {
       result.api = api;
       return result;
     }
-    result.failure = "[opencl] no CLBlast library: tried " + tried;
+    result.failure = "no CLBlast library: tried " + tried;
     return result;
   }();
   return load;
@@ -201,7 +201,7 @@ std::string clblast_unavailable_reason() {
 }
 #else
 std::string clblast_unavailable_reason() {
-  return "[opencl] this build has no CLBlast (configured without its header, clblast_c.h)";
+  return "this build has no CLBlast (configured without its header, clblast_c.h)";
 }
 #endif
 

@@ -82,8 +82,9 @@ const ClApi& cl();
 // The path cl() opened; throws as cl() does.
 const std::string& opencl_library_path();
 
-// Why CLBlast cannot be used (clblast_loader.h): "this build has no CLBlast" or the loader's
-// one-line message. Empty when it loaded.
+// Why CLBlast cannot be used (clblast_loader.h), one line without a component prefix, for quoting
+// in an error: "this build has no CLBlast (...)" or "no CLBlast library: tried ...". Empty when it
+// loaded.
 std::string clblast_unavailable_reason();
 
 }  // namespace edgelm::opencl

@@ -63,7 +63,7 @@ void clblast_sgemm(OpenClBackend& backend, cl_mem a, size_t a_offset, cl_mem b, 
                    cl_mem c, size_t c_offset, int64_t m, int64_t n, int64_t k, int64_t ldc) {
 #if EDGELM_HAVE_CLBLAST
   const ClblastApi* api = clblast();
-  EDGELM_CHECK(api != nullptr, clblast_unavailable_reason());
+  EDGELM_CHECK(api != nullptr, "[opencl] matmul: ", clblast_unavailable_reason());
   // CLBlast counts offsets in elements; its codes above -1024 are OpenCL's own error codes.
   const auto error = [](CLBlastStatusCode status) {
     const int code = static_cast<int>(status);
@@ -95,7 +95,7 @@ void clblast_sgemm(OpenClBackend& backend, cl_mem a, size_t a_offset, cl_mem b, 
 #else
   (void)backend, (void)a, (void)a_offset, (void)b, (void)b_offset, (void)c, (void)c_offset;
   (void)m, (void)n, (void)k, (void)ldc;
-  EDGELM_FAIL(clblast_unavailable_reason());
+  EDGELM_FAIL("[opencl] matmul: ", clblast_unavailable_reason());
 #endif
 }
 
