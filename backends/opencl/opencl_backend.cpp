@@ -26,12 +26,12 @@ ClGemm choose_gemm(ClGemm requested) {
       requested = parse_cl_gemm(env);
     }
   }
+  if (requested == ClGemm::Own) return requested;  // CLBlast is then not even opened
   const std::string unavailable = clblast_unavailable_reason();
   if (requested == ClGemm::Clblast && !unavailable.empty()) {
     EDGELM_FAIL("[opencl] the CLBlast GEMM was asked for but is unavailable: ", unavailable);
   }
-  if (requested == ClGemm::Auto) return unavailable.empty() ? ClGemm::Clblast : ClGemm::Own;
-  return requested;
+  return unavailable.empty() ? ClGemm::Clblast : ClGemm::Own;
 }
 
 std::shared_ptr<Device> open_device(const OpenClOptions& options) {
