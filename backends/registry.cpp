@@ -29,7 +29,11 @@ bool opencl_built() {
 std::vector<std::string> opencl_device_lines() {
 #if EDGELM_HAVE_OPENCL
   std::vector<std::string> lines;
-  for (const opencl::DeviceInfo& info : opencl::list_devices()) lines.push_back(info.describe());
+  try {
+    for (const opencl::DeviceInfo& info : opencl::list_devices()) lines.push_back(info.describe());
+  } catch (const Error& error) {
+    return {error.what()};  // no OpenCL library: the loader's line says which were tried
+  }
   if (lines.empty()) lines.push_back("no OpenCL platform or device found");
   return lines;
 #else

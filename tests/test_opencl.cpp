@@ -197,43 +197,99 @@ TEST(OpenClBackend, DeviceIndicesOutOfRangeAreOneClearLine) {
   }
 }
 
+// The GEMMs this machine can run: the backend's own kernel, and CLBlast when it loads.
+std::vector<opencl::ClGemm> available_gemms() {
+  std::vector<opencl::ClGemm> gemms = {opencl::ClGemm::Own};
+  if (opencl::clblast_unavailable_reason().empty()) gemms.push_back(opencl::ClGemm::Clblast);
+  return gemms;
+}
+
 // The GEMM path in several weight tiles (a tile of 3 rows here) against the GEMV kernels and the
-// CPU reference, for every weight dtype.
+// CPU reference, for every weight dtype and each GEMM. The shapes cross the own kernel's 64 x 64
+// output tiles and its K step of 16 (K = 45 for the float types, which take any K).
 TEST(OpenClMatmul, TiledGemmMatchesGemvAndReference) {
   REQUIRE_OPENCL_DEVICE();
-  const int64_t M = 9, N = 37, K = 64;
-  OpenClBackend tiled(OpenClOptions{.gemm_min_rows = 2, .gemm_tile_bytes = 3 * K * sizeof(float)});
-  OpenClBackend gemv(OpenClOptions{.gemm_min_rows = 0});
+  struct Shape {
+    int64_t M, N, K;
+  };
   cpu::CpuBackend reference(cpu::CpuOptions{.n_threads = 1, .isa = "portable"});
-  std::mt19937 rng(3);
-  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                      DType::Q5_0, DType::Q5_1}) {
-    const Tensor x = random_tensor(tiled.memory(), {M, K}, rng);
-    const Tensor w_f32 = random_tensor(tiled.memory(), {N, K}, rng, 0.2f);
-    Tensor w = Tensor::empty(tiled.memory(), dtype, {N, K});
-    reference.cast(w_f32, w);  // the CPU writes the weights through the shared mapping
-    Tensor y_tiled = Tensor::empty(tiled.memory(), DType::F32, {M, N});
-    Tensor y_gemv = Tensor::empty(gemv.memory(), DType::F32, {M, N});
-    Tensor y_reference = Tensor::empty(tiled.memory(), DType::F32, {M, N});
-    // Shared buffers of one context are usable by that backend only: give gemv its own copies.
-    Tensor x_gemv = Tensor::empty(gemv.memory(), DType::F32, {M, K});
-    Tensor w_gemv = Tensor::empty(gemv.memory(), dtype, {N, K});
-    std::memcpy(x_gemv.raw(), x.raw(), x.nbytes());
-    std::memcpy(w_gemv.raw(), w.raw(), w.nbytes());
-    tiled.matmul(x, w, y_tiled);
-    gemv.matmul(x_gemv, w_gemv, y_gemv);
-    reference.matmul(x, w, y_reference);
-    tiled.synchronize();
-    gemv.synchronize();
-    const auto span = [&](const Tensor& t) {
-      return std::span<const float>(t.data<float>(), static_cast<size_t>(M * N));
-    };
-    // Both OpenCL paths round activations the same way for quantized weights, so they agree to
-    // float rounding; the reference keeps float activations (8-bit rounding: ~1e-2 relative).
-    EXPECT_LT(max_relative_diff(span(y_tiled), span(y_gemv)), 1e-5) << dtype_name(dtype);
-    const double to_reference = dtype_is_quantized(dtype) ? 3e-2 : 1e-5;
-    EXPECT_LT(max_relative_diff(span(y_tiled), span(y_reference)), to_reference)
-        << dtype_name(dtype);
+  for (opencl::ClGemm gemm : available_gemms()) {
+    OpenClBackend tiled(
+        OpenClOptions{.gemm_min_rows = 2, .gemm_tile_bytes = 3 * 96 * sizeof(float), .gemm = gemm});
+    OpenClBackend gemv(OpenClOptions{.gemm_min_rows = 0});
+    ASSERT_EQ(tiled.gemm(), gemm);
+    std::mt19937 rng(3);
+    for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                        DType::Q5_0, DType::Q5_1}) {
+      std::vector<Shape> shapes = {{9, 37, 64}, {65, 70, 96}};
+      if (!dtype_is_quantized(dtype)) shapes.push_back({66, 129, 45});
+      for (const Shape& s : shapes) {
+        const int64_t M = s.M, N = s.N, K = s.K;
+        const std::string what = std::string(opencl::cl_gemm_name(gemm)) + " " + dtype_name(dtype) +
+                                 " M " + std::to_string(M) + " N " + std::to_string(N) + " K " +
+                                 std::to_string(K);
+        const Tensor x = random_tensor(tiled.memory(), {M, K}, rng);
+        const Tensor w_f32 = random_tensor(tiled.memory(), {N, K}, rng, 0.2f);
+        Tensor w = Tensor::empty(tiled.memory(), dtype, {N, K});
+        reference.cast(w_f32, w);  // the CPU writes the weights through the shared mapping
+        Tensor y_tiled = Tensor::empty(tiled.memory(), DType::F32, {M, N});
+        Tensor y_gemv = Tensor::empty(gemv.memory(), DType::F32, {M, N});
+        Tensor y_reference = Tensor::empty(tiled.memory(), DType::F32, {M, N});
+        // Shared buffers of one context are usable by that backend only: gemv gets its own copies.
+        Tensor x_gemv = Tensor::empty(gemv.memory(), DType::F32, {M, K});
+        Tensor w_gemv = Tensor::empty(gemv.memory(), dtype, {N, K});
+        std::memcpy(x_gemv.raw(), x.raw(), x.nbytes());
+        std::memcpy(w_gemv.raw(), w.raw(), w.nbytes());
+        tiled.matmul(x, w, y_tiled);
+        gemv.matmul(x_gemv, w_gemv, y_gemv);
+        reference.matmul(x, w, y_reference);
+        tiled.synchronize();
+        gemv.synchronize();
+        const auto span = [&](const Tensor& t) {
+          return std::span<const float>(t.data<float>(), static_cast<size_t>(M * N));
+        };
+        // Both OpenCL paths round activations the same way for quantized weights, so they agree
+        // to float rounding; the reference keeps float activations (8-bit rounding: ~1e-2
+        // relative).
+        EXPECT_LT(max_relative_diff(span(y_tiled), span(y_gemv)), 1e-5) << what;
+        const double to_reference = dtype_is_quantized(dtype) ? 3e-2 : 1e-5;
+        EXPECT_LT(max_relative_diff(span(y_tiled), span(y_reference)), to_reference) << what;
+      }
+    }
+  }
+}
+
+// EDGELM_CL_GEMM chooses the GEMM of a backend left on Auto; an explicit choice ignores it.
+TEST(OpenClMatmul, GemmChosenByEnvironment) {
+  REQUIRE_OPENCL_DEVICE();
+  ASSERT_EQ(setenv("EDGELM_CL_GEMM", "own", 1), 0);
+  OpenClBackend from_env;
+  ASSERT_EQ(setenv("EDGELM_CL_GEMM", "gemmini", 1), 0);
+  std::string error;
+  try {
+    OpenClBackend refused;
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  OpenClBackend explicit_own(OpenClOptions{.gemm = opencl::ClGemm::Own});
+  ASSERT_EQ(unsetenv("EDGELM_CL_GEMM"), 0);
+  OpenClBackend automatic;
+  EXPECT_EQ(from_env.gemm(), opencl::ClGemm::Own);
+  EXPECT_EQ(error, "[opencl] EDGELM_CL_GEMM='gemmini': use auto, clblast or own");
+  EXPECT_EQ(explicit_own.gemm(), opencl::ClGemm::Own);
+  EXPECT_EQ(automatic.gemm(), available_gemms().back());
+  // Without CLBlast (a build without its header, or no libclblast), asking for it is an error,
+  // not a quiet switch to the own GEMM.
+  const std::string unavailable = opencl::clblast_unavailable_reason();
+  if (!unavailable.empty()) {
+    std::string refusal;
+    try {
+      OpenClBackend clblast(OpenClOptions{.gemm = opencl::ClGemm::Clblast});
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+    EXPECT_EQ(refusal,
+              "[opencl] the CLBlast GEMM was asked for but is unavailable: " + unavailable);
   }
 }
 

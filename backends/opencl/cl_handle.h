@@ -1,14 +1,11 @@
-// OpenCL headers at the 1.2 API level, RAII handles for every OpenCL object the backend creates
-// (the only place clRelease* is called), and CL_CHECK, which turns an error code into an
-// edgelm::Error with its symbolic name, the call, file and line.
+// RAII handles for every OpenCL object the backend creates (the only place clRelease* is called),
+// and CL_CHECK, which turns an error code into an edgelm::Error with its symbolic name, the call,
+// file and line. The OpenCL functions come from the run-time loaded library (cl_loader.h).
 #pragma once
 
-#ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 120
-#endif
-#include <CL/cl.h>
-
 #include <utility>
+
+#include "backends/opencl/cl_loader.h"
 
 namespace edgelm::opencl {
 
@@ -20,15 +17,16 @@ void check_cl(cl_int code, const char* call, const char* file, int line);
 
 #define CL_CHECK(call) ::edgelm::opencl::check_cl((call), #call, __FILE__, __LINE__)
 
-// Owns one reference to an OpenCL object; copies retain, destruction releases.
-template <class T, cl_int (*Retain)(T), cl_int (*Release)(T)>
+// Owns one reference to an OpenCL object; copies retain, destruction releases. Retain and Release
+// are the ClApi entries for T (the library is loaded: the object came from it).
+template <class T, auto ClApi::*Retain, auto ClApi::*Release>
 class Handle {
  public:
   Handle() = default;
   // Takes over a reference the caller owns (what clCreate* returned).
   explicit Handle(T object) : object_(object) {}
   Handle(const Handle& other) : object_(other.object_) {
-    if (object_ != nullptr) Retain(object_);
+    if (object_ != nullptr) (cl().*Retain)(object_);
   }
   Handle(Handle&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
   Handle& operator=(Handle other) noexcept {
@@ -36,7 +34,7 @@ class Handle {
     return *this;
   }
   ~Handle() {
-    if (object_ != nullptr) Release(object_);
+    if (object_ != nullptr) (cl().*Release)(object_);
   }
 
   T get() const { return object_; }
@@ -51,11 +49,12 @@ class Handle {
   T object_ = nullptr;
 };
 
-using ContextHandle = Handle<cl_context, clRetainContext, clReleaseContext>;
-using QueueHandle = Handle<cl_command_queue, clRetainCommandQueue, clReleaseCommandQueue>;
-using MemHandle = Handle<cl_mem, clRetainMemObject, clReleaseMemObject>;
-using ProgramHandle = Handle<cl_program, clRetainProgram, clReleaseProgram>;
-using KernelHandle = Handle<cl_kernel, clRetainKernel, clReleaseKernel>;
-using EventHandle = Handle<cl_event, clRetainEvent, clReleaseEvent>;
+using ContextHandle = Handle<cl_context, &ClApi::clRetainContext, &ClApi::clReleaseContext>;
+using QueueHandle =
+    Handle<cl_command_queue, &ClApi::clRetainCommandQueue, &ClApi::clReleaseCommandQueue>;
+using MemHandle = Handle<cl_mem, &ClApi::clRetainMemObject, &ClApi::clReleaseMemObject>;
+using ProgramHandle = Handle<cl_program, &ClApi::clRetainProgram, &ClApi::clReleaseProgram>;
+using KernelHandle = Handle<cl_kernel, &ClApi::clRetainKernel, &ClApi::clReleaseKernel>;
+using EventHandle = Handle<cl_event, &ClApi::clRetainEvent, &ClApi::clReleaseEvent>;
 
 }  // namespace edgelm::opencl

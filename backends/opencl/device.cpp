@@ -9,40 +9,40 @@ namespace {
 
 std::vector<cl_platform_id> platform_ids() {
   cl_uint count = 0;
-  const cl_int status = clGetPlatformIDs(0, nullptr, &count);
+  const cl_int status = cl().clGetPlatformIDs(0, nullptr, &count);
   // The ICD loader reports "no platform" as CL_PLATFORM_NOT_FOUND_KHR (-1001) or as success with
   // zero platforms, depending on the loader.
   if (status == -1001 || count == 0) return {};
   CL_CHECK(status);
   std::vector<cl_platform_id> ids(count);
-  CL_CHECK(clGetPlatformIDs(count, ids.data(), nullptr));
+  CL_CHECK(cl().clGetPlatformIDs(count, ids.data(), nullptr));
   return ids;
 }
 
 std::vector<cl_device_id> device_ids(cl_platform_id platform) {
   cl_uint count = 0;
-  const cl_int status = clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &count);
+  const cl_int status = cl().clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &count);
   if (status == CL_DEVICE_NOT_FOUND || count == 0) return {};
   CL_CHECK(status);
   std::vector<cl_device_id> ids(count);
-  CL_CHECK(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, count, ids.data(), nullptr));
+  CL_CHECK(cl().clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, count, ids.data(), nullptr));
   return ids;
 }
 
 std::string platform_string(cl_platform_id platform, cl_platform_info what) {
   size_t size = 0;
-  CL_CHECK(clGetPlatformInfo(platform, what, 0, nullptr, &size));
+  CL_CHECK(cl().clGetPlatformInfo(platform, what, 0, nullptr, &size));
   std::string text(size, '\0');
-  CL_CHECK(clGetPlatformInfo(platform, what, size, text.data(), nullptr));
+  CL_CHECK(cl().clGetPlatformInfo(platform, what, size, text.data(), nullptr));
   while (!text.empty() && text.back() == '\0') text.pop_back();
   return text;
 }
 
 std::string device_string(cl_device_id device, cl_device_info what) {
   size_t size = 0;
-  CL_CHECK(clGetDeviceInfo(device, what, 0, nullptr, &size));
+  CL_CHECK(cl().clGetDeviceInfo(device, what, 0, nullptr, &size));
   std::string text(size, '\0');
-  CL_CHECK(clGetDeviceInfo(device, what, size, text.data(), nullptr));
+  CL_CHECK(cl().clGetDeviceInfo(device, what, size, text.data(), nullptr));
   while (!text.empty() && text.back() == '\0') text.pop_back();
   return text;
 }
@@ -50,7 +50,7 @@ std::string device_string(cl_device_id device, cl_device_info what) {
 template <class T>
 T device_value(cl_device_id device, cl_device_info what) {
   T value{};
-  CL_CHECK(clGetDeviceInfo(device, what, sizeof(T), &value, nullptr));
+  CL_CHECK(cl().clGetDeviceInfo(device, what, sizeof(T), &value, nullptr));
   return value;
 }
 
@@ -124,7 +124,7 @@ Device::Device(const DeviceOptions& options) : profiling_(options.profiling) {
     // The first platform with a GPU, else the first with any device.
     for (size_t p = 0; p < platforms.size() && platform < 0; ++p) {
       cl_uint gpus = 0;
-      if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_GPU, 0, nullptr, &gpus) == CL_SUCCESS &&
+      if (cl().clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_GPU, 0, nullptr, &gpus) == CL_SUCCESS &&
           gpus > 0) {
         platform = static_cast<int>(p);
       }
@@ -161,11 +161,13 @@ Device::Device(const DeviceOptions& options) : profiling_(options.profiling) {
   cl_int status = CL_SUCCESS;
   const cl_context_properties properties[] = {
       CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(platforms[platform]), 0};
-  context_ = ContextHandle(clCreateContext(properties, 1, &device_, nullptr, nullptr, &status));
+  context_ =
+      ContextHandle(cl().clCreateContext(properties, 1, &device_, nullptr, nullptr, &status));
   CL_CHECK(status);
   const cl_command_queue_properties queue_properties =
       options.profiling ? CL_QUEUE_PROFILING_ENABLE : 0;
-  queue_ = QueueHandle(clCreateCommandQueue(context_.get(), device_, queue_properties, &status));
+  queue_ =
+      QueueHandle(cl().clCreateCommandQueue(context_.get(), device_, queue_properties, &status));
   CL_CHECK(status);
 }
 

@@ -33,11 +33,13 @@ struct DeviceInfo {
   std::string describe() const;
 };
 
-// Every device of every platform. Empty when there is no OpenCL platform (no ICD installed) —
-// never throws for that; throws edgelm::Error for other failures of the queries.
+// Every device of every platform. Empty when the OpenCL library loads but has no platform (no ICD
+// installed) — never throws for that; throws edgelm::Error when no OpenCL library loads (the
+// loader's line, cl_loader.h) and for other failures of the queries.
 std::vector<DeviceInfo> list_devices();
 
-// True when at least one OpenCL device is present.
+// True when at least one OpenCL device is present; false, without throwing, when no OpenCL
+// library loads.
 bool any_device();
 
 struct DeviceOptions {
@@ -50,8 +52,8 @@ struct DeviceOptions {
 // every buffer) so that buffers released last can still unmap through the queue.
 class Device {
  public:
-  // Throws edgelm::Error with one line naming the problem: no platform, index out of range
-  // (listing what exists), or a failed context/queue creation.
+  // Throws edgelm::Error with one line naming the problem: no OpenCL library, no platform, index
+  // out of range (listing what exists), or a failed context/queue creation.
   explicit Device(const DeviceOptions& options);
 
   const DeviceInfo& info() const { return info_; }

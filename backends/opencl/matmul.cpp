@@ -1,18 +1,20 @@
-// Host side of kernels/matmul.cl and the CLBlast GEMM path of matmul.
+// Host side of kernels/matmul.cl and of the GEMM path of matmul.
 //
 // Few rows of x (decode, and chunks shorter than gemm_min_rows): one GEMV kernel per weight dtype
-// that reads W once per row of x. More rows (prefill): a tiled GEMM through CLBlast's SGEMM; F32
-// weights go in directly, other dtypes are converted to F32 one tile of W rows at a time into a
-// device scratch buffer (bounded size), then multiplied. Quantized weights therefore cost one
-// extra pass over a tile per chunk, which the GEMM's O(M) reuse amortises.
+// that reads W once per row of x. More rows (prefill): an F32 GEMM, CLBlast's SGEMM when it loads
+// or the backend's own tiled kernel (matmul_gemm_f32; OpenClOptions::gemm chooses); F32 weights go
+// in directly, other dtypes are converted to F32 one tile of W rows at a time into a device
+// scratch buffer (bounded size), then multiplied. Quantized weights therefore cost one extra pass
+// over a tile per chunk, which the GEMM's O(M) reuse amortises.
 //
 // Quantized weights meet activations rounded to 8 bits per block (kernels/matmul.cl says how), on
 // both paths, because the CPU's fast kernels do the same: the two backends then agree to float
 // rounding instead of differing by the activation rounding, which on small models is enough to
 // flip a greedy token.
-#include <clblast.h>
+#include <string>
 
 #include "backends/opencl/checks.h"
+#include "backends/opencl/clblast_loader.h"
 #include "backends/opencl/opencl_backend.h"
 
 namespace edgelm::opencl {
@@ -27,6 +29,11 @@ constexpr int kActivationScaleSlot = 3;  // d_x per block (GEMV)
 // MATMUL_GROUP and MATMUL_ROWS of kernels/matmul.cl: work-items per group, W rows per group.
 constexpr size_t kGemvGroup = 64;
 constexpr int64_t kGemvRows = 8;
+// GEMM_THREADS_N, GEMM_THREADS_M and GEMM_TILE of kernels/matmul.cl: a work-group of
+// kGemmThreadsN x kGemmThreadsM work-items computes a kGemmTile x kGemmTile block of y.
+constexpr size_t kGemmThreadsN = 8;
+constexpr size_t kGemmThreadsM = 16;
+constexpr int64_t kGemmTile = 64;
 
 const char* gemv_kernel(DType dtype) {
   switch (dtype) {
@@ -51,11 +58,45 @@ const char* gemv_kernel(DType dtype) {
   }
 }
 
-const char* clblast_error(clblast::StatusCode status) {
-  const int code = static_cast<int>(status);
-  // Codes above -1024 are OpenCL's own error codes.
-  if (code > -1024) return cl_error_name(code);
-  return "CLBlast error";
+// c[m, n] (row stride ldc) = a[m, k] · b[n, k]ᵀ through CLBlast; offsets in bytes.
+void clblast_sgemm(OpenClBackend& backend, cl_mem a, size_t a_offset, cl_mem b, size_t b_offset,
+                   cl_mem c, size_t c_offset, int64_t m, int64_t n, int64_t k, int64_t ldc) {
+#if EDGELM_HAVE_CLBLAST
+  const ClblastApi* api = clblast();
+  EDGELM_CHECK(api != nullptr, "[opencl] matmul: ", clblast_unavailable_reason());
+  // CLBlast counts offsets in elements; its codes above -1024 are OpenCL's own error codes.
+  const auto error = [](CLBlastStatusCode status) {
+    const int code = static_cast<int>(status);
+    return std::string(code > -1024 ? cl_error_name(code) : "CLBlast error") + " (" +
+           std::to_string(code) + ")";
+  };
+  const auto size = [](int64_t value) { return static_cast<size_t>(value); };
+  const size_t a_elements = a_offset / sizeof(float);
+  const size_t b_elements = b_offset / sizeof(float);
+  const size_t c_elements = c_offset / sizeof(float);
+  cl_command_queue queue = backend.queue();
+  size_t temp_bytes = 0;
+  CLBlastStatusCode status = api->sgemm_temp_buffer_size(
+      CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, size(m), size(n), size(k),
+      a_elements, size(k), b_elements, size(k), c_elements, size(ldc), &queue, &temp_bytes);
+  EDGELM_CHECK(status == CLBlastSuccess,
+               "[opencl] matmul: CLBlast SGemmTempBufferSize failed: ", error(status));
+  // A scratch slot of ours, so CLBlast does not allocate and free a buffer per call.
+  cl_mem temp = temp_bytes > 0 ? backend.scratch(kClblastSlot, temp_bytes) : nullptr;
+  const bool profiling = backend.profiling();
+  EventHandle event;
+  status = api->sgemm_with_temp_buffer(
+      CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, size(m), size(n), size(k),
+      1.0f, a, a_elements, size(k), b, b_elements, size(k), 0.0f, c, c_elements, size(ldc), &queue,
+      profiling ? event.reset_and_get_address() : nullptr, temp);
+  EDGELM_CHECK(status == CLBlastSuccess, "[opencl] matmul: CLBlast SGEMM (M ", m, ", N ", n, ", K ",
+               k, ") failed: ", error(status));
+  if (profiling) backend.track_event("matmul", "clblast_sgemm", std::move(event));
+#else
+  (void)backend, (void)a, (void)a_offset, (void)b, (void)b_offset, (void)c, (void)c_offset;
+  (void)m, (void)n, (void)k, (void)ldc;
+  EDGELM_FAIL("[opencl] matmul: ", clblast_unavailable_reason());
+#endif
 }
 
 }  // namespace
@@ -97,10 +138,10 @@ void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
     return;
   }
 
-  // GEMM: y[M, N] = x[M, K] · W[N, K]ᵀ, row-major, offsets in elements. Quantized weights
+  // GEMM: y[M, N] = x[M, K] · W[N, K]ᵀ, row-major, offsets in bytes. Quantized weights
   // multiply the rounded copy of x.
   cl_mem a = mem_of(x, "matmul", "x");
-  size_t a_offset = x.byte_offset() / sizeof(float);
+  size_t a_offset = x.byte_offset();
   if (quantized) {
     a = scratch(kActivationSlot, static_cast<size_t>(M * K) * sizeof(float));
     a_offset = 0;
@@ -111,35 +152,32 @@ void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
         .i32(M)
         .run({static_cast<size_t>(blocks), static_cast<size_t>(M)}, {1, 1});
   }
-  // Plain copies of the sizes: Clang before 16 cannot capture structured bindings in a lambda.
-  const auto m = static_cast<size_t>(M);
-  const auto k = static_cast<size_t>(K);
-  const auto ldc = static_cast<size_t>(N);
-  auto sgemm = [&](cl_mem b, size_t b_offset, size_t n_begin, size_t n_count) {
-    const size_t c_offset = y.byte_offset() / sizeof(float) + n_begin;
-    cl_command_queue queue_handle = queue();
-    size_t temp_bytes = 0;
-    clblast::StatusCode status = clblast::GemmTempBufferSize<float>(
-        clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kYes, m, n_count,
-        k, a_offset, k, b_offset, k, c_offset, ldc, &queue_handle, temp_bytes);
-    EDGELM_CHECK(status == clblast::StatusCode::kSuccess, "[opencl] matmul: CLBlast ",
-                 "GemmTempBufferSize failed: ", clblast_error(status), " (",
-                 static_cast<int>(status), ")");
-    cl_mem temp = temp_bytes > 0 ? scratch(kClblastSlot, temp_bytes) : nullptr;
-    EventHandle event;
-    const bool profiling = device_->profiling();
-    status = clblast::Gemm<float>(
-        clblast::Layout::kRowMajor, clblast::Transpose::kNo, clblast::Transpose::kYes, m, n_count,
-        k, 1.0f, a, a_offset, k, b, b_offset, k, 0.0f, mem_of(y, "matmul", "y"), c_offset, ldc,
-        &queue_handle, profiling ? event.reset_and_get_address() : nullptr, temp);
-    EDGELM_CHECK(status == clblast::StatusCode::kSuccess, "[opencl] matmul: CLBlast SGEMM (M ", m,
-                 ", N ", n_count, ", K ", k, ") failed: ", clblast_error(status), " (",
-                 static_cast<int>(status), ")");
-    if (profiling) track_event("matmul", "clblast_sgemm", std::move(event));
+  // Columns [n_begin, n_begin + n_count) of y from b, n_count rows of W (or of its F32 tile).
+  auto gemm = [&](cl_mem b, size_t b_offset, int64_t n_begin, int64_t n_count) {
+    const size_t c_offset = y.byte_offset() + static_cast<size_t>(n_begin) * sizeof(float);
+    if (gemm_ == ClGemm::Clblast) {
+      clblast_sgemm(*this, a, a_offset, b, b_offset, mem_of(y, "matmul", "y"), c_offset, M, n_count,
+                    K, N);
+      return;
+    }
+    call("matmul", "matmul", "matmul_gemm_f32")
+        .buffer(a)
+        .u64(a_offset)
+        .buffer(b)
+        .u64(b_offset)
+        .buffer(mem_of(y, "matmul", "y"))
+        .u64(c_offset)
+        .i32(M)
+        .i32(n_count)
+        .i32(K)
+        .i32(N)
+        .run({static_cast<size_t>((n_count + kGemmTile - 1) / kGemmTile) * kGemmThreadsN,
+              static_cast<size_t>((M + kGemmTile - 1) / kGemmTile) * kGemmThreadsM},
+             {kGemmThreadsN, kGemmThreadsM});
   };
 
   if (w.dtype() == DType::F32) {
-    sgemm(mem_of(w, "matmul", "w"), w.byte_offset() / sizeof(float), 0, static_cast<size_t>(N));
+    gemm(mem_of(w, "matmul", "w"), w.byte_offset(), 0, N);
     return;
   }
   const int64_t tile_rows =
@@ -155,7 +193,7 @@ void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
         .i32(n_begin)
         .i32(rows)
         .run({static_cast<size_t>(K), static_cast<size_t>(rows)}, {64, 1});
-    sgemm(tile, 0, static_cast<size_t>(n_begin), static_cast<size_t>(rows));
+    gemm(tile, 0, n_begin, rows);
   }
 }
 

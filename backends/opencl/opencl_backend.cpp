@@ -1,6 +1,7 @@
 #include "backends/opencl/opencl_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/op_checks.h"
@@ -17,12 +18,47 @@ std::string build_options(const Device& device) {
   return options;
 }
 
+// Auto resolved: the environment's choice, then CLBlast when it loads. A GEMM asked for by name
+// that cannot run is an error rather than a silent switch to the other one.
+ClGemm choose_gemm(ClGemm requested) {
+  if (requested == ClGemm::Auto) {
+    if (const char* env = std::getenv("EDGELM_CL_GEMM"); env != nullptr && *env != '\0') {
+      requested = parse_cl_gemm(env);
+    }
+  }
+  if (requested == ClGemm::Own) return requested;  // CLBlast is then not even opened
+  const std::string unavailable = clblast_unavailable_reason();
+  if (requested == ClGemm::Clblast && !unavailable.empty()) {
+    EDGELM_FAIL("[opencl] the CLBlast GEMM was asked for but is unavailable: ", unavailable);
+  }
+  return unavailable.empty() ? ClGemm::Clblast : ClGemm::Own;
+}
+
 std::shared_ptr<Device> open_device(const OpenClOptions& options) {
   return std::make_shared<Device>(DeviceOptions{
       .platform = options.platform, .device = options.device, .profiling = options.profile});
 }
 
 }  // namespace
+
+const char* cl_gemm_name(ClGemm gemm) {
+  switch (gemm) {
+    case ClGemm::Auto:
+      return "auto";
+    case ClGemm::Clblast:
+      return "clblast";
+    case ClGemm::Own:
+      return "own";
+  }
+  return "?";
+}
+
+ClGemm parse_cl_gemm(const std::string& text) {
+  for (ClGemm gemm : {ClGemm::Auto, ClGemm::Clblast, ClGemm::Own}) {
+    if (text == cl_gemm_name(gemm)) return gemm;
+  }
+  EDGELM_FAIL("[opencl] EDGELM_CL_GEMM='", text, "': use auto, clblast or own");
+}
 
 OpenClBackend::OpenClBackend(const OpenClOptions& options)
     : device_(open_device(options)),
@@ -31,6 +67,7 @@ OpenClBackend::OpenClBackend(const OpenClOptions& options)
                 options.cache_dir.value_or(ProgramCache::default_dir())),
       gemm_min_rows_(options.gemm_min_rows),
       gemm_tile_bytes_(options.gemm_tile_bytes),
+      gemm_(choose_gemm(options.gemm)),
       convert_weights_(options.convert_weights) {
   programs_.build_all();
 }
@@ -38,7 +75,7 @@ OpenClBackend::OpenClBackend(const OpenClOptions& options)
 OpenClBackend::~OpenClBackend() {
   // Buffers made from memory() may outlive the backend; they only need the device, which they
   // share. Work still queued must finish before the kernels and scratch go away.
-  clFinish(device_->queue());
+  cl().clFinish(device_->queue());
 }
 
 std::string OpenClBackend::device() const {
@@ -54,8 +91,8 @@ DType OpenClBackend::matmul_weight_type(DType dtype) const {
 bool OpenClBackend::can_use(const Buffer& buffer) const {
   if (buffer.handle() == nullptr) return false;
   cl_context owner = nullptr;
-  return clGetMemObjectInfo(static_cast<cl_mem>(buffer.handle()), CL_MEM_CONTEXT, sizeof(owner),
-                            &owner, nullptr) == CL_SUCCESS &&
+  return cl().clGetMemObjectInfo(static_cast<cl_mem>(buffer.handle()), CL_MEM_CONTEXT,
+                                 sizeof(owner), &owner, nullptr) == CL_SUCCESS &&
          owner == device_->context();
 }
 
@@ -93,7 +130,7 @@ bool OpenClBackend::supports(OpKind op, std::initializer_list<DType> dtypes) con
 }
 
 void OpenClBackend::synchronize() {
-  CL_CHECK(clFinish(device_->queue()));
+  CL_CHECK(cl().clFinish(device_->queue()));
   collect_profile();
 }
 
@@ -106,11 +143,12 @@ void OpenClBackend::track_event(const char* op, const char* kernel, EventHandle 
 void OpenClBackend::collect_profile() {
   for (PendingEvent& pending : pending_) {
     cl_event event = pending.event.get();
-    CL_CHECK(clWaitForEvents(1, &event));
+    CL_CHECK(cl().clWaitForEvents(1, &event));
     cl_ulong start = 0, end = 0;
+    CL_CHECK(cl().clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof(start), &start,
+                                          nullptr));
     CL_CHECK(
-        clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof(start), &start, nullptr));
-    CL_CHECK(clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr));
+        cl().clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr));
     OpTiming& timing = timings_[{pending.op, pending.kernel}];
     timing.op = pending.op;
     timing.kernel = pending.kernel;
@@ -145,7 +183,8 @@ cl_mem OpenClBackend::scratch(int slot, size_t bytes) {
     // a reference per enqueued command).
     cl_int status = CL_SUCCESS;
     const size_t grown = std::max(bytes, size + size / 2);
-    mem = MemHandle(clCreateBuffer(device_->context(), CL_MEM_READ_WRITE, grown, nullptr, &status));
+    mem = MemHandle(
+        cl().clCreateBuffer(device_->context(), CL_MEM_READ_WRITE, grown, nullptr, &status));
     if (status != CL_SUCCESS) {
       EDGELM_FAIL("[opencl] allocating ", grown,
                   " bytes of scratch failed: ", cl_error_name(status));
@@ -156,7 +195,7 @@ cl_mem OpenClBackend::scratch(int slot, size_t bytes) {
 }
 
 OpenClBackend::KernelCall& OpenClBackend::KernelCall::set(size_t size, const void* value) {
-  const cl_int status = clSetKernelArg(kernel_, index_, size, value);
+  const cl_int status = cl().clSetKernelArg(kernel_, index_, size, value);
   if (status != CL_SUCCESS) {
     EDGELM_FAIL("[opencl] ", op_, ": argument ", index_, " of kernel ", name_, ": ",
                 cl_error_name(status));
@@ -178,8 +217,8 @@ void OpenClBackend::KernelCall::run(std::array<size_t, 3> global, std::array<siz
   const bool profiling = backend_.device_->profiling();
   EventHandle event;
   const cl_int status =
-      clEnqueueNDRangeKernel(backend_.queue(), kernel_, dims, nullptr, rounded, group, 0, nullptr,
-                             profiling ? event.reset_and_get_address() : nullptr);
+      cl().clEnqueueNDRangeKernel(backend_.queue(), kernel_, dims, nullptr, rounded, group, 0,
+                                  nullptr, profiling ? event.reset_and_get_address() : nullptr);
   if (status != CL_SUCCESS) {
     EDGELM_FAIL("[opencl] ", op_, ": enqueueing kernel ", name_, " (global ", rounded[0], "x",
                 rounded[1], "x", rounded[2], ", local ", group[0], "x", group[1], "x", group[2],
@@ -196,9 +235,9 @@ void OpenClBackend::copy(const Tensor& src, const Tensor& dst) {
   if (from == to && src.byte_offset() == dst.byte_offset()) return;
   EventHandle event;
   const bool profiling = device_->profiling();
-  CL_CHECK(clEnqueueCopyBuffer(queue(), from, to, src.byte_offset(), dst.byte_offset(),
-                               src.nbytes(), 0, nullptr,
-                               profiling ? event.reset_and_get_address() : nullptr));
+  CL_CHECK(cl().clEnqueueCopyBuffer(queue(), from, to, src.byte_offset(), dst.byte_offset(),
+                                    src.nbytes(), 0, nullptr,
+                                    profiling ? event.reset_and_get_address() : nullptr));
   count_transfer(src.nbytes());
   if (profiling) track_event("copy", "clEnqueueCopyBuffer", std::move(event));
 }

@@ -1,7 +1,8 @@
 // The OpenCL backend: runs every op of the op set as OpenCL C kernels (kernels/*.cl, embedded at
 // build time) on one device, over SharedMemory buffers that the CPU sees through host_ptr(). Ops
-// are enqueued on one in-order queue and return at once; synchronize() waits for them. Dense
-// prefill GEMMs go through CLBlast. One host file per op family implements the methods:
+// are enqueued on one in-order queue and return at once; synchronize() waits for them. Prefill
+// GEMMs go through CLBlast when it loads, else through the backend's own tiled GEMM kernel
+// (OpenClOptions::gemm). One host file per op family implements the methods:
 // elementwise.cpp, convert.cpp, kv.cpp, matmul.cpp, attention.cpp.
 #pragma once
 
@@ -23,13 +24,27 @@
 
 namespace edgelm::opencl {
 
+// Which GEMM multiplies the matmuls of the tiled path (OpenClOptions::gemm_min_rows rows or more).
+enum class ClGemm {
+  Auto,     // $EDGELM_CL_GEMM when set, else CLBlast when it loads, else Own
+  Clblast,  // CLBlast's SGEMM; the backend refuses to start when CLBlast does not load
+  Own,      // matmul_gemm_f32 of kernels/matmul.cl
+};
+
+// "auto", "clblast", "own".
+const char* cl_gemm_name(ClGemm gemm);
+
+// The value of $EDGELM_CL_GEMM ("auto", "clblast" or "own"); throws edgelm::Error naming the
+// variable for any other text.
+ClGemm parse_cl_gemm(const std::string& text);
+
 struct OpenClOptions {
   int platform = -1;     // --cl-platform; -1: first platform with a GPU, else any
   int device = -1;       // --cl-device; -1: first GPU of the platform, else its first device
   bool profile = false;  // time every kernel with profiling events (op_timings())
   // Where compiled programs are cached; ProgramCache::default_dir() unless set. Empty: no cache.
   std::optional<std::filesystem::path> cache_dir;
-  // Matmuls with at least this many rows of x use the tiled GEMM path (CLBlast for F32 weights,
+  // Matmuls with at least this many rows of x use the tiled GEMM path (F32 weights directly,
   // tiles of dequantized weights otherwise); fewer rows use the GEMV kernels. 0: never.
   int64_t gemm_min_rows = 8;
   // Largest F32 tile of converted weight rows in the GEMM path (32 MiB: 2,048 rows of K = 4,096,
@@ -39,6 +54,9 @@ struct OpenClOptions {
   // CPU's SIMD tables (matmul_weight_type), so that both backends compute the same product of a
   // file of these types. false (--no-repack): they stay as stored and the kernels of their own run.
   bool convert_weights = true;
+  // The GEMM of the tiled path. Auto reads $EDGELM_CL_GEMM (for measuring one against the other
+  // with any tool), then takes CLBlast when it loads; an explicit choice ignores the variable.
+  ClGemm gemm = ClGemm::Auto;
 };
 
 class OpenClBackend final : public Backend {
@@ -95,9 +113,13 @@ class OpenClBackend final : public Backend {
   // Records a profiling event for `op` / `kernel` (no-op without profiling).
   void track_event(const char* op, const char* kernel, EventHandle event);
   cl_command_queue queue() const { return device_->queue(); }
+  // True when kernels are timed (OpenClOptions::profile): op files then pass events to track_event.
+  bool profiling() const { return device_->profiling(); }
   cl_context context() const { return device_->context(); }
   int64_t gemm_min_rows() const { return gemm_min_rows_; }
   size_t gemm_tile_bytes() const { return gemm_tile_bytes_; }
+  // The GEMM the tiled path uses: Clblast or Own, never Auto.
+  ClGemm gemm() const { return gemm_; }
 
  private:
   struct PendingEvent {
@@ -112,6 +134,7 @@ class OpenClBackend final : public Backend {
   ProgramCache programs_;
   int64_t gemm_min_rows_;
   size_t gemm_tile_bytes_;
+  ClGemm gemm_;
   bool convert_weights_;
   uint64_t copy_bytes_ = 0;
   std::vector<std::pair<size_t, MemHandle>> scratch_;  // by slot: size, buffer
@@ -139,6 +162,10 @@ class OpenClBackend::KernelCall {
     return set(sizeof(v), &v);
   }
   KernelCall& f32(float value) { return set(sizeof(value), &value); }
+  KernelCall& u64(uint64_t value) {
+    const cl_ulong v = value;
+    return set(sizeof(v), &v);
+  }
   // A __local array of `bytes`.
   KernelCall& local(size_t bytes) { return set(bytes, nullptr); }
 

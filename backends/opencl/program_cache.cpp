@@ -38,9 +38,9 @@ std::string family_source(const std::string& family) {
 
 std::string build_log(cl_program program, cl_device_id device) {
   size_t size = 0;
-  clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
+  cl().clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
   std::string log(size, '\0');
-  clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+  cl().clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   return log;
 }
@@ -73,7 +73,7 @@ cl_kernel ProgramCache::kernel(const std::string& family, const std::string& nam
   auto found = kernels_.find(key);
   if (found != kernels_.end()) return found->second.get();
   cl_int status = CL_SUCCESS;
-  KernelHandle kernel(clCreateKernel(program(family), name.c_str(), &status));
+  KernelHandle kernel(cl().clCreateKernel(program(family), name.c_str(), &status));
   if (status != CL_SUCCESS) {
     EDGELM_FAIL("[opencl] kernel '", name, "' of kernels/", family,
                 ".cl: clCreateKernel failed: ", cl_error_name(status));
@@ -119,10 +119,10 @@ ProgramHandle ProgramCache::build(const std::string& family, const std::string& 
       const unsigned char* data = binary.data();
       const size_t size = binary.size();
       cl_int binary_status = CL_SUCCESS;
-      ProgramHandle program(clCreateProgramWithBinary(device_->context(), 1, &device, &size, &data,
-                                                      &binary_status, &status));
+      ProgramHandle program(cl().clCreateProgramWithBinary(device_->context(), 1, &device, &size,
+                                                           &data, &binary_status, &status));
       if (status == CL_SUCCESS && binary_status == CL_SUCCESS &&
-          clBuildProgram(program.get(), 1, &device, options_.c_str(), nullptr, nullptr) ==
+          cl().clBuildProgram(program.get(), 1, &device, options_.c_str(), nullptr, nullptr) ==
               CL_SUCCESS) {
         ++from_disk_;
         return program;
@@ -133,9 +133,10 @@ ProgramHandle ProgramCache::build(const std::string& family, const std::string& 
 
   const char* text = source.c_str();
   const size_t length = source.size();
-  ProgramHandle program(clCreateProgramWithSource(device_->context(), 1, &text, &length, &status));
+  ProgramHandle program(
+      cl().clCreateProgramWithSource(device_->context(), 1, &text, &length, &status));
   CL_CHECK(status);
-  status = clBuildProgram(program.get(), 1, &device, options_.c_str(), nullptr, nullptr);
+  status = cl().clBuildProgram(program.get(), 1, &device, options_.c_str(), nullptr, nullptr);
   if (status != CL_SUCCESS) {
     EDGELM_FAIL("[opencl] building kernels/", family, ".cl for ", info.device_name, " failed (",
                 cl_error_name(status), "):\n", build_log(program.get(), device));
@@ -144,12 +145,12 @@ ProgramHandle ProgramCache::build(const std::string& family, const std::string& 
 
   if (!cached.empty()) {
     size_t size = 0;
-    if (clGetProgramInfo(program.get(), CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr) ==
-            CL_SUCCESS &&
+    if (cl().clGetProgramInfo(program.get(), CL_PROGRAM_BINARY_SIZES, sizeof(size), &size,
+                              nullptr) == CL_SUCCESS &&
         size > 0) {
       std::vector<unsigned char> binary(size);
       unsigned char* data = binary.data();
-      if (clGetProgramInfo(program.get(), CL_PROGRAM_BINARIES, sizeof(data), &data, nullptr) ==
+      if (cl().clGetProgramInfo(program.get(), CL_PROGRAM_BINARIES, sizeof(data), &data, nullptr) ==
           CL_SUCCESS) {
         // Written to a private name and renamed, so concurrent processes never read half a file.
         std::error_code error;

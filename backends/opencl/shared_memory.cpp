@@ -39,7 +39,7 @@ std::shared_ptr<Buffer> SharedMemory::allocate(size_t size) {
     flags |= CL_MEM_ALLOC_HOST_PTR;
   }
   cl_int status = CL_SUCCESS;
-  MemHandle mem(clCreateBuffer(device_->context(), flags, reserved, own_pages, &status));
+  MemHandle mem(cl().clCreateBuffer(device_->context(), flags, reserved, own_pages, &status));
   if (status != CL_SUCCESS) {
     std::free(own_pages);
     EDGELM_FAIL("[opencl] allocating a shared buffer of ", size,
@@ -48,16 +48,17 @@ std::shared_ptr<Buffer> SharedMemory::allocate(size_t size) {
                 device_->info().max_allocation, ")");
   }
   // Mapped once, for good: the blocking map makes the pointer valid at return.
-  void* host = clEnqueueMapBuffer(device_->queue(), mem.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE,
-                                  0, reserved, 0, nullptr, nullptr, &status);
+  void* host =
+      cl().clEnqueueMapBuffer(device_->queue(), mem.get(), CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                              reserved, 0, nullptr, nullptr, &status);
   if (status != CL_SUCCESS) {
     std::free(own_pages);
     EDGELM_FAIL("[opencl] mapping a shared buffer of ", size,
                 " bytes failed: ", cl_error_name(status));
   }
   if (own_pages != nullptr && host != own_pages) {
-    clEnqueueUnmapMemObject(device_->queue(), mem.get(), host, 0, nullptr, nullptr);
-    clFinish(device_->queue());
+    cl().clEnqueueUnmapMemObject(device_->queue(), mem.get(), host, 0, nullptr, nullptr);
+    cl().clFinish(device_->queue());
     mem = MemHandle();
     std::free(own_pages);
     EDGELM_FAIL("[opencl] the driver mapped a CL_MEM_USE_HOST_PTR buffer to a different address ",
@@ -70,10 +71,10 @@ std::shared_ptr<Buffer> SharedMemory::allocate(size_t size) {
                                    untrack = std::move(untrack)]() mutable {
                                     // Kernels that used the buffer must be done before its memory
                                     // goes away.
-                                    clFinish(device->queue());
-                                    clEnqueueUnmapMemObject(device->queue(), mem.get(), host, 0,
-                                                            nullptr, nullptr);
-                                    clFinish(device->queue());
+                                    cl().clFinish(device->queue());
+                                    cl().clEnqueueUnmapMemObject(device->queue(), mem.get(), host,
+                                                                 0, nullptr, nullptr);
+                                    cl().clFinish(device->queue());
                                     // Release the object before freeing the pages it was created
                                     // over.
                                     mem = MemHandle();

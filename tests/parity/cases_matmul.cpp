@@ -107,10 +107,21 @@ void matmul_cases(std::vector<OpCase>& cases) {
       add_matmul_case(cases, dtype, s);
     }
   }
+  // The tiled GEMM path of OpenCL (8 rows of x and more; CLBlast or the backend's own 64 x 64
+  // tiles with a K step of 16, EDGELM_CL_GEMM chooses): its first M, then one tile and one row
+  // and column past it, in several K steps.
+  for (DType dtype : kWeightTypes) {
+    for (MatmulShape s : {MatmulShape{8, 9, 32}, MatmulShape{65, 66, 96}}) {
+      add_matmul_case(cases, dtype, s);
+    }
+  }
   // Float weights take any K: one that is no multiple of 8, past the float GEMM's K slices (1024
   // elements in the AVX2 kernel), with an M tail and an N tail.
-  for (DType dtype : {DType::F32, DType::F16, DType::BF16})
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
     add_matmul_case(cases, dtype, MatmulShape{5, 13, 1091});
+    // The same on the GEMM path: K ends inside a K step of the OpenCL GEMM tiles.
+    add_matmul_case(cases, dtype, MatmulShape{64, 63, 45});
+  }
   // Q4_0x8 and Q8_0x8 hold whole groups of eight rows: N = 8, 16, 24, 40, 64 (one to eight
   // groups, split between threads on group boundaries), with the same M tails and K lengths as
   // above, and K past one segment (2048 values for both layouts): 2080 and 4160 end in
