@@ -35,6 +35,12 @@ if(NOT EDGELM_PCRE2_ROOT STREQUAL "")
   target_include_directories(edgelm_pcre2 INTERFACE "${EDGELM_PCRE2_INCLUDE_DIR}")
   target_link_libraries(edgelm_pcre2 INTERFACE "${EDGELM_PCRE2_LIBRARY}")
 else()
+  # pkg-config would read the build machine's .pc files and link its PCRE2 into an Android program.
+  if(ANDROID AND NOT DEFINED ENV{PKG_CONFIG_LIBDIR})
+    message(FATAL_ERROR "PCRE2: an Android build needs EDGELM_PCRE2_ROOT (the android-arm64 preset "
+                        "takes it from the environment variable EDGELM_ANDROID_DEPS) or "
+                        "PKG_CONFIG_LIBDIR naming the target's .pc folder: docs/android.md")
+  endif()
   find_package(PkgConfig)
   if(NOT PKG_CONFIG_FOUND)
     message(FATAL_ERROR "PCRE2: pkg-config not found; install it, or set -DEDGELM_PCRE2_ROOT to "

@@ -2,8 +2,9 @@
 # The configure options of a lean (device) build: micro_bench is skipped, with a message, when
 # Google Benchmark or Eigen is missing and EDGELM_MICRO_BENCH=ON then refuses to configure; tests
 # OFF looks for no GoogleTest; EDGELM_PCRE2_ROOT finds PCRE2 in a prefix without pkg-config, and a
-# bad prefix or option value is a configure error naming it. Configures only (one build folder,
-# every option given each time, so each run is a fraction of a second after the first).
+# bad prefix or option value, or an Android build without the prefix, is a configure error naming
+# it. Configures only (one build folder, every option given each time, so each run is a fraction of
+# a second after the first).
 # Usage: cmake_options.sh <cmake> <source dir> <work dir>
 set -u
 cmake=$1
@@ -14,7 +15,7 @@ start_cli_test "$3"
 
 # Each run states every option this test varies, so nothing carries over in the cache.
 configure() {
-  "$cmake" -S "$source_dir" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  env -u PKG_CONFIG_LIBDIR "$cmake" -S "$source_dir" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DEDGELM_OPENCL=OFF -DCMAKE_DISABLE_FIND_PACKAGE_CLBlast=ON "$@" > "$work/out.txt" 2>&1
 }
 lean=(-DEDGELM_BUILD_TESTS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON
@@ -77,5 +78,9 @@ expect_configure_error "EDGELM_PCRE2_ROOT without PCRE2" \
 expect_configure_error "EDGELM_PCRE2_ROOT not a directory" \
   "EDGELM_PCRE2_ROOT '$work/missing' is not a directory" \
   "${lean[@]}" -DEDGELM_MICRO_BENCH=OFF -DEDGELM_PCRE2_ROOT="$work/missing"
+# An Android toolchain sets ANDROID; without a prefix, pkg-config would find the host's PCRE2.
+expect_configure_error "Android without EDGELM_PCRE2_ROOT" \
+  "an Android build needs EDGELM_PCRE2_ROOT (the android-arm64 preset takes it from the environment variable EDGELM_ANDROID_DEPS)" \
+  "${lean[@]}" -DEDGELM_MICRO_BENCH=OFF -DANDROID=ON
 
 finish_cli_test cmake_options
