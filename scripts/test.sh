@@ -6,7 +6,9 @@
 # or EDGELM_SANITIZE=thread for ThreadSanitizer in build-tsan/: the library without OpenCL (PoCL's
 # own threads are not instrumented) and the test programs that run threads (the thread pool, the
 # zero-allocation test, the model, KV cache and eviction tests), each run whole; extra arguments
-# then go to each program (e.g. --gtest_filter=ThreadPool*).
+# then go to each program (e.g. --gtest_filter=ThreadPool*). EDGELM_LEAN=1 configures as if Google
+# Benchmark, Eigen and CLBlast were not installed (a device build's dependencies), in a folder of
+# its own (build-lean/, build-asan-lean/, ...): no micro_bench, and the rest must pass without them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -27,6 +29,11 @@ elif [ "$sanitize" = thread ]; then
   build_dir=build-tsan
   build_type=RelWithDebInfo
   options=(-DEDGELM_OPENCL=OFF)
+fi
+if [ "${EDGELM_LEAN:-0}" = 1 ]; then
+  build_dir+=-lean
+  options+=(-DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=ON
+            -DCMAKE_DISABLE_FIND_PACKAGE_CLBlast=ON)
 fi
 jobs=$(nproc)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DEDGELM_SANITIZE="$sanitize" \

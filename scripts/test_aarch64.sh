@@ -20,12 +20,12 @@ as_root=()
 if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
 
 # --- Packages: the cross compiler and QEMU for the host; for the target, what the library and the
-# tests link (PCRE2, GoogleTest) and what bin/CMakeLists.txt requires at configure time (Google
-# Benchmark for micro_bench, which is not built here). Header-only dependencies (nlohmann-json,
-# CLI11, Eigen) are architecture-independent and shared with the host build.
+# tests link (PCRE2, GoogleTest). Header-only dependencies (nlohmann-json, CLI11) are
+# architecture-independent and shared with the host build. The build is lean (below), so neither
+# Google Benchmark nor Eigen is needed.
 host_packages=(cmake ninja-build pkg-config g++-aarch64-linux-gnu qemu-user
-               nlohmann-json3-dev libcli11-dev libeigen3-dev)
-target_packages=(libpcre2-dev:arm64 libgtest-dev:arm64 libbenchmark-dev:arm64)
+               nlohmann-json3-dev libcli11-dev)
+target_packages=(libpcre2-dev:arm64 libgtest-dev:arm64)
 
 missing=()
 for package in "${host_packages[@]}" "${target_packages[@]}"; do
@@ -47,14 +47,17 @@ fi
 
 # --- Build. The unit tests below (and test_backend for the summary); the rest of bin/ is not
 # needed. test_half is left out: it uses _Float16, which GCC's C++ front end accepts only from
-# GCC 13 on, while the compiler defines __FLT16_MAX__ on AArch64.
+# GCC 13 on, while the compiler defines __FLT16_MAX__ on AArch64. Configured lean, as a device build
+# is: Google Benchmark and Eigen are not looked for even where the host has them (so no
+# micro_bench), and the OpenCL backend (with CLBlast) is off.
 tests=(test_op_parity test_parity_selftest test_zero_alloc test_attention test_rope test_quant
        test_tensor test_thread_pool test_kv_cache test_llama test_eviction test_sampler
        test_tokenizer test_tokenizer_gguf test_tokenizer_hf_json test_tokenizer_pre_tokenizers
        test_tokenizer_sentencepiece test_tokenizer_stream test_tokenizer_unicode test_gguf
        test_safetensors)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_TOOLCHAIN_FILE=scripts/aarch64-linux-gnu.cmake \
-  -DCMAKE_BUILD_TYPE=Release -DEDGELM_BUILD_TESTS=ON -DEDGELM_OPENCL=OFF >/dev/null
+  -DCMAKE_BUILD_TYPE=Release -DEDGELM_BUILD_TESTS=ON -DEDGELM_OPENCL=OFF \
+  -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=ON >/dev/null
 cmake --build "$build_dir" -j "$jobs" --target "${tests[@]}" test_backend
 built=$(date +%s)
 
