@@ -104,7 +104,10 @@ void clblast_sgemm(OpenClBackend& backend, cl_mem a, size_t a_offset, cl_mem b, 
 void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   EDGELM_CHECK(supports(OpKind::Matmul, {w.dtype()}), "[opencl] matmul: unsupported weight dtype ",
                w.describe());
-  const auto [M, N, K] = op_checks::matmul("opencl", x, w, y);
+  // Plain variables, not a structured binding: the GEMM lambda below captures them, which Clang
+  // before 16 refuses for bindings.
+  const op_checks::MatmulShape shape = op_checks::matmul("opencl", x, w, y);
+  const int64_t M = shape.M, N = shape.N, K = shape.K;
   check_int32(M * K, "matmul", "x elements");
   check_int32(M * N, "matmul", "y elements");
   check_int32(N, "matmul", "N");
