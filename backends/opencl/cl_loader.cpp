@@ -81,19 +81,22 @@ std::string open_failure(const std::string& path) {
   return reason;
 }
 
-// The result of the first cl() call: the library, or the error every call rethrows.
+// The result of the first cl() call: the library, or the error every call rethrows. Never
+// destroyed (the library is never closed either): a backend held by another static object, e.g. a
+// test's cache of backends, releases its OpenCL objects through this table during exit, after
+// any function-local static made later than that object is gone.
 const std::variant<ClLibrary, std::string>& process_library() {
-  static const std::variant<ClLibrary, std::string> library =
-      []() -> std::variant<ClLibrary, std::string> {
-    const char* env = std::getenv("EDGELM_OPENCL_LIB");
-    const std::vector<std::string> candidates = opencl_library_candidates(env);
-    try {
-      return load_opencl_library(candidates, env != nullptr && *env != '\0');
-    } catch (const Error& error) {
-      return std::string(error.what());
-    }
-  }();
-  return library;
+  static const auto* library =
+      new std::variant<ClLibrary, std::string>([]() -> std::variant<ClLibrary, std::string> {
+        const char* env = std::getenv("EDGELM_OPENCL_LIB");
+        const std::vector<std::string> candidates = opencl_library_candidates(env);
+        try {
+          return load_opencl_library(candidates, env != nullptr && *env != '\0');
+        } catch (const Error& error) {
+          return std::string(error.what());
+        }
+      }());
+  return *library;
 }
 
 const ClLibrary& loaded_library() {
@@ -154,8 +157,9 @@ struct ClblastLoad {
   std::string failure;
 };
 
+// Never destroyed, as process_library() above.
 const ClblastLoad& clblast_load() {
-  static const ClblastLoad load = [] {
+  static const auto* load = new ClblastLoad([] {
     ClblastLoad result;
     try {
       cl();
@@ -185,8 +189,8 @@ const ClblastLoad& clblast_load() {
     }
     result.failure = "no CLBlast library: tried " + tried;
     return result;
-  }();
-  return load;
+  }());
+  return *load;
 }
 
 }  // namespace
