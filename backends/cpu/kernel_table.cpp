@@ -321,11 +321,7 @@ bool decode_prefetch_wanted() {
 #endif
 }
 
-#if defined(EDGELM_HAVE_X86_KERNELS)
-
-// Helpers for the x86 kernel files, compiled here without ISA flags (see x86.h).
-namespace x86 {
-
+// The SIMD kernel files' scratch memory (scratch.h).
 namespace {
 
 struct ScratchBuffers {
@@ -359,6 +355,11 @@ void* scratch(Scratch slot, size_t bytes) {
   }
   return buffers.data[index];
 }
+
+#if defined(EDGELM_HAVE_X86_KERNELS)
+
+// Helpers for the x86 kernel files, compiled here without ISA flags (see x86.h).
+namespace x86 {
 
 void prefetch_part(const void* begin, int64_t bytes, int64_t part, int64_t parts) {
   const int64_t lines = (bytes + 63) / 64;

@@ -7,12 +7,14 @@
 // neon_dotprod.cpp calls no inline or template function from a shared header: the linker keeps
 // one copy of such a function for the whole program, and a copy compiled with +dotprod could be
 // the one a baseline caller ends up running on a CPU without SDOT. What it needs beyond its own
-// code (the per-thread scratch) comes through the out-of-line helpers below, defined in neon.cpp.
+// code (the per-thread scratch) comes through the out-of-line scratch() of scratch.h, defined in
+// kernel_table.cpp.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/scratch.h"
 #include "core/backend.h"
 
 namespace edgelm::cpu {
@@ -65,16 +67,6 @@ void q4_0x8_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int
                                     int64_t K, int64_t n_begin, int64_t n_end);
 void q8_0x8_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64_t M, int64_t N,
                                     int64_t K, int64_t n_begin, int64_t n_end);
-
-namespace arm {
-
-// Per-thread scratch memory, one growing buffer per slot: a kernel asks for the bytes it needs on
-// every call and gets the same 64-byte aligned buffer back once it is large enough, so steady-state
-// decoding allocates nothing. The contents are not preserved across a call that grows a buffer.
-enum class Scratch { kActivations, kScores, kAccumulators, kCount };
-void* scratch(Scratch slot, size_t bytes);
-
-}  // namespace arm
 
 #endif  // EDGELM_HAVE_ARM_KERNELS
 

@@ -24,75 +24,15 @@
 namespace edgelm::cpu {
 namespace {
 
-using arm::Scratch;
-using arm::scratch;
-
 #include "backends/cpu/simd/vec_neon.h"
 using Vec = Vec128;
 #include "backends/cpu/simd/elementwise.h"
 
-float bf16_to_float(uint16_t bits) {
-  const uint32_t widened = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &widened, sizeof(value));
-  return value;
-}
+#include "backends/cpu/simd/float_weights.h"
 
 // ---------------------------------------------------------------------------------------------
-// Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
-// accumulator a vector of partial sums along K, reduced once at the end of the row.
-
-struct F32Weights {
-  using Element = float;
-  static float32x4_t load4(const float* p) { return vld1q_f32(p); }
-  static float at(const float* p) { return *p; }
-};
-
-struct F16Weights {
-  using Element = uint16_t;
-  static float32x4_t load4(const uint16_t* p) {
-    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
-  }
-  static float at(const uint16_t* p) { return half_to_float(*p); }
-};
-
-struct BF16Weights {
-  using Element = uint16_t;
-  // A bfloat16 is the high half of a float32.
-  static float32x4_t load4(const uint16_t* p) {
-    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
-  }
-  static float at(const uint16_t* p) { return bf16_to_float(*p); }
-};
-
-// y[m0 + i, n0 + j] for i < MR, j < NR. x: [M, K]; w: [N, K]; y: [M, N].
-template <class Weights, int MR, int NR>
-void float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
-                int64_t m0, int64_t n0) {
-  float32x4_t acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = vdupq_n_f32(0.0f);
-  const float* x_rows[MR];
-  const typename Weights::Element* w_rows[NR];
-  for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
-  for (int j = 0; j < NR; ++j) w_rows[j] = w + (n0 + j) * K;
-  int64_t k = 0;
-  for (; k + 4 <= K; k += 4) {
-    float32x4_t wv[NR];
-    for (int j = 0; j < NR; ++j) wv[j] = Weights::load4(w_rows[j] + k);
-    for (int i = 0; i < MR; ++i) {
-      const float32x4_t xv = vld1q_f32(x_rows[i] + k);
-      for (int j = 0; j < NR; ++j) acc[i][j] = vfmaq_f32(acc[i][j], xv, wv[j]);
-    }
-  }
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) {
-      float sum = vaddvq_f32(acc[i][j]);
-      for (int64_t t = k; t < K; ++t) sum += x_rows[i][t] * Weights::at(w_rows[j] + t);
-      y[(m0 + i) * N + n0 + j] = sum;
-    }
-  }
-}
+// Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w
+// (float_tile, simd/float_weights.h).
 
 // One band of MR rows of x against weight rows [n_begin, n_end). At least eight independent FMA
 // chains hide the FMA latency (4 cycles on two pipes on Cortex-A7x): eight weight rows per tile
@@ -103,15 +43,15 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
                 int64_t m0, int64_t n_begin, int64_t n_end) {
   constexpr int NR = MR == 1 ? 8 : 4;
   int64_t n = n_begin;
-  for (; n + NR <= n_end; n += NR) float_tile<Weights, MR, NR>(x, w, y, N, K, m0, n);
-  for (; n < n_end; ++n) float_tile<Weights, MR, 1>(x, w, y, N, K, m0, n);
+  for (; n + NR <= n_end; n += NR) float_tile<Vec128, Weights, MR, NR>(x, w, y, N, K, m0, n);
+  for (; n < n_end; ++n) float_tile<Vec128, Weights, MR, 1>(x, w, y, N, K, m0, n);
 }
 
 template <class Weights>
 void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                   int64_t n_begin, int64_t n_end) {
   const auto* weights = static_cast<const typename Weights::Element*>(w);
-  const int64_t chunk = weight_chunk_rows(static_cast<size_t>(K) * sizeof(*weights));
+  const int64_t chunk = weight_chunk_rows<kChunkBytes>(static_cast<size_t>(K) * sizeof(*weights));
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     for_each_band(M, [&]<int MR>(int64_t m) {
@@ -139,128 +79,10 @@ struct NeonDot {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Attention
+// Attention: the families of simd/attention.h (the panel kernel and decode) and
+// simd/prefill_attention.h (prefill as outer products) over the cache rows of simd/cache_rows.h.
 
-// y[d] += Σ_{s<n} w[s] · rows[s·stride + d] for d < dim. The sums stay in registers across the
-// rows (y is read and written once per call), in two sets for even and odd s, so sixteen FMA
-// chains hide the FMA latency.
-void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, int64_t n,
-                  int64_t dim) {
-  auto columns = [&]<int V>(int64_t d) {
-    float32x4_t even[V];
-    float32x4_t odd[V];
-    for (int j = 0; j < V; ++j) {
-      even[j] = vld1q_f32(y + d + 4 * j);
-      odd[j] = vdupq_n_f32(0.0f);
-    }
-    int64_t s = 0;
-    for (; s + 2 <= n; s += 2) {
-      const float* r0 = rows + s * stride + d;
-      const float* r1 = r0 + stride;
-      for (int j = 0; j < V; ++j) {
-        even[j] = vfmaq_n_f32(even[j], vld1q_f32(r0 + 4 * j), w[s]);
-        odd[j] = vfmaq_n_f32(odd[j], vld1q_f32(r1 + 4 * j), w[s + 1]);
-      }
-    }
-    if (s < n) {
-      for (int j = 0; j < V; ++j)
-        even[j] = vfmaq_n_f32(even[j], vld1q_f32(rows + s * stride + d + 4 * j), w[s]);
-    }
-    for (int j = 0; j < V; ++j) vst1q_f32(y + d + 4 * j, vaddq_f32(even[j], odd[j]));
-  };
-  int64_t d = 0;
-  for (; d + 32 <= dim; d += 32) columns.template operator()<8>(d);
-  for (; d + 4 <= dim; d += 4) columns.template operator()<1>(d);
-  for (; d < dim; ++d) {
-    float sum = y[d];
-    for (int64_t s = 0; s < n; ++s) sum += w[s] * rows[s * stride + d];
-    y[d] = sum;
-  }
-}
-
-struct F32Cache {
-  using Element = float;
-  static float32x4_t load4(const float* p) { return vld1q_f32(p); }
-  static float value(const float* p) { return *p; }
-  // A row of the cache as floats: the row itself.
-  static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
-    return static_cast<const float*>(cache) + offset;
-  }
-};
-
-struct F16Cache {
-  using Element = uint16_t;
-  static float32x4_t load4(const uint16_t* p) { return F16Weights::load4(p); }
-  static float value(const uint16_t* p) { return half_to_float(*p); }
-  // A row of the cache as floats, converted into `buffer` (the attention kernel passes the row of
-  // its float panel, so the conversion is the only copy).
-  static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
-    const uint16_t* half = static_cast<const uint16_t*>(cache) + offset;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(buffer + i, F16Weights::load4(half + i));
-    for (; i < n; ++i) buffer[i] = half_to_float(half[i]);
-    return buffer;
-  }
-};
-
-// out[(h·G + j)·out_stride] = q[(h·G + j)·dim ..] · rows[h·dim ..] for h < H, j < G (H·G <= 8):
-// one slot's rows of H adjacent kv heads against G queries each, each 4 elements of a row
-// converted once, the H·G sums reduced four at a time by pairwise adds.
-template <class Cache, int H, int G>
-void dot_slot(const float* q, const typename Cache::Element* rows, int64_t dim, float* out,
-              int64_t out_stride) {
-  static_assert(H * G <= 8);
-  float32x4_t acc[8];
-  for (float32x4_t& a : acc) a = vdupq_n_f32(0.0f);
-  int64_t d = 0;
-  for (; d + 4 <= dim; d += 4) {
-    for (int h = 0; h < H; ++h) {
-      const float32x4_t k = Cache::load4(rows + h * dim + d);
-      for (int j = 0; j < G; ++j)
-        acc[h * G + j] = vfmaq_f32(acc[h * G + j], vld1q_f32(q + (h * G + j) * dim + d), k);
-    }
-  }
-  // Lane i of each: the sum of acc[4·half + i].
-  float sums[8];
-  vst1q_f32(sums, vpaddq_f32(vpaddq_f32(acc[0], acc[1]), vpaddq_f32(acc[2], acc[3])));
-  vst1q_f32(sums + 4, vpaddq_f32(vpaddq_f32(acc[4], acc[5]), vpaddq_f32(acc[6], acc[7])));
-  for (; d < dim; ++d) {
-    for (int h = 0; h < H; ++h) {
-      const float k = Cache::value(rows + h * dim + d);
-      for (int j = 0; j < G; ++j) sums[h * G + j] += q[(h * G + j) * dim + d] * k;
-    }
-  }
-  for (int i = 0; i < H * G; ++i) out[i * out_stride] = sums[i];
-}
-
-// acc[j·dim + d] += Σ_{t<S} p[j·p_stride + t] · rows[t·stride + d] for j < group, d < dim: S
-// consecutive slots' V rows of a kv head added into its group's outputs (in L1), each 4 elements
-// of a row converted once and each output vector loaded and stored once per S slots.
-template <class Cache, int S>
-void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
-                       const typename Cache::Element* rows, int64_t stride, int64_t dim,
-                       int64_t group) {
-  int64_t d = 0;
-  for (; d + 4 <= dim; d += 4) {
-    float32x4_t v[S];
-    for (int t = 0; t < S; ++t) v[t] = Cache::load4(rows + t * stride + d);
-    for (int64_t j = 0; j < group; ++j) {
-      float* out = acc + j * dim + d;
-      float32x4_t sum = vld1q_f32(out);
-      for (int t = 0; t < S; ++t) sum = vfmaq_n_f32(sum, v[t], p[j * p_stride + t]);
-      vst1q_f32(out, sum);
-    }
-  }
-  for (; d < dim; ++d) {
-    for (int64_t j = 0; j < group; ++j) {
-      float sum = acc[j * dim + d];
-      for (int t = 0; t < S; ++t) sum += p[j * p_stride + t] * Cache::value(rows + t * stride + d);
-      acc[j * dim + d] = sum;
-    }
-  }
-}
-
-#include "backends/cpu/simd/attention.h"
+#include "backends/cpu/simd/cache_rows.h"
 
 // The vector operations of simd/prefill_attention.h, for head_dim a multiple of 16: the score
 // tile is 5 slots x 16 rows and the output tile 4 rows x 16 columns (20 and 16 accumulators of the
@@ -279,64 +101,10 @@ struct PrefillVector : Vec128 {
 
 #include "backends/cpu/simd/prefill_attention.h"
 
-// Prefill with whole 16-column output tiles in a row: the outer-product kernel; everything else
-// (decode, other head sizes) the panel kernel of simd/attention.h.
-template <class Cache>
-void attention(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  const AttentionView a = attention_view(args);
-  if (a.n_queries > 1 && prefill_takes(a.head_dim)) {
-    prefill_attention<Cache>(a, group_begin, group_end);
-  } else {
-    attention_groups<Cache>(args, group_begin, group_end);
-  }
-}
-
-struct ScratchBuffers {
-  static constexpr std::align_val_t kAlignment{64};
-  void* data[static_cast<int>(Scratch::kCount)] = {};
-  size_t capacity[static_cast<int>(Scratch::kCount)] = {};
-
-  ScratchBuffers() = default;
-  ScratchBuffers(const ScratchBuffers&) = delete;
-  ScratchBuffers& operator=(const ScratchBuffers&) = delete;
-  ~ScratchBuffers() {
-    for (void* pointer : data) ::operator delete(pointer, kAlignment);
-  }
-};
+// After prefill_attention.h, which its attention() dispatches to.
+#include "backends/cpu/simd/attention.h"
 
 }  // namespace
-
-void* arm::scratch(Scratch slot, size_t bytes) {
-  thread_local ScratchBuffers buffers;
-  const auto index = static_cast<int>(slot);
-  if (buffers.data[index] == nullptr || bytes > buffers.capacity[index]) {
-    // Grow by at least half again, so a slowly rising size (attention over a growing cache)
-    // reallocates O(log n) times; even 0 bytes get a real (64-byte) buffer.
-    size_t capacity = buffers.capacity[index] + buffers.capacity[index] / 2;
-    if (capacity < bytes) capacity = bytes;
-    if (capacity == 0) capacity = 64;
-    void* grown = ::operator new(capacity, ScratchBuffers::kAlignment);
-    ::operator delete(buffers.data[index], ScratchBuffers::kAlignment);
-    buffers.data[index] = grown;
-    buffers.capacity[index] = capacity;
-  }
-  return buffers.data[index];
-}
-
-void f32_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                      int64_t n_begin, int64_t n_end) {
-  float_matmul<F32Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
-
-void f16_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                      int64_t n_begin, int64_t n_end) {
-  float_matmul<F16Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
-
-void bf16_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                       int64_t n_begin, int64_t n_end) {
-  float_matmul<BF16Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
 
 void q8_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                        int64_t n_begin, int64_t n_end) {
@@ -363,32 +131,9 @@ void q4_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, in
   quant_matmul<Q4_0Format, NeonDot>(quantized_view(xq, M, K), w, y, M, N, K, n_begin, n_end);
 }
 
-void elementwise_kernels__neon(KernelTable& table) {
-  set_elementwise_kernels(table);
-}
-
-void f32_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  attention<F32Cache>(args, group_begin, group_end);
-}
-
-void f16_attention__neon(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  attention<F16Cache>(args, group_begin, group_end);
-}
-
-void f16_to_f32__neon(const void* src, float* dst, int64_t n) {
-  f16_to_f32(src, dst, n);
-}
-
-void f16_from_f32__neon(const float* src, void* dst, int64_t n) {
-  f16_from_f32(src, dst, n);
-}
-
-void q8_0_to_f32__neon(const void* src, float* dst, int64_t n) {
-  q8_0_to_f32(src, dst, n);
-}
-
-void q4_0_to_f32__neon(const void* src, float* dst, int64_t n) {
-  q4_0_to_f32(src, dst, n);
-}
+#define EDGELM_SIMD_ISA neon
+#define EDGELM_SIMD_ATTENTION
+#define EDGELM_SIMD_CONVERSIONS
+#include "backends/cpu/simd/entry_points.h"
 
 }  // namespace edgelm::cpu

@@ -170,8 +170,8 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
                int64_t n_begin, int64_t n_end) {
   const auto* records = static_cast<const typename Block::Record*>(w);
   // A record holds one block of eight rows, so a row takes sizeof(Record) / 8 bytes per block.
-  const int64_t rows =
-      weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(typename Block::Record) / 8);
+  const int64_t rows = weight_chunk_rows<kChunkBytes>(static_cast<size_t>(xq.blocks) *
+                                                      sizeof(typename Block::Record) / 8);
   // Decode (one row of x) has one band: it takes the whole range at once, so that each K segment
   // is one run through memory.
   const int64_t chunk = M == 1 ? n_end - n_begin : (rows + 7) / 8 * 8;

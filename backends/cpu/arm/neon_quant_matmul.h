@@ -27,37 +27,12 @@ constexpr int kBlock = 32;
 
 #include "backends/cpu/simd/x_block_scale.h"
 
-int64_t min_of(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
+#include "backends/cpu/simd/bands.h"
 
-// Runs band.template operator()<MR>(m0) over the rows of x: bands of four rows, then one band of
-// the one to three left, so each tile is instantiated for MR = 4, 3, 2 and 1 only.
-template <class Band>
-void for_each_band(int64_t M, Band&& band) {
-  int64_t m = 0;
-  for (; m + 4 <= M; m += 4) band.template operator()<4>(m);
-  switch (M - m) {
-    case 3:
-      band.template operator()<3>(m);
-      break;
-    case 2:
-      band.template operator()<2>(m);
-      break;
-    case 1:
-      band.template operator()<1>(m);
-      break;
-    default:
-      break;
-  }
-}
-
-// Weight rows per chunk: about 64 KiB of weights, which stay in the L2 of even the small cores of
-// phones (Cortex-A55: 64-256 KiB) while every band of x passes over them.
-int64_t weight_chunk_rows(size_t row_bytes) {
-  const int64_t rows = static_cast<int64_t>((size_t{64} << 10) / (row_bytes ? row_bytes : 1));
-  return rows < 4 ? 4 : rows;
-}
+// Weight rows per chunk (weight_chunk_rows<kChunkBytes>): about 64 KiB of weights, which stay in
+// the L2 of even the small cores of phones (Cortex-A55: 64-256 KiB) while every band of x passes
+// over them.
+constexpr size_t kChunkBytes = size_t{64} << 10;
 
 // Rows of x quantized for one matmul: a view of a buffer laid out [M·K values][M·blocks scales]
 // [M·blocks offsets] (kernels.h's quantized_x_bytes).
@@ -115,9 +90,8 @@ void quantize_rows(const float* x, void* buffer, int64_t M, int64_t K, int64_t m
 
 // All of x quantized into per-thread scratch, for a MatmulFn call.
 QuantizedX quantize_x(const float* x, int64_t M, int64_t K) {
-  void* buffer =
-      arm::scratch(arm::Scratch::kActivations,
-                   static_cast<size_t>(M * K) + static_cast<size_t>(M * (K / kBlock)) * 8);
+  void* buffer = scratch(Scratch::kActivations,
+                         static_cast<size_t>(M * K) + static_cast<size_t>(M * (K / kBlock)) * 8);
   quantize_rows(x, buffer, M, K, 0, M);
   return quantized_view(buffer, M, K);
 }
@@ -231,7 +205,8 @@ template <class Format, class Dot>
 void quant_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                   int64_t n_begin, int64_t n_end) {
   const auto* blocks = static_cast<const typename Format::Block*>(w);
-  const int64_t chunk = weight_chunk_rows(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
+  const int64_t chunk =
+      weight_chunk_rows<kChunkBytes>(static_cast<size_t>(xq.blocks) * sizeof(*blocks));
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t chunk_end = min_of(chunk_begin + chunk, n_end);
     for_each_band(M, [&]<int MR>(int64_t m) {

@@ -1,24 +1,13 @@
 // The attention algorithm of the SIMD kernel tables (x86/avx2.cpp, arm/neon.cpp; the AVX-512 table
 // has decode and prefill kernels of its own and uses the AVX2 ones for the head sizes they do not
-// take), written once. Textual header: each of those files includes it inside its own anonymous
-// namespace, so every instruction set compiles a private copy with its own flags (no function with
-// external linkage is shared between files built for different ISAs; see x86/x86.h). The
-// including file defines first (accumulate, exp_shifted, array_max and scale_in_place come from
-// simd/elementwise.h):
-//   void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, int64_t n,
-//                     int64_t dim);           // y[d] += Σ_{s<n} w[s] rows[s·stride + d], d < dim
-//   void accumulate(float* y, const float* x, int64_t n);               // y += x
-//   float exp_shifted(const float* x, float* y, int64_t n, float max_value);
-//                                            // y = e^(x - max) (y may be x), returns Σ y
-//   float array_max(const float* p, int64_t n);                          // max p, -inf if n = 0
-//   void scale_in_place(float* p, float factor, int64_t n);
-//   F32Cache, F16Cache: Element (the cache's element type) and
-//     static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer)
-//                                                                       // a K/V row as floats
-//   dot_slot<Cache, H, G>(q, rows, dim, out, out_stride), H·G <= 8:
-//     out[(h·G + j)·out_stride] = q[(h·G + j)·dim ..] · rows[h·dim ..]  // decode scores
-//   add_weighted_rows<Cache, S>(acc, p, p_stride, rows, stride, dim, group):
-//     acc[j·dim + d] += Σ_{t<S} p[j·p_stride + t] · rows[t·stride + d]   // decode outputs
+// take), written once over the vector contract `Vec`. Textual header: each of those files includes
+// it inside its own anonymous namespace, so every instruction set compiles a private copy with its
+// own flags (no function with external linkage is shared between files built for different ISAs;
+// see x86/x86.h). The including file has first included simd/elementwise.h (accumulate,
+// exp_shifted, array_max, scale_in_place), simd/cache_rows.h (F32Cache, F16Cache) and
+// simd/prefill_attention.h (prefill_attention, prefill_takes), and defines:
+//   Vec::lane_sums8(acc, out)  out[i] = the sum of the lanes of acc[i], i < 8 (the contract's
+//                              reduction of eight vectors at once)
 //   scratch(Scratch, bytes) with Scratch::kScores, kAccumulators and kActivations (per-thread)
 //   F32Weights and float_matmul<F32Weights>(x, w, y, M, N, K, n_begin, n_end): y = x w^T, the
 //   float GEMM of the file's matmul kernels (it uses no scratch buffer)
@@ -47,6 +36,102 @@ void prefetch_row(const void* cache, int64_t offset, int64_t n) {
       reinterpret_cast<const char*>(static_cast<const typename Cache::Element*>(cache) + offset);
   const auto bytes = static_cast<int64_t>(sizeof(typename Cache::Element)) * n;
   for (int64_t line = 0; line < bytes; line += 64) __builtin_prefetch(begin + line, 0, kLocality);
+}
+
+// y[d] += Σ_{s<n} w[s] · rows[s·stride + d] for d < dim. The sums stay in registers across the
+// rows (y is read and written once per call), in two sets for even and odd s, so that twice as
+// many FMA chains as vectors per 32 columns hide the FMA latency.
+void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, int64_t n,
+                  int64_t dim) {
+  constexpr int L = Vec::kLanes;
+  auto columns = [&]<int V>(int64_t d) {
+    typename Vec::Reg even[V];
+    typename Vec::Reg odd[V];
+    for (int j = 0; j < V; ++j) {
+      even[j] = Vec::load(y + d + L * j);
+      odd[j] = Vec::zero();
+    }
+    int64_t s = 0;
+    for (; s + 2 <= n; s += 2) {
+      const typename Vec::Reg w0 = Vec::set1(w[s]);
+      const typename Vec::Reg w1 = Vec::set1(w[s + 1]);
+      const float* r0 = rows + s * stride + d;
+      const float* r1 = r0 + stride;
+      for (int j = 0; j < V; ++j) {
+        even[j] = Vec::fma(w0, Vec::load(r0 + L * j), even[j]);
+        odd[j] = Vec::fma(w1, Vec::load(r1 + L * j), odd[j]);
+      }
+    }
+    if (s < n) {
+      const typename Vec::Reg w0 = Vec::set1(w[s]);
+      for (int j = 0; j < V; ++j)
+        even[j] = Vec::fma(w0, Vec::load(rows + s * stride + d + L * j), even[j]);
+    }
+    for (int j = 0; j < V; ++j) Vec::store(y + d + L * j, Vec::add(even[j], odd[j]));
+  };
+  int64_t d = 0;
+  for (; d + 32 <= dim; d += 32) columns.template operator()<32 / L>(d);
+  for (; d + L <= dim; d += L) columns.template operator()<1>(d);
+  for (; d < dim; ++d) {
+    float sum = y[d];
+    for (int64_t s = 0; s < n; ++s) sum += w[s] * rows[s * stride + d];
+    y[d] = sum;
+  }
+}
+
+// out[(h·G + j)·out_stride] = q[(h·G + j)·dim ..] · rows[h·dim ..] for h < H, j < G (H·G <= 8):
+// one slot's rows of H adjacent kv heads against G queries each, each vector of a row converted
+// once, the H·G sums reduced together (Vec::lane_sums8).
+template <class Cache, int H, int G>
+void dot_slot(const float* q, const typename Cache::Element* rows, int64_t dim, float* out,
+              int64_t out_stride) {
+  static_assert(H * G <= 8);
+  typename Vec::Reg acc[8];
+  for (typename Vec::Reg& a : acc) a = Vec::zero();
+  int64_t d = 0;
+  for (; d + Vec::kLanes <= dim; d += Vec::kLanes) {
+    for (int h = 0; h < H; ++h) {
+      const typename Vec::Reg k = Cache::load(rows + h * dim + d);
+      for (int j = 0; j < G; ++j)
+        acc[h * G + j] = Vec::fma(Vec::load(q + (h * G + j) * dim + d), k, acc[h * G + j]);
+    }
+  }
+  float sums[8];
+  Vec::lane_sums8(acc, sums);
+  for (; d < dim; ++d) {
+    for (int h = 0; h < H; ++h) {
+      const float k = Cache::value(rows + h * dim + d);
+      for (int j = 0; j < G; ++j) sums[h * G + j] += q[(h * G + j) * dim + d] * k;
+    }
+  }
+  for (int i = 0; i < H * G; ++i) out[i * out_stride] = sums[i];
+}
+
+// acc[j·dim + d] += Σ_{t<S} p[j·p_stride + t] · rows[t·stride + d] for j < group, d < dim: S
+// consecutive slots' V rows of a kv head added into its group's outputs (in L1), each vector of a
+// row converted once and each output vector loaded and stored once per S slots.
+template <class Cache, int S>
+void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
+                       const typename Cache::Element* rows, int64_t stride, int64_t dim,
+                       int64_t group) {
+  int64_t d = 0;
+  for (; d + Vec::kLanes <= dim; d += Vec::kLanes) {
+    typename Vec::Reg v[S];
+    for (int t = 0; t < S; ++t) v[t] = Cache::load(rows + t * stride + d);
+    for (int64_t j = 0; j < group; ++j) {
+      float* out = acc + j * dim + d;
+      typename Vec::Reg sum = Vec::load(out);
+      for (int t = 0; t < S; ++t) sum = Vec::fma(Vec::set1(p[j * p_stride + t]), v[t], sum);
+      Vec::store(out, sum);
+    }
+  }
+  for (; d < dim; ++d) {
+    for (int64_t j = 0; j < group; ++j) {
+      float sum = acc[j * dim + d];
+      for (int t = 0; t < S; ++t) sum += p[j * p_stride + t] * Cache::value(rows + t * stride + d);
+      acc[j * dim + d] = sum;
+    }
+  }
 }
 
 // p[0..n) = softmax(p), masked entries being -inf; returns the row's maximum (-inf when every
@@ -381,5 +466,18 @@ void attention_decode(const AttentionView& a, int64_t group_begin, int64_t group
         if (row_max[r] != kMasked) accumulate(mass, scores + r * n_slots, n_slots);
       }
     }
+  }
+}
+
+// The op for kv heads [group_begin, group_end): prefill with whole output tiles across a row takes
+// the outer-product kernel (simd/prefill_attention.h); everything else (decode, other head sizes)
+// the panel kernel above.
+template <class Cache>
+void attention(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
+  const AttentionView a = attention_view(args);
+  if (a.n_queries > 1 && prefill_takes(a.head_dim)) {
+    prefill_attention<Cache>(a, group_begin, group_end);
+  } else {
+    attention_groups<Cache>(args, group_begin, group_end);
   }
 }

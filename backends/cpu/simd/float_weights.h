@@ -1,6 +1,7 @@
 // The float-weight element types and layouts of the float matmuls (F32, F16, BF16, and F16x4's
 // groups of four interleaved rows, core/quant.h), and the decode row dot product, written once
-// over the vector contract. Each ISA's float matmul (x86/avx2.cpp, x86/avx512.cpp) tiles over them.
+// over the vector contract. Each ISA's float matmul (x86/avx2.cpp, x86/avx512.cpp, arm/neon.cpp)
+// tiles over them.
 //
 // Textual header: include it inside the instruction set's own anonymous namespace after its
 // contract and simd/bands.h (see simd/vec_avx2.h). Needs <cstring> and core/quant.h.
@@ -104,4 +105,46 @@ float float_row_dot(const float* x, const typename Weights::Element* w, int64_t 
   float sum = V::sum(V::add(V::add(acc[0], acc[1]), V::add(acc[2], acc[3])));
   for (; k < K; ++k) sum += x[k] * Weights::at(w + k);
   return sum;
+}
+
+// y[m0 + i, n0 + j] for i < MR, j < NR over the whole of K (the AVX-512 and NEON float GEMMs; the
+// AVX2 one slices K, x86/avx2.cpp): a register tile of MR rows of x by NR weight rows, each
+// accumulator a vector of partial sums along K, reduced once at the end of the row. x: [M, K];
+// w: [N, K] in the Weights' layout; y: [M, N]. The layout's K segments are taken in turn (the
+// accumulators run on across them); K is a multiple of kF16x4Chunk when there is more than one,
+// so only the last can leave a tail.
+template <class V, class Weights, int MR, int NR>
+void float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
+                int64_t m0, int64_t n0) {
+  constexpr int64_t kLanes = V::kLanes;
+  typename V::Reg acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = V::zero();
+  const float* x_rows[MR];
+  const typename Weights::Element* w_rows[NR] = {};
+  for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
+  int64_t k = 0;
+  int64_t first = 0;
+  for (; first < K; first += Weights::kSegment) {
+    for (int j = 0; j < NR; ++j) w_rows[j] = Weights::row(w, n0 + j, N, K, first);
+    const int64_t end = min_of(first + Weights::kSegment, K);
+    for (k = first; k + kLanes <= end; k += kLanes) {
+      typename V::Reg wv[NR];
+      for (int j = 0; j < NR; ++j)
+        wv[j] = Weights::template load<V>(w_rows[j] + Weights::offset(k - first));
+      for (int i = 0; i < MR; ++i) {
+        const typename V::Reg xv = V::load(x_rows[i] + k);
+        for (int j = 0; j < NR; ++j) acc[i][j] = V::fma(xv, wv[j], acc[i][j]);
+      }
+    }
+    if (k < end) break;  // the tail of the last segment
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float sum = V::sum(acc[i][j]);
+      for (int64_t t = k; t < K; ++t)
+        sum += x_rows[i][t] * Weights::at(w_rows[j] + Weights::offset(t - first));
+      y[(m0 + i) * N + n0 + j] = sum;
+    }
+  }
 }

@@ -56,6 +56,14 @@ struct Vec256 {
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+  // out[i] = the sum of the lanes of a[i], i < 8. hadd pairs lanes within each 128-bit half: after
+  // two rounds, half h of u0 holds the sums of half h of a[0..3], and of u1 those of a[4..7].
+  static void lane_sums8(const Reg* a, float* out) {
+    const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                        _mm256_permute2f128_ps(u0, u1, 0x31)));
+  }
 
   // The pieces of vec_exp (simd/elementwise.h): round to the nearest integer (ties to even); 2^n
   // for lanes holding integers in [-126, 127], built in the exponent bits; `value` where x >= bound

@@ -36,6 +36,11 @@ struct Vec128 {
 
   static float sum(Reg v) { return vaddvq_f32(v); }
   static float max_of(Reg v) { return vmaxvq_f32(v); }
+  // out[i] = the sum of the lanes of a[i], i < 8, by pairwise adds four vectors at a time.
+  static void lane_sums8(const Reg* a, float* out) {
+    vst1q_f32(out, vpaddq_f32(vpaddq_f32(a[0], a[1]), vpaddq_f32(a[2], a[3])));
+    vst1q_f32(out + 4, vpaddq_f32(vpaddq_f32(a[4], a[5]), vpaddq_f32(a[6], a[7])));
+  }
 
   static Reg round(Reg v) { return vrndnq_f32(v); }
   static Reg pow2(Reg n) {
@@ -62,6 +67,10 @@ struct Vec128 {
     std::memcpy(&bytes, p, sizeof(bytes));
     const int16x8_t wide = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(bytes)));
     return vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
+  }
+  // A bfloat16 is the high half of a float32.
+  static Reg load_bf16(const uint16_t* p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
   }
   static float half_to_float(uint16_t h) {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);

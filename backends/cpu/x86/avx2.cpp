@@ -22,9 +22,6 @@
 namespace edgelm::cpu {
 namespace {
 
-using x86::Scratch;
-using x86::scratch;
-
 #include "backends/cpu/simd/vec_avx2.h"
 using Vec = Vec256;
 #include "backends/cpu/simd/bands.h"
@@ -46,8 +43,9 @@ constexpr size_t kChunkBytes = size_t{128} << 10;
 // of K they are summed into y, with the elements past the last multiple of 8. k_begin is a
 // multiple of 8.
 template <class Weights, int MR, int NR, bool kSliced>
-void float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
-                int64_t m0, int64_t n0, int64_t k_begin, int64_t k_end, __m256* partial) {
+void sliced_float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N,
+                       int64_t K, int64_t m0, int64_t n0, int64_t k_begin, int64_t k_end,
+                       __m256* partial) {
   __m256 acc[MR][NR];
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j)
@@ -141,7 +139,8 @@ void float_groups_dot4(const float* x, const typename Weights::Element* w, int64
 }
 
 // y[m0 + i, n0 + r] for i < MR, r < 4: MR rows of x against one group of F16x4's four interleaved
-// rows, over elements [k_begin, k_end) of K, with kSliced and `partial` as in float_tile. The
+// rows, over elements [k_begin, k_end) of K, with kSliced and `partial` as in
+// sliced_float_tile. The
 // elements lie in one K segment, which starts at column `first` and where the group's chunks begin
 // at `group`. The group's chunks are read front to back; each 8 elements of x serve all four rows.
 // MR = 3 at most: 12 accumulators, three x vectors and one weight vector fill the 16 YMM registers.
@@ -216,9 +215,9 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
     __m256* tile_partial = partial;
     int64_t n = n_begin;
     for (; n + NR <= n_end; n += NR, tile_partial += MR * NR)
-      float_tile<Weights, MR, NR, kSliced>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
+      sliced_float_tile<Weights, MR, NR, kSliced>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
     for (; n < n_end; ++n, tile_partial += MR)
-      float_tile<Weights, MR, 1, kSliced>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
+      sliced_float_tile<Weights, MR, 1, kSliced>(x, w, y, N, K, m0, n, k, k_end, tile_partial);
   };
   if (K <= kFloatKBlock) {
     slice.template operator()<false>(0, K);
@@ -269,140 +268,10 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Attention
+// Attention: the families of simd/attention.h (the panel kernel and decode) and
+// simd/prefill_attention.h (prefill as outer products) over the cache rows of simd/cache_rows.h.
 
-// y[d] += Σ_{s<n} w[s] · rows[s·stride + d] for d < dim. The sums stay in registers across the
-// rows (y is read and written once per call), in two sets for even and odd s, so eight FMA chains
-// hide the FMA latency.
-void weighted_sum(float* y, const float* w, const float* rows, int64_t stride, int64_t n,
-                  int64_t dim) {
-  auto columns = [&]<int V>(int64_t d) {
-    __m256 even[V];
-    __m256 odd[V];
-    for (int j = 0; j < V; ++j) {
-      even[j] = _mm256_loadu_ps(y + d + 8 * j);
-      odd[j] = _mm256_setzero_ps();
-    }
-    int64_t s = 0;
-    for (; s + 2 <= n; s += 2) {
-      const __m256 w0 = _mm256_broadcast_ss(w + s);
-      const __m256 w1 = _mm256_broadcast_ss(w + s + 1);
-      const float* r0 = rows + s * stride + d;
-      const float* r1 = r0 + stride;
-      for (int j = 0; j < V; ++j) {
-        even[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(r0 + 8 * j), even[j]);
-        odd[j] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(r1 + 8 * j), odd[j]);
-      }
-    }
-    if (s < n) {
-      const __m256 w0 = _mm256_broadcast_ss(w + s);
-      for (int j = 0; j < V; ++j)
-        even[j] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(rows + s * stride + d + 8 * j), even[j]);
-    }
-    for (int j = 0; j < V; ++j) _mm256_storeu_ps(y + d + 8 * j, _mm256_add_ps(even[j], odd[j]));
-  };
-  int64_t d = 0;
-  for (; d + 32 <= dim; d += 32) columns.template operator()<4>(d);
-  for (; d + 8 <= dim; d += 8) columns.template operator()<1>(d);
-  for (; d < dim; ++d) {
-    float sum = y[d];
-    for (int64_t s = 0; s < n; ++s) sum += w[s] * rows[s * stride + d];
-    y[d] = sum;
-  }
-}
-
-struct F32Cache {
-  using Element = float;
-  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-  static float value(const float* p) { return *p; }
-  // A row of the cache as floats: the row itself.
-  static const float* row(const void* cache, int64_t offset, int64_t /*n*/, float* /*buffer*/) {
-    return static_cast<const float*>(cache) + offset;
-  }
-};
-
-struct F16Cache {
-  using Element = uint16_t;
-  static __m256 load8(const uint16_t* p) { return F16Weights::load<Vec256>(p); }
-  static float value(const uint16_t* p) { return Vec256::half_to_float(*p); }
-  // A row of the cache as floats, converted into `buffer` (the attention kernel passes the row of
-  // its float panel, so the conversion is the only copy).
-  static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
-    const uint16_t* half = static_cast<const uint16_t*>(cache) + offset;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(buffer + i, F16Weights::load<Vec256>(half + i));
-    for (; i < n; ++i) buffer[i] = Vec256::half_to_float(half[i]);
-    return buffer;
-  }
-};
-
-// Lane i of the result is the sum of the lanes of a[i].
-__m256 reduce8(const __m256* a) {
-  // hadd pairs lanes within each 128-bit half: after two rounds, half h of u0 holds the sums of
-  // half h of a[0..3], and of u1 those of a[4..7].
-  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-// out[(h·G + j)·out_stride] = q[(h·G + j)·dim ..] · rows[h·dim ..] for h < H, j < G (H·G <= 8):
-// one slot's rows of H adjacent kv heads against G queries each, each 8 elements of a row
-// converted once, the H·G sums reduced together.
-template <class Cache, int H, int G>
-void dot_slot(const float* q, const typename Cache::Element* rows, int64_t dim, float* out,
-              int64_t out_stride) {
-  static_assert(H * G <= 8);
-  __m256 acc[8];
-  for (__m256& a : acc) a = _mm256_setzero_ps();
-  int64_t d = 0;
-  for (; d + 8 <= dim; d += 8) {
-    for (int h = 0; h < H; ++h) {
-      const __m256 k = Cache::load8(rows + h * dim + d);
-      for (int j = 0; j < G; ++j)
-        acc[h * G + j] =
-            _mm256_fmadd_ps(_mm256_loadu_ps(q + (h * G + j) * dim + d), k, acc[h * G + j]);
-    }
-  }
-  alignas(32) float sums[8];
-  _mm256_store_ps(sums, reduce8(acc));
-  for (; d < dim; ++d) {
-    for (int h = 0; h < H; ++h) {
-      const float k = Cache::value(rows + h * dim + d);
-      for (int j = 0; j < G; ++j) sums[h * G + j] += q[(h * G + j) * dim + d] * k;
-    }
-  }
-  for (int i = 0; i < H * G; ++i) out[i * out_stride] = sums[i];
-}
-
-// acc[j·dim + d] += Σ_{t<S} p[j·p_stride + t] · rows[t·stride + d] for j < group, d < dim: S
-// consecutive slots' V rows of a kv head added into its group's outputs (in L1), each 8 elements
-// of a row converted once and each output vector loaded and stored once per S slots.
-template <class Cache, int S>
-void add_weighted_rows(float* acc, const float* p, int64_t p_stride,
-                       const typename Cache::Element* rows, int64_t stride, int64_t dim,
-                       int64_t group) {
-  int64_t d = 0;
-  for (; d + 8 <= dim; d += 8) {
-    __m256 v[S];
-    for (int t = 0; t < S; ++t) v[t] = Cache::load8(rows + t * stride + d);
-    for (int64_t j = 0; j < group; ++j) {
-      float* out = acc + j * dim + d;
-      __m256 sum = _mm256_loadu_ps(out);
-      for (int t = 0; t < S; ++t)
-        sum = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j * p_stride + t), v[t], sum);
-      _mm256_storeu_ps(out, sum);
-    }
-  }
-  for (; d < dim; ++d) {
-    for (int64_t j = 0; j < group; ++j) {
-      float sum = acc[j * dim + d];
-      for (int t = 0; t < S; ++t) sum += p[j * p_stride + t] * Cache::value(rows + t * stride + d);
-      acc[j * dim + d] = sum;
-    }
-  }
-}
-
-#include "backends/cpu/simd/attention.h"
+#include "backends/cpu/simd/cache_rows.h"
 
 // The vector operations of simd/prefill_attention.h: the score tile is 5 slots x 16 rows and the
 // output tile 4 rows x 16 columns (10 and 8 accumulators of the 16 YMM registers). micro_bench (64
@@ -417,66 +286,15 @@ struct PrefillVector : Vec256 {
 
 #include "backends/cpu/simd/prefill_attention.h"
 
-// Prefill with whole 16-column output tiles in a row: the outer-product kernel; everything else
-// the panel kernel (simd/attention.h).
-template <class Cache>
-void attention(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  const AttentionView a = attention_view(args);
-  if (a.n_queries > 1 && prefill_takes(a.head_dim)) {
-    prefill_attention<Cache>(a, group_begin, group_end);
-  } else {
-    attention_groups<Cache>(args, group_begin, group_end);
-  }
-}
+// After prefill_attention.h, which its attention() dispatches to.
+#include "backends/cpu/simd/attention.h"
 
 }  // namespace
 
-void f32_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                      int64_t n_begin, int64_t n_end) {
-  float_matmul<F32Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
-
-void f16_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                      int64_t n_begin, int64_t n_end) {
-  float_matmul<F16Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
-
-void bf16_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                       int64_t n_begin, int64_t n_end) {
-  float_matmul<BF16Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
-
-void f16x4_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                        int64_t n_begin, int64_t n_end) {
-  float_matmul<F16x4Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
-
-void elementwise_kernels__avx2(KernelTable& table) {
-  set_elementwise_kernels(table);
-}
-
-void f32_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  attention<F32Cache>(args, group_begin, group_end);
-}
-
-void f16_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  attention<F16Cache>(args, group_begin, group_end);
-}
-
-void f16_to_f32__avx2(const void* src, float* dst, int64_t n) {
-  f16_to_f32(src, dst, n);
-}
-
-void f16_from_f32__avx2(const float* src, void* dst, int64_t n) {
-  f16_from_f32(src, dst, n);
-}
-
-void q8_0_to_f32__avx2(const void* src, float* dst, int64_t n) {
-  q8_0_to_f32(src, dst, n);
-}
-
-void q4_0_to_f32__avx2(const void* src, float* dst, int64_t n) {
-  q4_0_to_f32(src, dst, n);
-}
+#define EDGELM_SIMD_ISA avx2
+#define EDGELM_SIMD_F16X4
+#define EDGELM_SIMD_ATTENTION
+#define EDGELM_SIMD_CONVERSIONS
+#include "backends/cpu/simd/entry_points.h"
 
 }  // namespace edgelm::cpu

@@ -18,9 +18,6 @@
 namespace edgelm::cpu {
 namespace {
 
-using x86::Scratch;
-using x86::scratch;
-
 #include "backends/cpu/simd/bands.h"
 #include "backends/cpu/simd/quant_matmul.h"
 #include "backends/cpu/simd/vec_avx2.h"

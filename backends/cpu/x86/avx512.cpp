@@ -6,18 +6,6 @@
 //
 // Nothing here calls an inline or template function from a shared header (see x86.h).
 
-// GCC 12's AVX-512 intrinsics build their "undefined" vectors from self-initialised variables and
-// then warn about them at every use (GCC bug 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -27,14 +15,12 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/rope_table.h"
+#include "backends/cpu/x86/avx512_intrinsics.h"
 #include "backends/cpu/x86/x86.h"
 #include "core/quant.h"
 
 namespace edgelm::cpu {
 namespace {
-
-using x86::Scratch;
-using x86::scratch;
 
 #include "backends/cpu/simd/vec_avx2.h"
 #include "backends/cpu/simd/vec_avx512.h"
@@ -48,46 +34,8 @@ using Vec = Vec512;
 constexpr size_t kChunkBytes = size_t{128} << 10;
 
 // ---------------------------------------------------------------------------------------------
-// Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w, each
-// accumulator a vector of partial sums along K, reduced once at the end of the row.
-
-// y[m0 + i, n0 + j] for i < MR, j < NR. x: [M, K]; w: [N, K] in the Weights' layout; y: [M, N].
-template <class Weights, int MR, int NR>
-void float_tile(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
-                int64_t m0, int64_t n0) {
-  __m512 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
-  const float* x_rows[MR];
-  const typename Weights::Element* w_rows[NR] = {};
-  for (int i = 0; i < MR; ++i) x_rows[i] = x + (m0 + i) * K;
-  // The segments in turn (the accumulators run on across them); K is a multiple of 16 when there
-  // is more than one, so only the last can leave a tail.
-  int64_t k = 0;
-  int64_t first = 0;
-  for (; first < K; first += Weights::kSegment) {
-    for (int j = 0; j < NR; ++j) w_rows[j] = Weights::row(w, n0 + j, N, K, first);
-    const int64_t end = min_of(first + Weights::kSegment, K);
-    for (k = first; k + 16 <= end; k += 16) {
-      __m512 wv[NR];
-      for (int j = 0; j < NR; ++j)
-        wv[j] = Weights::template load<Vec512>(w_rows[j] + Weights::offset(k - first));
-      for (int i = 0; i < MR; ++i) {
-        const __m512 xv = _mm512_loadu_ps(x_rows[i] + k);
-        for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
-      }
-    }
-    if (k < end) break;  // the tail of the last segment
-  }
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) {
-      float sum = Vec512::sum(acc[i][j]);
-      for (int64_t t = k; t < K; ++t)
-        sum += x_rows[i][t] * Weights::at(w_rows[j] + Weights::offset(t - first));
-      y[(m0 + i) * N + n0 + j] = sum;
-    }
-  }
-}
+// Float-weight matmul (F32, F16, BF16): register tiles of MR rows of x by NR rows of w
+// (float_tile, simd/float_weights.h).
 
 // Decode reads one weight row against one row of x with float_row_dot (simd/float_weights.h) in
 // 256-bit steps and without software prefetch: on Zen 4 the 512-bit F16 conversion made this
@@ -197,8 +145,8 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
   }
   constexpr int NR = 4;
   int64_t n = n_begin;
-  for (; n + NR <= n_end; n += NR) float_tile<Weights, MR, NR>(x, w, y, N, K, m0, n);
-  for (; n < n_end; ++n) float_tile<Weights, MR, 1>(x, w, y, N, K, m0, n);
+  for (; n + NR <= n_end; n += NR) float_tile<Vec512, Weights, MR, NR>(x, w, y, N, K, m0, n);
+  for (; n < n_end; ++n) float_tile<Vec512, Weights, MR, 1>(x, w, y, N, K, m0, n);
 }
 
 template <class Weights>
@@ -234,6 +182,8 @@ void float_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
 
 // ---------------------------------------------------------------------------------------------
 // Decode attention: one query over the cache, the thread's kv heads [group_begin, group_end).
+
+#include "backends/cpu/simd/cache_rows.h"
 
 // Lane i of the result is the sum of the lanes of v[i], for i < 16: 15 adds and 30 shuffles for
 // sixteen sums, where sixteen horizontal sums take about 130 instructions.
@@ -326,8 +276,7 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
       const Element* slot_rows = k + s * slot_elements;
       for (int64_t h = 0; h < heads; ++h) {
         __m512 key[kChunks];
-        for (int c = 0; c < kChunks; ++c)
-          key[c] = Cache::template load<Vec512>(slot_rows + h * kDim + 16 * c);
+        for (int c = 0; c < kChunks; ++c) key[c] = Cache::load(slot_rows + h * kDim + 16 * c);
         for (int64_t j = 0; j < group; ++j) {
           const float* q_row = q + (h * group + j) * kDim;
           __m512 dot = _mm512_mul_ps(_mm512_loadu_ps(q_row), key[0]);
@@ -386,7 +335,7 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
         for (int c = 0; c < kChunks; ++c) {
           __m512 value[kStep];
           for (int t = 0; t < kStep; ++t)
-            value[t] = Cache::template load<Vec512>(value_rows + t * slot_elements + 16 * c);
+            value[t] = Cache::load(value_rows + t * slot_elements + 16 * c);
           for (int64_t j = 0; j < group; ++j) {
             float* o = acc + j * kDim + 16 * c;
             const float* weights = p + j * n_slots;
@@ -405,8 +354,7 @@ void decode_attention(const AttentionView& a, int64_t group_begin, int64_t group
       for (int64_t t = 0; t < count; ++t) {
         if (!visible(s0 + t, g)) continue;
         for (int c = 0; c < kChunks; ++c) {
-          const __m512 value =
-              Cache::template load<Vec512>(value_rows + t * slot_elements + 16 * c);
+          const __m512 value = Cache::load(value_rows + t * slot_elements + 16 * c);
           for (int64_t j = 0; j < group; ++j) {
             float* o = acc + j * kDim + 16 * c;
             _mm512_storeu_ps(
@@ -455,20 +403,6 @@ struct PrefillVector : Vec512 {
   static constexpr int kValueVectors = 4;
 };
 
-// The cache rows as floats, for simd/prefill_attention.h's panels.
-template <class Weights>
-struct AttentionCache {
-  using Element = typename Weights::Element;
-  static const float* row(const void* cache, int64_t offset, int64_t n, float* buffer) {
-    const Element* values = static_cast<const Element*>(cache) + offset;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-      _mm512_storeu_ps(buffer + i, Weights::template load<Vec512>(values + i));
-    for (; i < n; ++i) buffer[i] = Weights::at(values + i);
-    return buffer;
-  }
-};
-
 #include "backends/cpu/simd/prefill_attention.h"
 
 // The AVX-512 kernels where they apply (decode: one query, head_dim 64 or 128; prefill: head_dim a
@@ -487,40 +421,20 @@ bool try_attention(const AttentionArgs& args, int64_t group_begin, int64_t group
     return true;
   }
   if (a.n_queries < 2 || !prefill_takes(a.head_dim)) return false;
-  prefill_attention<AttentionCache<Cache>>(a, group_begin, group_end);
+  prefill_attention<Cache>(a, group_begin, group_end);
   return true;
 }
 
 }  // namespace
 
 void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  if (!try_attention<F32Weights>(args, group_begin, group_end))
+  if (!try_attention<F32Cache>(args, group_begin, group_end))
     f32_attention__avx2(args, group_begin, group_end);
 }
 
 void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end) {
-  if (!try_attention<F16Weights>(args, group_begin, group_end))
+  if (!try_attention<F16Cache>(args, group_begin, group_end))
     f16_attention__avx2(args, group_begin, group_end);
-}
-
-void f32_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                        int64_t n_begin, int64_t n_end) {
-  float_matmul<F32Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
-
-void f16_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                        int64_t n_begin, int64_t n_end) {
-  float_matmul<F16Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
-
-void bf16_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                         int64_t n_begin, int64_t n_end) {
-  float_matmul<BF16Weights>(x, w, y, M, N, K, n_begin, n_end);
-}
-
-void f16x4_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                          int64_t n_begin, int64_t n_end) {
-  float_matmul<F16x4Weights>(x, w, y, M, N, K, n_begin, n_end);
 }
 
 void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t N, int64_t K,
@@ -530,8 +444,8 @@ void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t 
                                    b_begin, rows);
 }
 
-void elementwise_kernels__avx512(KernelTable& table) {
-  set_elementwise_kernels(table);
-}
+#define EDGELM_SIMD_ISA avx512
+#define EDGELM_SIMD_F16X4
+#include "backends/cpu/simd/entry_points.h"
 
 }  // namespace edgelm::cpu

@@ -6,31 +6,17 @@
 //
 // Nothing here calls an inline or template function from a shared header (see x86.h).
 
-// GCC 12's AVX-512 intrinsics build their "undefined" vectors from self-initialised variables and
-// then warn about them at every use (GCC bug 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "backends/cpu/x86/avx512_intrinsics.h"
 #include "backends/cpu/x86/x86.h"
 #include "core/quant.h"
 
 namespace edgelm::cpu {
 namespace {
-
-using x86::Scratch;
-using x86::scratch;
 
 #include "backends/cpu/simd/bands.h"
 #include "backends/cpu/simd/quant_matmul.h"

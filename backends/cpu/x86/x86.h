@@ -8,14 +8,15 @@
 // included inside each file's anonymous namespace, so each has a private copy): the linker keeps
 // one copy of such a function for the whole program, and a copy compiled with -mavx512f could be
 // the one a portable caller ends up running on a CPU without AVX-512. What they need from the
-// Tensor API and the heap comes through the out-of-line helpers below (defined in kernel_table.cpp,
-// which is compiled without ISA flags).
+// Tensor API and the heap comes through out-of-line helpers (scratch.h, and prefetch_part below),
+// defined in kernel_table.cpp, which is compiled without ISA flags.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "backends/cpu/attention_view.h"
+#include "backends/cpu/scratch.h"
 #include "core/backend.h"
 
 namespace edgelm::cpu {
@@ -131,12 +132,6 @@ void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64
 void f16_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
 
 namespace x86 {
-
-// Per-thread scratch memory, one growing buffer per slot: a kernel asks for the bytes it needs on
-// every call and gets the same 64-byte aligned buffer back once it is large enough, so steady-state
-// decoding allocates nothing. The contents are not preserved across a call that grows a buffer.
-enum class Scratch { kActivations, kScores, kAccumulators, kCount };
-void* scratch(Scratch slot, size_t bytes);
 
 // Prefetches into L1 the cache lines of part `part` of `parts` equal parts of [begin, begin +
 // bytes). The float prefill GEMMs spread the next weight chunk over the bands of x that multiply
