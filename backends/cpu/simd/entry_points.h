@@ -8,13 +8,16 @@
 //                           simd/attention.h)
 //   EDGELM_SIMD_CONVERSIONS f16_to_f32, f16_from_f32, q8_0_to_f32, q4_0_to_f32
 //                           (simd/elementwise.h)
-// Every file has f32_matmul, f16_matmul and bf16_matmul (its float_matmul over
+//   EDGELM_SIMD_X86_QUANT   the quantized matmuls of simd/quant_matmul.h (the x86 *_quant.cpp
+//                           files; float matmuls and element-wise entries then left out)
+// Every other file has f32_matmul, f16_matmul and bf16_matmul (its float_matmul over
 // simd/float_weights.h) and elementwise_kernels (set_elementwise_kernels).
 
 #define EDGELM_SIMD_NAME_(entry, isa) entry##__##isa
 #define EDGELM_SIMD_NAME(entry, isa) EDGELM_SIMD_NAME_(entry, isa)
 #define EDGELM_SIMD_ENTRY(entry) EDGELM_SIMD_NAME(entry, EDGELM_SIMD_ISA)
 
+#if !defined(EDGELM_SIMD_X86_QUANT)
 void EDGELM_SIMD_ENTRY(f32_matmul)(const float* x, const void* w, float* y, int64_t M, int64_t N,
                                    int64_t K, int64_t n_begin, int64_t n_end) {
   float_matmul<F32Weights>(x, w, y, M, N, K, n_begin, n_end);
@@ -40,6 +43,7 @@ void EDGELM_SIMD_ENTRY(f16x4_matmul)(const float* x, const void* w, float* y, in
 void EDGELM_SIMD_ENTRY(elementwise_kernels)(KernelTable& table) {
   set_elementwise_kernels(table);
 }
+#endif
 
 #if defined(EDGELM_SIMD_ATTENTION)
 void EDGELM_SIMD_ENTRY(f32_attention)(const AttentionArgs& args, int64_t group_begin,
@@ -68,6 +72,75 @@ void EDGELM_SIMD_ENTRY(q8_0_to_f32)(const void* src, float* dst, int64_t n) {
 
 void EDGELM_SIMD_ENTRY(q4_0_to_f32)(const void* src, float* dst, int64_t n) {
   q4_0_to_f32(src, dst, n);
+}
+#endif
+
+#if defined(EDGELM_SIMD_X86_QUANT)
+// The x86 quantized matmuls of simd/quant_matmul.h over the file's integer policy and weight
+// kinds, which it names QuantInt (the policy), Q8_0Format, Q4_0Format (row-major blocks, each with
+// kGroup and kBiasedX: how it wants x quantized) and Q4_0x8Tile, Q8_0x8Tile (the interleaved
+// layouts). The interleaved layouts take x plain (group 1, not biased).
+void EDGELM_SIMD_ENTRY(q8_0_matmul_xq)(const void* xq, const void* w, float* y, int64_t M,
+                                       int64_t N, int64_t K, int64_t n_begin, int64_t n_end) {
+  quant_matmul<QuantInt, Q8_0Format>(quantized_view(xq, M, K, Q8_0Format::kGroup), w, y, M, N, K,
+                                     n_begin, n_end);
+}
+
+void EDGELM_SIMD_ENTRY(q4_0_matmul_xq)(const void* xq, const void* w, float* y, int64_t M,
+                                       int64_t N, int64_t K, int64_t n_begin, int64_t n_end) {
+  quant_matmul<QuantInt, Q4_0Format>(quantized_view(xq, M, K, Q4_0Format::kGroup), w, y, M, N, K,
+                                     n_begin, n_end);
+}
+
+void EDGELM_SIMD_ENTRY(q4_0x8_matmul_xq)(const void* xq, const void* w, float* y, int64_t M,
+                                         int64_t N, int64_t K, int64_t n_begin, int64_t n_end) {
+  x8_matmul<QuantInt, Q4_0x8Tile>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
+}
+
+void EDGELM_SIMD_ENTRY(q8_0x8_matmul_xq)(const void* xq, const void* w, float* y, int64_t M,
+                                         int64_t N, int64_t K, int64_t n_begin, int64_t n_end) {
+  x8_matmul<QuantInt, Q8_0x8Tile>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
+}
+
+void EDGELM_SIMD_ENTRY(q4_0x8_decode_pairs)(const void* xq, const void* w, float* y, int64_t N,
+                                            int64_t K, int64_t a_begin, int64_t b_begin,
+                                            int64_t rows) {
+  x8_decode_pairs<QuantInt, Q4_0x8Tile>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin,
+                                        rows);
+}
+
+void EDGELM_SIMD_ENTRY(q8_0x8_decode_pairs)(const void* xq, const void* w, float* y, int64_t N,
+                                            int64_t K, int64_t a_begin, int64_t b_begin,
+                                            int64_t rows) {
+  x8_decode_pairs<QuantInt, Q8_0x8Tile>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin,
+                                        rows);
+}
+
+// The one-step forms quantize all of x into per-thread scratch first.
+void EDGELM_SIMD_ENTRY(q8_0_matmul)(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                                    int64_t K, int64_t n_begin, int64_t n_end) {
+  quant_matmul<QuantInt, Q8_0Format>(
+      quantize_x<QuantInt>(x, M, K, Q8_0Format::kGroup, Q8_0Format::kBiasedX), w, y, M, N, K,
+      n_begin, n_end);
+}
+
+void EDGELM_SIMD_ENTRY(q4_0_matmul)(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                                    int64_t K, int64_t n_begin, int64_t n_end) {
+  quant_matmul<QuantInt, Q4_0Format>(
+      quantize_x<QuantInt>(x, M, K, Q4_0Format::kGroup, Q4_0Format::kBiasedX), w, y, M, N, K,
+      n_begin, n_end);
+}
+
+void EDGELM_SIMD_ENTRY(q4_0x8_matmul)(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                                      int64_t K, int64_t n_begin, int64_t n_end) {
+  x8_matmul<QuantInt, Q4_0x8Tile>(quantize_x<QuantInt>(x, M, K, 1, false), w, y, M, N, K, n_begin,
+                                  n_end);
+}
+
+void EDGELM_SIMD_ENTRY(q8_0x8_matmul)(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                                      int64_t K, int64_t n_begin, int64_t n_end) {
+  x8_matmul<QuantInt, Q8_0x8Tile>(quantize_x<QuantInt>(x, M, K, 1, false), w, y, M, N, K, n_begin,
+                                  n_end);
 }
 #endif
 

@@ -88,7 +88,8 @@ __m256 block_scales8(const Block* w) {
 
 struct Q4_0Format {
   using Block = BlockQ4_0;
-  static constexpr int kGroup = 2;       // one 256-bit load holds two blocks' nibbles
+  static constexpr int kGroup = 2;  // one 256-bit load holds two blocks' nibbles
+  static constexpr bool kBiasedX = false;
   static constexpr bool kOffset = true;  // nibbles are 0..15; subtract 8·Σx afterwards
   static __m256 scales(const Block* w) { return block_scales8(w); }
 
@@ -142,6 +143,7 @@ struct Q4_0Format {
 struct Q8_0Format {
   using Block = BlockQ8_0;
   static constexpr int kGroup = 1;
+  static constexpr bool kBiasedX = false;  // x signed: maddubs takes |w| as its unsigned side
   static constexpr bool kOffset = false;
   static __m256 scales(const Block* w) { return block_scales8(w); }
 
@@ -376,12 +378,17 @@ struct Q8_0x8Kernel : X8Kernel<BlockQ8_0x8, kQ8_0x8SegmentBlocks> {
   }
 };
 
+// The names simd/entry_points.h instantiates the quantized matmuls with.
+using QuantInt = Avx2Int;
+using Q4_0x8Tile = Q4_0x8Kernel;
+using Q8_0x8Tile = Q8_0x8Kernel;
+
 }  // namespace
 
 // How each format wants x: Q4_0 in groups of two blocks, the others plain.
 void quantize_x_pairs__avx2(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
                             int64_t m_end) {
-  quantize_rows<Avx2Int>(x, xq, M, K, m_begin, m_end, Q4_0Format::kGroup, /*biased=*/false);
+  quantize_rows<Avx2Int>(x, xq, M, K, m_begin, m_end, Q4_0Format::kGroup, Q4_0Format::kBiasedX);
 }
 
 void quantize_x__avx2(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
@@ -389,63 +396,8 @@ void quantize_x__avx2(const float* x, void* xq, int64_t M, int64_t K, int64_t m_
   quantize_rows<Avx2Int>(x, xq, M, K, m_begin, m_end, /*group=*/1, /*biased=*/false);
 }
 
-void q8_0_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                          int64_t n_begin, int64_t n_end) {
-  quant_matmul<Avx2Int, Q8_0Format>(quantized_view(xq, M, K, Q8_0Format::kGroup), w, y, M, N, K,
-                                    n_begin, n_end);
-}
-
-void q4_0_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                          int64_t n_begin, int64_t n_end) {
-  quant_matmul<Avx2Int, Q4_0Format>(quantized_view(xq, M, K, Q4_0Format::kGroup), w, y, M, N, K,
-                                    n_begin, n_end);
-}
-
-void q4_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                            int64_t K, int64_t n_begin, int64_t n_end) {
-  x8_matmul<Avx2Int, Q4_0x8Kernel>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
-}
-
-void q8_0x8_matmul_xq__avx2(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                            int64_t K, int64_t n_begin, int64_t n_end) {
-  x8_matmul<Avx2Int, Q8_0x8Kernel>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
-}
-
-void q4_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t N, int64_t K,
-                               int64_t a_begin, int64_t b_begin, int64_t rows) {
-  x8_decode_pairs<Avx2Int, Q4_0x8Kernel>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin,
-                                         rows);
-}
-
-void q8_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t N, int64_t K,
-                               int64_t a_begin, int64_t b_begin, int64_t rows) {
-  x8_decode_pairs<Avx2Int, Q8_0x8Kernel>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin,
-                                         rows);
-}
-
-// The one-step forms quantize all of x into per-thread scratch first.
-void q8_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                       int64_t n_begin, int64_t n_end) {
-  quant_matmul<Avx2Int, Q8_0Format>(quantize_x<Avx2Int>(x, M, K, Q8_0Format::kGroup, false), w, y,
-                                    M, N, K, n_begin, n_end);
-}
-
-void q4_0_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                       int64_t n_begin, int64_t n_end) {
-  quant_matmul<Avx2Int, Q4_0Format>(quantize_x<Avx2Int>(x, M, K, Q4_0Format::kGroup, false), w, y,
-                                    M, N, K, n_begin, n_end);
-}
-
-void q4_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                         int64_t n_begin, int64_t n_end) {
-  x8_matmul<Avx2Int, Q4_0x8Kernel>(quantize_x<Avx2Int>(x, M, K, 1, false), w, y, M, N, K, n_begin,
-                                   n_end);
-}
-
-void q8_0x8_matmul__avx2(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                         int64_t n_begin, int64_t n_end) {
-  x8_matmul<Avx2Int, Q8_0x8Kernel>(quantize_x<Avx2Int>(x, M, K, 1, false), w, y, M, N, K, n_begin,
-                                   n_end);
-}
+#define EDGELM_SIMD_ISA avx2
+#define EDGELM_SIMD_X86_QUANT
+#include "backends/cpu/simd/entry_points.h"
 
 }  // namespace edgelm::cpu

@@ -393,6 +393,11 @@ struct Q8_0x8Vnni : X8Vnni<Q8_0x8Vnni, BlockQ8_0x8, kQ8_0x8SegmentBlocks> {
   static constexpr int x_byte(int j) { return 4 * j; }
 };
 
+// The names simd/entry_points.h instantiates the quantized matmuls with.
+using QuantInt = Avx512Int;
+using Q4_0x8Tile = Q4_0x8Vnni;
+using Q8_0x8Tile = Q8_0x8Vnni;
+
 }  // namespace
 
 // How each format wants x: Q4_0 in groups of four blocks, Q8_0 biased by 128, the interleaved
@@ -412,34 +417,6 @@ void quantize_x_x8__avx512(const float* x, void* xq, int64_t M, int64_t K, int64
   quantize_rows<Avx512Int>(x, xq, M, K, m_begin, m_end, /*group=*/1, /*biased=*/false);
 }
 
-void q8_0_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                            int64_t K, int64_t n_begin, int64_t n_end) {
-  quant_matmul<Avx512Int, Q8_0Format>(quantized_view(xq, M, K, Q8_0Format::kGroup), w, y, M, N, K,
-                                      n_begin, n_end);
-}
-
-void q4_0_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                            int64_t K, int64_t n_begin, int64_t n_end) {
-  quant_matmul<Avx512Int, Q4_0Format>(quantized_view(xq, M, K, Q4_0Format::kGroup), w, y, M, N, K,
-                                      n_begin, n_end);
-}
-
-void q4_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                              int64_t K, int64_t n_begin, int64_t n_end) {
-  x8_matmul<Avx512Int, Q4_0x8Vnni>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
-}
-
-void q8_0x8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
-                              int64_t K, int64_t n_begin, int64_t n_end) {
-  x8_matmul<Avx512Int, Q8_0x8Vnni>(quantized_view(xq, M, K, 1), w, y, M, N, K, n_begin, n_end);
-}
-
-void q4_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
-                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
-  x8_decode_pairs<Avx512Int, Q4_0x8Vnni>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin,
-                                         rows);
-}
-
 void q4_0x8_decode_pairs_prefetch__avx512(const void* xq, const void* w, float* y, int64_t N,
                                           int64_t K, int64_t a_begin, int64_t b_begin,
                                           int64_t rows) {
@@ -447,37 +424,8 @@ void q4_0x8_decode_pairs_prefetch__avx512(const void* xq, const void* w, float* 
                                                b_begin, rows);
 }
 
-void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
-                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
-  x8_decode_pairs<Avx512Int, Q8_0x8Vnni>(quantized_view(xq, 1, K, 1), w, y, N, a_begin, b_begin,
-                                         rows);
-}
-
-// The one-step forms quantize all of x into per-thread scratch first.
-void q8_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                         int64_t n_begin, int64_t n_end) {
-  quant_matmul<Avx512Int, Q8_0Format>(
-      quantize_x<Avx512Int>(x, M, K, Q8_0Format::kGroup, Q8_0Format::kBiasedX), w, y, M, N, K,
-      n_begin, n_end);
-}
-
-void q4_0_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                         int64_t n_begin, int64_t n_end) {
-  quant_matmul<Avx512Int, Q4_0Format>(
-      quantize_x<Avx512Int>(x, M, K, Q4_0Format::kGroup, Q4_0Format::kBiasedX), w, y, M, N, K,
-      n_begin, n_end);
-}
-
-void q4_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                           int64_t n_begin, int64_t n_end) {
-  x8_matmul<Avx512Int, Q4_0x8Vnni>(quantize_x<Avx512Int>(x, M, K, 1, false), w, y, M, N, K, n_begin,
-                                   n_end);
-}
-
-void q8_0x8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                           int64_t n_begin, int64_t n_end) {
-  x8_matmul<Avx512Int, Q8_0x8Vnni>(quantize_x<Avx512Int>(x, M, K, 1, false), w, y, M, N, K, n_begin,
-                                   n_end);
-}
+#define EDGELM_SIMD_ISA avx512
+#define EDGELM_SIMD_X86_QUANT
+#include "backends/cpu/simd/entry_points.h"
 
 }  // namespace edgelm::cpu
