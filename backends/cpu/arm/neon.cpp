@@ -42,9 +42,7 @@ template <class Weights, int MR>
 void float_band(const float* x, const typename Weights::Element* w, float* y, int64_t N, int64_t K,
                 int64_t m0, int64_t n_begin, int64_t n_end) {
   constexpr int NR = MR == 1 ? 8 : 4;
-  int64_t n = n_begin;
-  for (; n + NR <= n_end; n += NR) float_tile<Vec128, Weights, MR, NR>(x, w, y, N, K, m0, n);
-  for (; n < n_end; ++n) float_tile<Vec128, Weights, MR, 1>(x, w, y, N, K, m0, n);
+  float_tiles<Vec128, Weights, MR, NR>(x, w, y, N, K, m0, n_begin, n_end);
 }
 
 template <class Weights>

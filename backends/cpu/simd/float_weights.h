@@ -148,3 +148,13 @@ void float_tile(const float* x, const typename Weights::Element* w, float* y, in
     }
   }
 }
+
+// Weight rows [n_begin, n_end) against MR rows of x from m0: float_tile over NR rows at a time,
+// then over the rows left one by one.
+template <class V, class Weights, int MR, int NR>
+void float_tiles(const float* x, const typename Weights::Element* w, float* y, int64_t N,
+                 int64_t K, int64_t m0, int64_t n_begin, int64_t n_end) {
+  int64_t n = n_begin;
+  for (; n + NR <= n_end; n += NR) float_tile<V, Weights, MR, NR>(x, w, y, N, K, m0, n);
+  for (; n < n_end; ++n) float_tile<V, Weights, MR, 1>(x, w, y, N, K, m0, n);
+}

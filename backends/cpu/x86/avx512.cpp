@@ -144,9 +144,7 @@ void float_band(const float* x, const typename Weights::Element* w, float* y, in
     return;
   }
   constexpr int NR = 4;
-  int64_t n = n_begin;
-  for (; n + NR <= n_end; n += NR) float_tile<Vec512, Weights, MR, NR>(x, w, y, N, K, m0, n);
-  for (; n < n_end; ++n) float_tile<Vec512, Weights, MR, 1>(x, w, y, N, K, m0, n);
+  float_tiles<Vec512, Weights, MR, NR>(x, w, y, N, K, m0, n_begin, n_end);
 }
 
 template <class Weights>
