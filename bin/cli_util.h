@@ -14,6 +14,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -281,6 +282,12 @@ inline void close_written_file(std::ofstream& out, const std::string& path, cons
 inline void finish_stdout() {
   if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)
     EDGELM_FAIL("stdout: write failed: ", std::strerror(errno));
+}
+
+// `value` as one line of JSON on stdout (the tools' --json summaries). Strings that are not valid
+// UTF-8 (a token's bytes cut mid-character) get U+FFFD instead of throwing.
+inline void print_json_line(const nlohmann::json& value) {
+  std::printf("%s\n", value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
 // A tool's main(): runs run(argc, argv) and turns an exception into one line on stderr, "tool:

@@ -553,53 +553,30 @@ int run(int argc, char** argv) {
                static_cast<long long>(stats.evictions), stats.eviction_seconds,
                static_cast<double>(peak) / 1048576.0, stop.c_str());
   if (json) {
-    nlohmann::json summary = {
-        {"model", model_path},
-        {"format", format},
+    nlohmann::json summary = edgelm::cli::session_summary(
+        model_path, format, kv_type, load_s, stats, manager,
+        {copy_bytes_load, copy_bytes_after_prefill, copy_bytes_after_prefill + copy_bytes_decode},
+        peak, stop, reply);
+    summary.update({
         {"backend", backend_name},
         {"device", backend->device()},
         {"weight_type", edgelm::dtype_name(weight_type)},
         {"weight_types", weight_types},
         {"weight_layout", edgelm::dtype_name(weight_layout)},
-        {"kv_type", edgelm::dtype_name(kv_type)},
-        {"load_s", load_s},
-        {"prompt_tokens", stats.prompt_tokens},
-        {"generated_tokens", stats.generated_tokens},
-        {"prefill_s", stats.prefill_seconds},
-        {"decode_s", stats.decode_seconds},
-        {"prefill_tok_s", stats.prefill_tok_s()},
-        {"decode_tok_s", stats.decode_tok_s()},
-        {"kv_bytes", stats.kv_bytes},
         {"kv_resident_bytes", stats.kv_resident_bytes},
-        {"kv_capacity", stats.kv_capacity},
-        {"kv_context", stats.kv_context},
         {"kv_budget", manager.config().kv_budget},
-        {"kv_slots", stats.kv_slots},
         {"kv_used_bytes", stats.kv_used_bytes},
-        {"next_position", stats.next_position},
-        {"eviction_policy", manager.policy().name()},
         {"protected_system_positions",
          manager.tokens().system_end() - manager.tokens().system_begin()},
-        {"evictions", stats.evictions},
-        {"evicted_tokens", stats.evicted_tokens},
-        {"eviction_s", stats.eviction_seconds},
         {"eviction_fallbacks", stats.eviction_fallbacks},
         {"eviction_fallback_kinds", manager.fallbacks()},
         {"released_bytes", stats.released_bytes},
         {"rss_drop_bytes", stats.rss_drop_bytes},
-        {"rss_bytes", edgelm::resident_bytes()},
-        {"peak_rss_bytes", peak},
         {"weight_bytes_per_token", model.weight_bytes_per_token()},
-        {"host_device_copy_bytes", copy_bytes_decode},
-        {"host_device_copy_bytes_prefill", copy_bytes_after_prefill - copy_bytes_load},
-        {"host_device_copy_bytes_load", copy_bytes_load},
-        {"stop", stop},
-        {"tokens", reply.tokens},
-    };
+    });
     if (budget_bytes > 0) summary["kv_budget_bytes"] = budget_bytes;
     if (stream_text) summary["text"] = reply.text;
-    std::printf("%s\n",
-                summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    edgelm::cli::print_json_line(summary);
   }
   edgelm::cli::finish_stdout();
   return 0;

@@ -4,12 +4,16 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "bin/cli_util.h"
+#include "core/process_stats.h"
 #include "eviction/cache_manager.h"
 #include "models/llama.h"
 #include "models/sampler.h"
+#include "models/session.h"
 #include "models/tokenizer.h"
 
 namespace edgelm::cli {
@@ -191,6 +195,52 @@ inline void add_generate_flags(CLI::App& app, GenerateFlags& f) {
                  "(PyramidKV)");
   app.add_option("--pyramid-beta", f.eviction.pyramid_beta,
                  "pyramid: bottom-to-top steepness (default 20; 1 is uniform)");
+}
+
+// Bytes moved between host and device, as the backend's counter read after loading, after the
+// prompt and at the end.
+struct CopyBytes {
+  uint64_t load = 0;
+  uint64_t after_prefill = 0;
+  uint64_t at_end = 0;
+};
+
+// The --json fields that generate and generate_hybrid share: the session's counts and times, the
+// cache and its eviction, memory, the host-device transfers of each phase, how the reply stopped
+// and its token ids. Each tool adds its own (backend, weights, switches, ...).
+inline nlohmann::json session_summary(const std::string& model_path, const std::string& format,
+                                      DType kv_type, double load_s, const GenerationStats& stats,
+                                      CacheManager& manager, const CopyBytes& copies,
+                                      int64_t peak_rss_bytes, const std::string& stop,
+                                      const Reply& reply) {
+  return {
+      {"model", model_path},
+      {"format", format},
+      {"kv_type", dtype_name(kv_type)},
+      {"load_s", load_s},
+      {"prompt_tokens", stats.prompt_tokens},
+      {"generated_tokens", stats.generated_tokens},
+      {"prefill_s", stats.prefill_seconds},
+      {"decode_s", stats.decode_seconds},
+      {"prefill_tok_s", stats.prefill_tok_s()},
+      {"decode_tok_s", stats.decode_tok_s()},
+      {"kv_bytes", stats.kv_bytes},
+      {"kv_capacity", stats.kv_capacity},
+      {"kv_context", stats.kv_context},
+      {"kv_slots", stats.kv_slots},
+      {"next_position", stats.next_position},
+      {"eviction_policy", manager.policy().name()},
+      {"evictions", stats.evictions},
+      {"evicted_tokens", stats.evicted_tokens},
+      {"eviction_s", stats.eviction_seconds},
+      {"rss_bytes", resident_bytes()},
+      {"peak_rss_bytes", peak_rss_bytes},
+      {"host_device_copy_bytes", copies.at_end - copies.after_prefill},
+      {"host_device_copy_bytes_prefill", copies.after_prefill - copies.load},
+      {"host_device_copy_bytes_load", copies.load},
+      {"stop", stop},
+      {"tokens", reply.tokens},
+  };
 }
 
 }  // namespace edgelm::cli

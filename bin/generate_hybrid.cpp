@@ -387,9 +387,11 @@ int run(int argc, char** argv) {
                         {"reason", event.reason},
                         {"us", event.seconds * 1e6}});
     }
-    nlohmann::json summary = {
-        {"model", f.model_path},
-        {"format", hybrid.format()},
+    nlohmann::json summary = edgelm::cli::session_summary(
+        f.model_path, hybrid.format(), kv_type, load_s, stats, manager,
+        {copy_bytes_load, copy_bytes_after_prefill, copy_bytes_after_prefill + copy_bytes_decode},
+        peak, stop, reply);
+    summary.update({
         {"backend", "hybrid"},
         {"prefill_backend", prefill_name},
         {"decode_backend", decode_name},
@@ -405,36 +407,12 @@ int run(int argc, char** argv) {
         {"weight_sharing", edgelm::weight_sharing_name(sharing)},
         {"shared_weight_bytes", hybrid.shared_weight_bytes()},
         {"cpu_only_weight_bytes", hybrid.cpu_only_weight_bytes()},
-        {"kv_type", edgelm::dtype_name(kv_type)},
-        {"load_s", load_s},
-        {"prompt_tokens", stats.prompt_tokens},
-        {"generated_tokens", stats.generated_tokens},
-        {"prefill_s", stats.prefill_seconds},
-        {"decode_s", stats.decode_seconds},
-        {"prefill_tok_s", stats.prefill_tok_s()},
-        {"decode_tok_s", stats.decode_tok_s()},
         {"switches", router.switches()},
         {"switch_s", router.switch_seconds()},
         {"switch_events", events},
         {"backends", {{"cpu", share_json(on_cpu)}, {"opencl", share_json(on_cl)}}},
         {"pressure_steps", pressure ? pressure->pressure_steps() : 0},
-        {"kv_bytes", stats.kv_bytes},
-        {"kv_capacity", stats.kv_capacity},
-        {"kv_context", stats.kv_context},
-        {"kv_slots", stats.kv_slots},
-        {"next_position", stats.next_position},
-        {"eviction_policy", manager.policy().name()},
-        {"evictions", stats.evictions},
-        {"evicted_tokens", stats.evicted_tokens},
-        {"eviction_s", stats.eviction_seconds},
-        {"rss_bytes", edgelm::resident_bytes()},
-        {"peak_rss_bytes", peak},
-        {"host_device_copy_bytes", copy_bytes_decode},
-        {"host_device_copy_bytes_prefill", copy_bytes_after_prefill - copy_bytes_load},
-        {"host_device_copy_bytes_load", copy_bytes_load},
-        {"stop", stop},
-        {"tokens", reply.tokens},
-    };
+    });
     if (warmup) {
       nlohmann::json measured;
       for (edgelm::Phase phase : {edgelm::Phase::Prefill, edgelm::Phase::Decode}) {
@@ -447,8 +425,7 @@ int run(int argc, char** argv) {
       summary["warmup"] = measured;
     }
     if (stream_text) summary["text"] = reply.text;
-    std::printf("%s\n",
-                summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    edgelm::cli::print_json_line(summary);
   }
   edgelm::cli::finish_stdout();
   return 0;
