@@ -23,33 +23,15 @@
 #include "models/loader.h"
 #include "models/make_model.h"
 #include "models/session.h"
-
-#if EDGELM_HAVE_OPENCL
-#include "backends/opencl/device.h"
-#endif
+#include "tests/opencl_test_util.h"
 
 namespace edgelm {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool have_opencl_device() {
-#if EDGELM_HAVE_OPENCL
-  return opencl::any_device();
-#else
-  return false;
-#endif
-}
-
-#define REQUIRE_OPENCL_DEVICE()                                                  \
-  do {                                                                           \
-    if (!have_opencl_device()) {                                                 \
-      if (std::getenv("EDGELM_REQUIRE_OPENCL") != nullptr) {                     \
-        FAIL() << "EDGELM_REQUIRE_OPENCL is set but no OpenCL device was found"; \
-      }                                                                          \
-      GTEST_SKIP() << "no OpenCL device";                                        \
-    }                                                                            \
-  } while (0)
+using test::max_relative_diff;
+using test::ModelCase;
+using test::test_prompt;
 
 StepInfo prefill_step(int64_t n_tokens, int64_t kv_slots) {
   return {.phase = Phase::Prefill, .n_tokens = n_tokens, .kv_slots = kv_slots};
@@ -166,12 +148,6 @@ TEST(HybridSchedule, PressureMovesStepsToTheCpu) {
 
 // ---- the model on both backends ----
 
-std::vector<int32_t> test_prompt(int64_t vocab) {
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % static_cast<int32_t>(vocab - 1));
-  return prompt;
-}
-
 struct GreedyRun {
   std::vector<int32_t> tokens;
   std::vector<std::vector<float>> logits;  // after the prompt, then after each decode step
@@ -220,15 +196,6 @@ GreedyRun cpu_run(const std::string& path, std::optional<DType> weight_type, DTy
   return generate(model, cache, nullptr, nullptr, n);
 }
 
-double max_relative_diff(std::span<const float> a, std::span<const float> b) {
-  double worst = 0.0, scale = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::fabs(double{a[i]} - b[i]));
-    scale = std::max(scale, std::fabs(double{b[i]}));
-  }
-  return worst / scale;
-}
-
 // The schedules every weight and KV type runs: prefill on one backend and decode on the other
 // (both ways), decode alternating every step and every 3 steps, decode moving over at a KV
 // threshold in the middle of the reply, and the warmup (which alternates, then picks).
@@ -251,22 +218,17 @@ const std::vector<NamedSchedule>& schedules() {
   return all;
 }
 
-struct ModelCase {
-  DType weight_type;
-  DType kv_type;
-};
-
 class HybridModelTest : public ::testing::TestWithParam<ModelCase> {};
 
 // Greedy tokens equal to the CPU-only run's under every schedule, for both weight layouts;
-// logits within the bounds test_opencl gives CPU against OpenCL (float weights 1e-3; quantized
+// logits within the CPU<->OpenCL bounds (test::logit_tolerance: float weights 1e-3; quantized
 // 5e-2, for 8-bit activation rounding that tiny float differences can move by one step); no
 // transfer between host and device; and the switches the schedule implies. A schedule that ran
 // every step on one backend would still pass the token check, hence the switch counts.
 TEST_P(HybridModelTest, EveryScheduleGivesTheCpuTokens) {
   REQUIRE_OPENCL_DEVICE();
   const ModelCase param = GetParam();
-  const double tolerance = dtype_is_quantized(param.weight_type) ? 5e-2 : 1e-3;
+  const double tolerance = test::logit_tolerance(param.weight_type);
   const int64_t n = 10;
   for (const char* preset : {"tiny", "tiny-odd-heads"}) {
     const fs::path dir = fs::path(::testing::TempDir()) / (std::string("edgelm_hybrid_") + preset +
@@ -331,18 +293,8 @@ TEST_P(HybridModelTest, EveryScheduleGivesTheCpuTokens) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    WeightAndKvTypes, HybridModelTest,
-    ::testing::Values(ModelCase{DType::F32, DType::F32}, ModelCase{DType::F32, DType::F16},
-                      ModelCase{DType::F16, DType::F32}, ModelCase{DType::F16, DType::F16},
-                      ModelCase{DType::Q8_0, DType::F32}, ModelCase{DType::Q8_0, DType::F16},
-                      ModelCase{DType::Q4_0, DType::F32}, ModelCase{DType::Q4_0, DType::F16},
-                      ModelCase{DType::Q4_1, DType::F32}, ModelCase{DType::Q4_1, DType::F16},
-                      ModelCase{DType::Q5_0, DType::F32}, ModelCase{DType::Q5_1, DType::F32}),
-    [](const auto& param_info) {
-      return std::string(dtype_name(param_info.param.weight_type)) + "_weights_" +
-             dtype_name(param_info.param.kv_type) + "_kv";
-    });
+INSTANTIATE_TEST_SUITE_P(WeightAndKvTypes, HybridModelTest, ::testing::ValuesIn(test::kModelCases),
+                         test::model_case_name);
 
 // A Q4_1 GGUF file with a Q8_0 token embedding, as SmolLM2's file is: both backends multiply the
 // projections as Q8_0 converted once on the host; per backend, the CPU repacks its own copy
@@ -400,7 +352,9 @@ TEST(HybridQuantizedFile, Q4_1FileWithQ8_0EmbeddingSwitchesLikeTheCpu) {
     const GreedyRun run = generate(hybrid.model(HybridSide::Cpu), cache, nullptr, &router, 10);
     EXPECT_EQ(run.tokens, reference.tokens) << weight_sharing_name(sharing);
     for (size_t i = 0; i < run.logits.size(); ++i)
-      EXPECT_LT(max_relative_diff(run.logits[i], reference.logits[i]), 5e-2) << "step " << i;
+      EXPECT_LT(max_relative_diff(run.logits[i], reference.logits[i]),
+                test::logit_tolerance(DType::Q4_1))
+          << "step " << i;
     EXPECT_GE(router.switches(), 4);
   }
 }

@@ -27,6 +27,7 @@
 #include "models/generator.h"
 #include "models/loader.h"
 #include "models/make_model.h"
+#include "tests/opencl_test_util.h"
 
 namespace edgelm {
 namespace {
@@ -34,16 +35,8 @@ namespace {
 namespace fs = std::filesystem;
 using opencl::OpenClBackend;
 using opencl::OpenClOptions;
-
-#define REQUIRE_OPENCL_DEVICE()                                                  \
-  do {                                                                           \
-    if (!opencl::any_device()) {                                                 \
-      if (std::getenv("EDGELM_REQUIRE_OPENCL") != nullptr) {                     \
-        FAIL() << "EDGELM_REQUIRE_OPENCL is set but no OpenCL device was found"; \
-      }                                                                          \
-      GTEST_SKIP() << "no OpenCL device";                                        \
-    }                                                                            \
-  } while (0)
+using test::max_relative_diff;
+using test::ModelCase;
 
 OpenClBackend& opencl_backend() {
   static OpenClBackend backend;
@@ -60,15 +53,6 @@ Tensor random_tensor(Memory& memory, Shape shape, std::mt19937& rng, float scale
   std::normal_distribution<float> normal(0.0f, scale);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
   return t;
-}
-
-double max_relative_diff(std::span<const float> a, std::span<const float> b) {
-  double worst = 0.0, scale = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::fabs(double{a[i]} - b[i]));
-    scale = std::max(scale, std::fabs(double{b[i]}));
-  }
-  return worst / scale;
 }
 
 TEST(OpenClMemory, BuffersAreMappedDeviceBuffers) {
@@ -307,8 +291,7 @@ GreedyRun greedy_run(Backend& backend, const std::string& path, LoadOptions opti
   LoadedModel loaded = load_llama(path, backend, options);
   LlamaModel model(backend, std::move(loaded.config), std::move(loaded.weights), 16);
   KvCache cache = model.make_cache(96, kv_type);
-  std::vector<int32_t> prompt;
-  for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % (model.config().vocab_size - 1));
+  const std::vector<int32_t> prompt = test::test_prompt(model.config().vocab_size);
   GreedyRun run;
   std::span<const float> step = model.forward(prompt, cache);
   for (int i = 0; i < 10; ++i) {
@@ -321,28 +304,16 @@ GreedyRun greedy_run(Backend& backend, const std::string& path, LoadOptions opti
   return run;
 }
 
-struct ModelCase {
-  DType weight_type;
-  DType kv_type;
-};
-
 class OpenClModel : public ::testing::TestWithParam<ModelCase> {};
 
 // Greedy generation with the tiny make_model presets (F32 folders, converted on load to each
 // weight type) gives the same tokens on OpenCL as on the default CPU backend, and the logits of
-// every step agree within a tolerance (max |difference| / max |logit|):
-// - float weights: both backends compute the same products in different float orders (~1e-7),
-//   but an F16 cache rounds K/V, and an input that differs in its last bit can round to the
-//   neighbouring half (2^-11 apart); measured up to 1.6e-4, bound 1e-3.
-// - quantized weights: both round activations to 8 bits per block, a discontinuous step; where a
-//   value sits on a rounding boundary the tiny float differences move it by a whole step (1/127 of
-//   the block's largest value), which reaches the logits as ~1e-2; measured up to 2.2e-2, bound
-//   5e-2.
-// A wrong kernel gives differences of order 1 and other tokens.
+// every step agree within test::logit_tolerance (max |difference| / max |logit|; why each bound,
+// there). A wrong kernel gives differences of order 1 and other tokens.
 TEST_P(OpenClModel, GreedyTokensAndLogitsMatchCpu) {
   REQUIRE_OPENCL_DEVICE();
   const ModelCase param = GetParam();
-  const double tolerance = dtype_is_quantized(param.weight_type) ? 5e-2 : 1e-3;
+  const double tolerance = test::logit_tolerance(param.weight_type);
   for (const char* preset : {"tiny", "tiny-mha-untied", "tiny-odd-heads"}) {
     const fs::path dir = fs::path(::testing::TempDir()) /
                          (std::string("edgelm_cl_") + preset + "_" + std::to_string(::getpid()));
@@ -366,18 +337,8 @@ TEST_P(OpenClModel, GreedyTokensAndLogitsMatchCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    WeightAndKvTypes, OpenClModel,
-    ::testing::Values(ModelCase{DType::F32, DType::F32}, ModelCase{DType::F32, DType::F16},
-                      ModelCase{DType::F16, DType::F32}, ModelCase{DType::F16, DType::F16},
-                      ModelCase{DType::Q8_0, DType::F32}, ModelCase{DType::Q8_0, DType::F16},
-                      ModelCase{DType::Q4_0, DType::F32}, ModelCase{DType::Q4_0, DType::F16},
-                      ModelCase{DType::Q4_1, DType::F32}, ModelCase{DType::Q4_1, DType::F16},
-                      ModelCase{DType::Q5_0, DType::F32}, ModelCase{DType::Q5_1, DType::F32}),
-    [](const auto& param_info) {
-      return std::string(dtype_name(param_info.param.weight_type)) + "_weights_" +
-             dtype_name(param_info.param.kv_type) + "_kv";
-    });
+INSTANTIATE_TEST_SUITE_P(WeightAndKvTypes, OpenClModel, ::testing::ValuesIn(test::kModelCases),
+                         test::model_case_name);
 
 // GGUF files of Q4_1, Q5_0 and Q5_1 as downloaded (make_model; one with a Q8_0 token embedding, as
 // SmolLM2's Q4_1 file has): both backends multiply the projections as Q8_0, converted once on the
@@ -414,7 +375,9 @@ TEST(OpenClQuantizedFiles, OffsetAndFiveBitFilesMatchCpu) {
     const auto cl_run = greedy_run(opencl_backend(), path, {}, DType::F16);
     EXPECT_EQ(cl_run.tokens, cpu_run.tokens);
     for (size_t i = 0; i < cpu_run.logits.size(); ++i)
-      EXPECT_LT(max_relative_diff(cl_run.logits[i], cpu_run.logits[i]), 5e-2) << "step " << i;
+      EXPECT_LT(max_relative_diff(cl_run.logits[i], cpu_run.logits[i]),
+                test::logit_tolerance(DType::Q8_0))
+          << "step " << i;
   }
 }
 
