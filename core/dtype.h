@@ -8,9 +8,9 @@
 
 namespace edgelm {
 
-// Storage types. Activations are F32; weights F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1; KV cache
-// F32/F16; token ids and positions I32. The Q types are the GGML/GGUF block formats (see
-// core/quant.h). Q4_0x8,
+// Storage types. Activations are F32; weights F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 and the
+// K-quants Q4_K/Q5_K/Q6_K; KV cache F32/F16; token ids and positions I32. The Q types are the
+// GGML/GGUF block formats (see core/quant.h). Q4_0x8,
 // Q8_0x8 and F16x4 are Q4_0, Q8_0 and F16 repacked at load for the CPU's matmul: the same bytes per
 // weight, groups of rows interleaved (eight rows block by block, BlockQ4_0x8 and BlockQ8_0x8; four
 // F16 rows 16 elements at a time), so they only exist for matrices of whole row groups and only as
@@ -29,10 +29,22 @@ enum class DType : uint8_t {
   Q4_0x8,
   Q8_0x8,
   F16x4,
+  Q4_K,
+  Q5_K,
+  Q6_K,
   Count
 };
 inline constexpr int kDTypeCount = static_cast<int>(DType::Count);
 
+// How a quantized dot product rounds the activations it multiplies weights of a type by, as GGML's
+// reference dot product for that type does: F32 (no rounding: float weights), Q8_0 (8 bits per
+// block of 32, step max|x|/127), Q8_1 (the same rounding, with each block's sum of quants, for the
+// types whose values carry an offset), Q8_K (8 bits per block of 256, one step for all of it, with
+// sums per 16). The CPU's SIMD tables and the portable oracle differ by exactly this rounding.
+enum class ActivationFormat : uint8_t { F32, Q8_0, Q8_1, Q8_K };
+
+// One row per storage type: everything the library needs to know about a type to store, decode
+// and multiply it (docs/adding_a_kernel.md says what adding a type takes).
 struct DTypeInfo {
   const char* name;    // lower case, as used on the command line: "f32", "q4_0"
   int64_t block_size;  // elements per block (1 for plain types)
@@ -43,6 +55,12 @@ struct DTypeInfo {
   // F16x4: groups of 4, so a tensor needs a multiple of that many rows and has no addressable
   // single row).
   int64_t row_group = 1;
+  // The stored type a load-time layout interleaves (Q4_0x8 -> Q4_0); every other type its own.
+  DType stored = DType::Count;  // Count: the type itself (see dtype_unpacked)
+  ActivationFormat activation = ActivationFormat::F32;
+  // Decodes n elements (whole blocks) of a row of this type to F32, as GGML's reference
+  // dequantizer does; null for I32 and the interleaved layouts (whose rows are not contiguous).
+  void (*to_f32)(const void* src, float* dst, int64_t n) = nullptr;
 };
 
 const DTypeInfo& dtype_info(DType dtype);

@@ -1,5 +1,5 @@
-// GGML-compatible quantized block formats. A row of n elements is n/32 consecutive blocks, so GGUF
-// tensors of these types map into tensors without conversion.
+// GGML-compatible quantized block formats. A row of n elements is n/32 consecutive blocks (n/256
+// for the K-quants), so GGUF tensors of these types map into tensors without conversion.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,42 @@ struct BlockQ5_1 {
   uint8_t qs[kQ5_1BlockSize / 2];
 };
 static_assert(sizeof(BlockQ5_1) == 24, "Q5_1 block must be 24 bytes (GGML layout)");
+
+// The GGML "K-quant" formats of GGUF files (Q4_K, Q5_K, Q6_K: what Q4_K_M, Q5_K_M and Q6_K files
+// hold). All three group 256 elements into a super-block that stores one or two fp16 factors and
+// small per-sub-block scales. Field order and sizes are those of ggml's block_q4_K / block_q5_K /
+// block_q6_K, which GGUF files store unchanged; the element order inside a block and the 6-bit
+// scale packing are restated in core/quant_k.cpp next to the code that applies them.
+inline constexpr int kKQuantBlockSize = 256;  // elements per super-block (QK_K in ggml)
+inline constexpr int kKQuantScaleBytes = 12;  // packed 6-bit scales and mins of Q4_K/Q5_K
+
+// Q4_K: 8 sub-blocks of 32 elements; value = d * scale[s] * q - dmin * min[s], q in 0..15.
+struct BlockQ4_K {
+  uint16_t d;                         // fp16 factor of the sub-block scales
+  uint16_t dmin;                      // fp16 factor of the sub-block mins
+  uint8_t scales[kKQuantScaleBytes];  // 8 scales and 8 mins, 6 bits each, packed
+  uint8_t qs[kKQuantBlockSize / 2];   // 4-bit quants
+};
+static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block must be 144 bytes (GGML layout)");
+
+// Q5_K: Q4_K with a fifth bit per element; q in 0..31.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKQuantScaleBytes];
+  uint8_t qh[kKQuantBlockSize / 8];  // high (fifth) bits
+  uint8_t qs[kKQuantBlockSize / 2];  // low 4 bits
+};
+static_assert(sizeof(BlockQ5_K) == 176, "Q5_K block must be 176 bytes (GGML layout)");
+
+// Q6_K: 16 sub-blocks of 16 elements; value = d * scale[s] * (q - 32), q in 0..63.
+struct BlockQ6_K {
+  uint8_t ql[kKQuantBlockSize / 2];      // low 4 bits
+  uint8_t qh[kKQuantBlockSize / 4];      // high 2 bits
+  int8_t scales[kKQuantBlockSize / 16];  // signed 8-bit sub-block scales
+  uint16_t d;                            // fp16 super-block factor, stored last
+};
+static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes (GGML layout)");
 
 // Q4_0x8: block b of rows 8g..8g+7 of a Q4_0 matrix, interleaved so that a SIMD kernel reads one
 // contiguous 144-byte record per block and gets one output row per 32-bit lane: d[r] is row r's
@@ -181,5 +217,23 @@ void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n);
 void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n);
 void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n);
 void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t n);
+// K-quant encoders for random-weight models and tests: a plain fit (each sub-block's range or
+// largest value sets its step, the steps are rounded to the format's 6- or 8-bit scales), not
+// GGML's search for the steps that minimise the error, so the bytes differ from llama-quantize's;
+// every block they write is valid and decodes within a step of x. n a multiple of 256.
+void quantize_row_q4_K(const float* x, void* y, int64_t n);
+void quantize_row_q5_K(const float* x, void* y, int64_t n);
+void quantize_row_q6_K(const float* x, void* y, int64_t n);
+// n / 256 consecutive K-quant blocks to out[0..n), as ggml's reference dequantizers compute them.
+// `blocks` needs no particular alignment. Throw edgelm::Error when n is negative or not a multiple
+// of 256.
+void dequantize_row_q4_K(const void* blocks, float* out, int64_t n);
+void dequantize_row_q5_K(const void* blocks, float* out, int64_t n);
+void dequantize_row_q6_K(const void* blocks, float* out, int64_t n);
+// The same values in double, as the formats define them, before any float rounding (d·scale·q -
+// dmin·min is exact in double): what the portable matmul multiplies by.
+void dequantize_row_q4_K_exact(const void* blocks, double* out, int64_t n);
+void dequantize_row_q5_K_exact(const void* blocks, double* out, int64_t n);
+void dequantize_row_q6_K_exact(const void* blocks, double* out, int64_t n);
 
 }  // namespace edgelm

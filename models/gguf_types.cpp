@@ -139,6 +139,12 @@ std::optional<DType> dtype_from_ggml(GgmlType type) {
       return DType::Q5_0;
     case GgmlType::Q5_1:
       return DType::Q5_1;
+    case GgmlType::Q4_K:
+      return DType::Q4_K;
+    case GgmlType::Q5_K:
+      return DType::Q5_K;
+    case GgmlType::Q6_K:
+      return DType::Q6_K;
     case GgmlType::I32:
       return DType::I32;
     default:
@@ -164,6 +170,12 @@ GgmlType ggml_from_dtype(DType dtype) {
       return GgmlType::Q5_0;
     case DType::Q5_1:
       return GgmlType::Q5_1;
+    case DType::Q4_K:
+      return GgmlType::Q4_K;
+    case DType::Q5_K:
+      return GgmlType::Q5_K;
+    case DType::Q6_K:
+      return GgmlType::Q6_K;
     case DType::I32:
       return GgmlType::I32;
     case DType::Q4_0x8:  // load-time layouts of the CPU backend; files hold Q4_0, Q8_0 and F16

@@ -152,7 +152,9 @@ TEST(GgufTypesTest, IdsNamesAndGeometry) {
     EXPECT_EQ(dtype_from_ggml(ggml_from_dtype(dtype)), dtype) << dtype_name(dtype);
     EXPECT_EQ(ggml_block_bytes(ggml_from_dtype(dtype)), dtype_block_bytes(dtype));
   }
-  EXPECT_FALSE(dtype_from_ggml(GgmlType::Q4_K).has_value());
+  EXPECT_EQ(dtype_from_ggml(GgmlType::Q4_K), DType::Q4_K);
+  EXPECT_EQ(dtype_from_ggml(GgmlType::Q6_K), DType::Q6_K);
+  EXPECT_FALSE(dtype_from_ggml(GgmlType::Q2_K).has_value());  // no kernels: dequantized at load
 }
 
 // ---- Metadata ------------------------------------------------------------------------------

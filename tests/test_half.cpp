@@ -343,20 +343,26 @@ TEST(DTypeTest, InfoDescribesEachType) {
     bool is_quantized;
     bool is_float;
     int64_t row_group = 1;
+    ActivationFormat activation = ActivationFormat::F32;
   };
+  using A = ActivationFormat;
   const Expected table[] = {
       {DType::F32, "f32", 1, 4, false, true},
       {DType::F16, "f16", 1, 2, false, true},
       {DType::BF16, "bf16", 1, 2, false, true},
-      {DType::Q8_0, "q8_0", 32, 34, true, false},
-      {DType::Q4_0, "q4_0", 32, 18, true, false},
-      {DType::Q4_1, "q4_1", 32, 20, true, false},
-      {DType::Q5_0, "q5_0", 32, 22, true, false},
-      {DType::Q5_1, "q5_1", 32, 24, true, false},
+      {DType::Q8_0, "q8_0", 32, 34, true, false, 1, A::Q8_0},
+      {DType::Q4_0, "q4_0", 32, 18, true, false, 1, A::Q8_0},
+      {DType::Q4_1, "q4_1", 32, 20, true, false, 1, A::Q8_1},
+      {DType::Q5_0, "q5_0", 32, 22, true, false, 1, A::Q8_0},
+      {DType::Q5_1, "q5_1", 32, 24, true, false, 1, A::Q8_1},
       {DType::I32, "i32", 1, 4, false, false},
-      {DType::Q4_0x8, "q4_0x8", 32, 18, true, false, 8},
-      {DType::Q8_0x8, "q8_0x8", 32, 34, true, false, 8},
+      {DType::Q4_0x8, "q4_0x8", 32, 18, true, false, 8, A::Q8_0},
+      {DType::Q8_0x8, "q8_0x8", 32, 34, true, false, 8, A::Q8_0},
       {DType::F16x4, "f16x4", 16, 32, false, true, 4},
+      // The K-quants' super-blocks (GGML's block_q4_K, block_q5_K, block_q6_K).
+      {DType::Q4_K, "q4_k", 256, 144, true, false, 1, A::Q8_K},
+      {DType::Q5_K, "q5_k", 256, 176, true, false, 1, A::Q8_K},
+      {DType::Q6_K, "q6_k", 256, 210, true, false, 1, A::Q8_K},
   };
   static_assert(std::size(table) == kDTypeCount, "one row per DType");
   for (const Expected& e : table) {
@@ -371,6 +377,10 @@ TEST(DTypeTest, InfoDescribesEachType) {
     EXPECT_EQ(dtype_is_quantized(e.dtype), e.is_quantized) << e.name;
     EXPECT_EQ(info.is_float, e.is_float) << e.name;
     EXPECT_EQ(dtype_row_group(e.dtype), e.row_group) << e.name;
+    EXPECT_EQ(info.activation, e.activation) << e.name;
+    // Every plain stored type decodes through its row; layouts and I32 have none.
+    const bool decodes = e.row_group == 1 && e.dtype != DType::I32;
+    EXPECT_EQ(info.to_f32 != nullptr, decodes) << e.name;
   }
   EXPECT_THROW(dtype_info(DType::Count), Error);
 }

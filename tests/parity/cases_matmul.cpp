@@ -67,6 +67,8 @@ void embed_cases(std::vector<OpCase>& cases) {
     tables.push_back({dtype, {S{7, 32, 1}, S{50, 96, 5}, S{33, 256, 17}}});
   for (DType dtype : {DType::Q4_0x8, DType::Q8_0x8, DType::F16x4})
     tables.push_back({dtype, {S{8, 32, 1}, S{48, 96, 9}, S{24, 4160, 5}}});
+  for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    tables.push_back({dtype, {S{7, 256, 1}, S{50, 512, 5}, S{33, 1536, 17}}});
   for (const auto& [stored, sizes] : tables) {
     const DType dtype = stored;  // a structured binding cannot be captured in C++20 by Clang 14
     for (S s : sizes) {
@@ -150,6 +152,20 @@ void matmul_cases(std::vector<OpCase>& cases) {
                         MatmulShape{7, 12, 4112}, MatmulShape{1, 72, 8192},
                         MatmulShape{1, 140, 2064}, MatmulShape{1, 1028, 2048}}) {
     add_matmul_case(cases, DType::F16x4, s);
+  }
+  // The K-quants' super-blocks of 256: one, several, the 1536 of SmolLM2's down projection and
+  // the 8192 of Llama-3.2-1B's, with M tails (decode, bands of 4 and 3 rows of x) and odd N.
+  for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (MatmulShape s : {MatmulShape{1, 1, 256}, MatmulShape{1, 17, 512}, MatmulShape{5, 7, 768},
+                          MatmulShape{4, 33, 256}, MatmulShape{17, 16, 1536},
+                          MatmulShape{33, 9, 512}, MatmulShape{1, 15, 8192},
+                          MatmulShape{8, 9, 256}, MatmulShape{65, 66, 512}}) {
+      add_matmul_case(cases, dtype, s);
+    }
+    add_matmul_case(cases, dtype, {1, 16, 256}, Spoil::kNaN, "nan");
+    add_matmul_case(cases, dtype, {1, 16, 512}, Spoil::kTinyBlock, "tiny");
+    add_matmul_case(cases, dtype, {5, 24, 768}, Spoil::kNaN, "spoiled");
+    add_matmul_case(cases, dtype, {17, 16, 256}, Spoil::kPositiveInf, "spoiled");
   }
   // Non-finite and tiny x, on every weight type and layout: one row (decode) and row blocks with
   // tails (prefill), the spoiled values in paired and unpaired blocks alike.

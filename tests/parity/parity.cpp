@@ -67,6 +67,19 @@ void Context::fill(const Tensor& tensor, const std::vector<double>& values) {
       }
       break;
     }
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: {
+      std::vector<float> row(values.begin(), values.end());
+      if (tensor.dtype() == DType::Q4_K) {
+        quantize_row_q4_K(row.data(), raw, n);
+      } else if (tensor.dtype() == DType::Q5_K) {
+        quantize_row_q5_K(row.data(), raw, n);
+      } else {
+        quantize_row_q6_K(row.data(), raw, n);
+      }
+      break;
+    }
     case DType::Q4_0x8: {  // quantized as Q4_0 rows, then repacked
       std::vector<float> row(values.begin(), values.end());
       const int64_t K = tensor.shape().last();

@@ -160,6 +160,35 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape)
       }
       break;
     }
+    case DType::Q4_K:  // super-blocks of 256 in 144 bytes: d, dmin, 12 scale bytes, 128 nibbles
+    case DType::Q5_K:  // 176 bytes: d, dmin, 12 scale bytes, 32 bytes of fifth bits, 128 nibbles
+      for (int64_t i = 0; i < numel; ++i) {
+        const bool five = dtype == DType::Q5_K;
+        const uint8_t* block = bytes + (five ? 176 : 144) * (i / 256);
+        const uint8_t* sc = block + 4;
+        const uint8_t* qh = block + 16;
+        const uint8_t* qs = block + (five ? 48 : 16);
+        const int j = static_cast<int>(i % 256), s = j / 32, l = j % 32;
+        // 6-bit scale and min of sub-block s: bytes s and s + 4 for s < 4; for s >= 4 the nibbles
+        // of byte s + 4, topped by the two high bits of bytes s - 4 and s.
+        const int scale = s < 4 ? sc[s] & 63 : (sc[s + 4] & 15) | (sc[s - 4] >> 6) << 4;
+        const int min = s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | (sc[s] >> 6) << 4;
+        int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 15;
+        if (five) q |= ((qh[l] >> s) & 1) << 4;
+        out[i] = half_bits_to_double(load_u16(block)) * scale * q -
+                 half_bits_to_double(load_u16(block + 2)) * min;
+      }
+      break;
+    case DType::Q6_K:  // 210 bytes: 128 low-nibble bytes, 64 bytes of 2-bit pairs, 16 int8, d
+      for (int64_t i = 0; i < numel; ++i) {
+        const uint8_t* block = bytes + 210 * (i / 256);
+        const int j = static_cast<int>(i % 256), h = j / 128, k = (j % 128) / 32, l = j % 32;
+        const int low = (block[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 15;
+        const int high = (block[128 + 32 * h + l] >> (2 * k)) & 3;
+        const auto scale = static_cast<int8_t>(block[192 + j / 16]);
+        out[i] = half_bits_to_double(load_u16(block + 208)) * scale * ((low | high << 4) - 32);
+      }
+      break;
     case DType::Count:
       EDGELM_FAIL("[parity] cannot decode dtype Count");
   }

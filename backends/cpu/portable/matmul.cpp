@@ -1,6 +1,8 @@
 // Reference matmul: y = x · Wᵀ for every weight dtype. Weights are decoded element by element and
 // every dot product is accumulated in double, so the result is the exact product of x and the
 // dequantized weights up to one final rounding.
+#include <vector>
+
 #include "backends/cpu/portable/portable.h"
 #include "core/half.h"
 #include "core/quant.h"
@@ -115,6 +117,45 @@ void q5_1_matmul__portable(const float* x, const void* w, float* y, int64_t M, i
     const int q = five_bit_quant(block.qs, block.qh, static_cast<int>(k % kQ5_1BlockSize));
     return static_cast<double>(f16_to_f32(block.d)) * q + f16_to_f32(block.m);
   });
+}
+
+namespace {
+
+// The K-quants: each weight row decoded exactly (in double) once, then multiplied by every row of
+// x. The decoded row lives in a per-thread buffer that grows to the longest row seen.
+void k_quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                    int64_t n_begin, int64_t n_end, size_t block_bytes,
+                    void (*decode)(const void*, double*, int64_t)) {
+  thread_local std::vector<double> row;
+  if (static_cast<int64_t>(row.size()) < K) row.resize(static_cast<size_t>(K));
+  const auto* bytes = static_cast<const uint8_t*>(w);  // [N, K / 256] super-blocks
+  const size_t row_bytes = static_cast<size_t>(K / kKQuantBlockSize) * block_bytes;
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    decode(bytes + static_cast<size_t>(n) * row_bytes, row.data(), K);
+    for (int64_t m = 0; m < M; ++m) {
+      const float* x_row = x + m * K;  // [K]
+      double sum = 0.0;
+      for (int64_t k = 0; k < K; ++k) sum += static_cast<double>(x_row[k]) * row[k];
+      y[m * N + n] = static_cast<float>(sum);
+    }
+  }
+}
+
+}  // namespace
+
+void q4_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  k_quant_matmul(x, w, y, M, N, K, n_begin, n_end, sizeof(BlockQ4_K), dequantize_row_q4_K_exact);
+}
+
+void q5_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  k_quant_matmul(x, w, y, M, N, K, n_begin, n_end, sizeof(BlockQ5_K), dequantize_row_q5_K_exact);
+}
+
+void q6_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  k_quant_matmul(x, w, y, M, N, K, n_begin, n_end, sizeof(BlockQ6_K), dequantize_row_q6_K_exact);
 }
 
 void q4_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,

@@ -24,6 +24,12 @@ void q5_0_matmul__portable(const float* x, const void* w, float* y, int64_t M, i
                            int64_t n_begin, int64_t n_end);
 void q5_1_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                            int64_t n_begin, int64_t n_end);
+void q4_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
+void q5_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
+void q6_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
 // Q4_0x8 weights (core/quant.h); n_begin and n_end are multiples of 8.
 void q4_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
                              int64_t K, int64_t n_begin, int64_t n_end);
