@@ -5,6 +5,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/portable/portable.h"
 #include "core/error.h"
+#include "core/quant.h"
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
 #include <cpuid.h>
@@ -36,6 +37,9 @@ KernelTable make_portable_table() {
   table.matmul[at(DType::Q4_1)] = q4_1_matmul__portable;
   table.matmul[at(DType::Q5_0)] = q5_0_matmul__portable;
   table.matmul[at(DType::Q5_1)] = q5_1_matmul__portable;
+  table.matmul[at(DType::Q4_K)] = q4_k_matmul__portable;
+  table.matmul[at(DType::Q5_K)] = q5_k_matmul__portable;
+  table.matmul[at(DType::Q6_K)] = q6_k_matmul__portable;
   table.matmul[at(DType::Q4_0x8)] = q4_0x8_matmul__portable;
   table.matmul[at(DType::Q8_0x8)] = q8_0x8_matmul__portable;
   table.matmul[at(DType::F16x4)] = f16x4_matmul__portable;
@@ -47,6 +51,14 @@ KernelTable make_portable_table() {
   table.row_to_f32[at(DType::Q4_1)] = q4_1_to_f32__portable;
   table.row_to_f32[at(DType::Q5_0)] = q5_0_to_f32__portable;
   table.row_to_f32[at(DType::Q5_1)] = q5_1_to_f32__portable;
+  // The K-quants decode through the reference dequantizers and encode through the plain fit of
+  // core/quant.h (--weight-type q4_k converts with it; make_model writes files with it).
+  table.row_to_f32[at(DType::Q4_K)] = dequantize_row_q4_K;
+  table.row_to_f32[at(DType::Q5_K)] = dequantize_row_q5_K;
+  table.row_to_f32[at(DType::Q6_K)] = dequantize_row_q6_K;
+  table.row_from_f32[at(DType::Q4_K)] = quantize_row_q4_K;
+  table.row_from_f32[at(DType::Q5_K)] = quantize_row_q5_K;
+  table.row_from_f32[at(DType::Q6_K)] = quantize_row_q6_K;
   table.row_from_f32[at(DType::F32)] = f32_from_f32__portable;
   table.row_from_f32[at(DType::F16)] = f16_from_f32__portable;
   table.row_from_f32[at(DType::BF16)] = bf16_from_f32__portable;
@@ -63,17 +75,6 @@ KernelTable make_portable_table() {
   table.silu_mul = f32_silu_mul__portable;
   table.add = f32_add__portable;
   return table;
-}
-
-// Q4_1, Q5_0 and Q5_1 have only the portable kernels (embed, cast and an exact matmul, in place)
-// in every table. A table with faster 8-bit kernels multiplies such matrices as Q8_0 in its own
-// Q8_0 layout instead: the loader converts them (exact dequantization, the reference Q8_0
-// quantizer) and then runs the table's fastest kernels, for an error docs/model.md measures on
-// SmolLM2's Q4_1 matrices. (Unused where no SIMD table is built.)
-[[maybe_unused]] void convert_to_q8_0_layout(KernelTable& table) {
-  const DType q8_0_layout = table.matmul_layout[static_cast<size_t>(DType::Q8_0)];
-  for (DType dtype : {DType::Q4_1, DType::Q5_0, DType::Q5_1})
-    table.matmul_layout[static_cast<size_t>(dtype)] = q8_0_layout;
 }
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
@@ -110,7 +111,7 @@ KernelTable make_avx2_table() {
   table.row_to_f32[at(DType::Q8_0)] = q8_0_to_f32__avx2;
   table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__avx2;
   table.row_from_f32[at(DType::F16)] = f16_from_f32__avx2;
-  convert_to_q8_0_layout(table);
+  EDGELM_SET_BLOCK_MATMULS(table, avx2, quantize_x__avx2);
   return table;
 }
 
@@ -148,7 +149,7 @@ KernelTable make_avx512_table() {
   table.row_to_f32[at(DType::Q8_0)] = q8_0_to_f32__avx2;
   table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__avx2;
   table.row_from_f32[at(DType::F16)] = f16_from_f32__avx2;
-  convert_to_q8_0_layout(table);
+  EDGELM_SET_BLOCK_MATMULS(table, avx512, quantize_x_x8__avx512);
   return table;
 }
 
@@ -199,7 +200,7 @@ KernelTable make_neon_table() {
   table.row_to_f32[at(DType::Q8_0)] = q8_0_to_f32__neon;
   table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__neon;
   table.row_from_f32[at(DType::F16)] = f16_from_f32__neon;
-  convert_to_q8_0_layout(table);
+  EDGELM_SET_BLOCK_MATMULS(table, neon, quantize_x__neon);
   return table;
 }
 
@@ -222,7 +223,7 @@ KernelTable make_neon_dotprod_table() {
   table.matmul_layout[at(DType::Q8_0)] = DType::Q8_0x8;
   table.quantized_matmul[at(DType::Q4_0x8)] = {quantize_x__neon, q4_0x8_matmul_xq__neon_dotprod};
   table.quantized_matmul[at(DType::Q8_0x8)] = {quantize_x__neon, q8_0x8_matmul_xq__neon_dotprod};
-  convert_to_q8_0_layout(table);
+  EDGELM_SET_BLOCK_MATMULS(table, neon_dotprod, quantize_x__neon);
   return table;
 }
 

@@ -103,6 +103,48 @@ struct KernelTable {
   }
 };
 
+// The entry points of the sub-block matmul family (simd/block_matmul.h) for one instruction set:
+// Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K multiplied as stored, in one step (MatmulFn) or from x
+// quantized once (QuantizedXMatmulFn), and quantize_x_k (Q8_K rounding, for the K-quants).
+#define EDGELM_DECLARE_BLOCK_MATMULS(isa)                                                   \
+  void quantize_x_k__##isa(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin, \
+                           int64_t m_end);                                                  \
+  EDGELM_DECLARE_BLOCK_MATMUL(q4_1, isa)                                                    \
+  EDGELM_DECLARE_BLOCK_MATMUL(q5_0, isa)                                                    \
+  EDGELM_DECLARE_BLOCK_MATMUL(q5_1, isa)                                                    \
+  EDGELM_DECLARE_BLOCK_MATMUL(q4_k, isa)                                                    \
+  EDGELM_DECLARE_BLOCK_MATMUL(q5_k, isa)                                                    \
+  EDGELM_DECLARE_BLOCK_MATMUL(q6_k, isa)
+#define EDGELM_DECLARE_BLOCK_MATMUL(type, isa)                                                \
+  void type##_matmul__##isa(const float* x, const void* w, float* y, int64_t M, int64_t N,    \
+                            int64_t K, int64_t n_begin, int64_t n_end);                       \
+  void type##_matmul_xq__##isa(const void* xq, const void* w, float* y, int64_t M, int64_t N, \
+                               int64_t K, int64_t n_begin, int64_t n_end);
+
+// Fills a table's entries for the sub-block family of instruction set `isa`, whose plain
+// quantizer (Q8_0 rounding per 32-block, element order) is `quantize_plain`.
+#define EDGELM_SET_BLOCK_MATMULS(table, isa, quantize_plain)                              \
+  do {                                                                                    \
+    (table).matmul[static_cast<size_t>(DType::Q4_1)] = q4_1_matmul__##isa;                \
+    (table).matmul[static_cast<size_t>(DType::Q5_0)] = q5_0_matmul__##isa;                \
+    (table).matmul[static_cast<size_t>(DType::Q5_1)] = q5_1_matmul__##isa;                \
+    (table).matmul[static_cast<size_t>(DType::Q4_K)] = q4_k_matmul__##isa;                \
+    (table).matmul[static_cast<size_t>(DType::Q5_K)] = q5_k_matmul__##isa;                \
+    (table).matmul[static_cast<size_t>(DType::Q6_K)] = q6_k_matmul__##isa;                \
+    (table).quantized_matmul[static_cast<size_t>(DType::Q4_1)] = {quantize_plain,         \
+                                                                  q4_1_matmul_xq__##isa}; \
+    (table).quantized_matmul[static_cast<size_t>(DType::Q5_0)] = {quantize_plain,         \
+                                                                  q5_0_matmul_xq__##isa}; \
+    (table).quantized_matmul[static_cast<size_t>(DType::Q5_1)] = {quantize_plain,         \
+                                                                  q5_1_matmul_xq__##isa}; \
+    (table).quantized_matmul[static_cast<size_t>(DType::Q4_K)] = {quantize_x_k__##isa,    \
+                                                                  q4_k_matmul_xq__##isa}; \
+    (table).quantized_matmul[static_cast<size_t>(DType::Q5_K)] = {quantize_x_k__##isa,    \
+                                                                  q5_k_matmul_xq__##isa}; \
+    (table).quantized_matmul[static_cast<size_t>(DType::Q6_K)] = {quantize_x_k__##isa,    \
+                                                                  q6_k_matmul_xq__##isa}; \
+  } while (false)
+
 // The reference kernels (backends/cpu/portable/), always available.
 const KernelTable& portable_kernels();
 

@@ -14,12 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/scratch.h"
 #include "core/backend.h"
 
 namespace edgelm::cpu {
 
-struct KernelTable;  // kernels.h
 
 #if defined(EDGELM_HAVE_ARM_KERNELS)
 
@@ -67,6 +67,9 @@ void q4_0x8_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int
                                     int64_t K, int64_t n_begin, int64_t n_end);
 void q8_0x8_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64_t M, int64_t N,
                                     int64_t K, int64_t n_begin, int64_t n_end);
+
+EDGELM_DECLARE_BLOCK_MATMULS(neon)
+EDGELM_DECLARE_BLOCK_MATMULS(neon_dotprod)
 
 #endif  // EDGELM_HAVE_ARM_KERNELS
 

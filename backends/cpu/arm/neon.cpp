@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <utility>
 
 #include "backends/cpu/arm/arm.h"
@@ -102,6 +103,23 @@ struct PrefillVector : Vec128 {
 // After prefill_attention.h, which its attention() dispatches to.
 #include "backends/cpu/simd/attention.h"
 
+// The sub-block matmul family (simd/block_matmul.h) without the dot-product extension.
+struct NeonDot16 {
+  // Four lanes summing the 16 products of w and x: |w| ≤ 63 and |x| ≤ 127, so two products per
+  // 16-bit lane stay below 2^15.
+  static int32x4_t dot16(int8x16_t w, int8x16_t x) {
+    return vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(x)), w, x));
+  }
+};
+using BlockQuants = Quants128x2<NeonDot16>;
+
+void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                    int64_t m_end) {
+  quantize_rows(x, xq, M, K, m_begin, m_end);
+}
+
+#include "backends/cpu/simd/block_matmul.h"
+
 }  // namespace
 
 void q8_0_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
@@ -132,6 +150,7 @@ void q4_0_matmul_xq__neon(const void* xq, const void* w, float* y, int64_t M, in
 #define EDGELM_SIMD_ISA neon
 #define EDGELM_SIMD_ATTENTION
 #define EDGELM_SIMD_CONVERSIONS
+#define EDGELM_SIMD_BLOCK_QUANT
 #include "backends/cpu/simd/entry_points.h"
 
 }  // namespace edgelm::cpu

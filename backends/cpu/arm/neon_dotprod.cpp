@@ -6,6 +6,10 @@
 // Nothing here calls an inline or template function from a shared header (see arm.h).
 #include <arm_neon.h>
 
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
 #include "backends/cpu/arm/arm.h"
 #include "backends/cpu/arm/neon_quant_matmul.h"
 #include "core/quant.h"
@@ -190,6 +194,20 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
   }
 }
 
+// The sub-block matmul family (simd/block_matmul.h) on SDOT.
+#include "backends/cpu/simd/vec_neon.h"
+struct SdotDot16 {
+  static int32x4_t dot16(int8x16_t w, int8x16_t x) { return vdotq_s32(vdupq_n_s32(0), w, x); }
+};
+using BlockQuants = Quants128x2<SdotDot16>;
+
+void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                    int64_t m_end) {
+  quantize_rows(x, xq, M, K, m_begin, m_end);
+}
+
+#include "backends/cpu/simd/block_matmul.h"
+
 }  // namespace
 
 void q4_0x8_matmul__neon_dotprod(const float* x, const void* w, float* y, int64_t M, int64_t N,
@@ -231,5 +249,10 @@ void q4_0_matmul_xq__neon_dotprod(const void* xq, const void* w, float* y, int64
                                   int64_t K, int64_t n_begin, int64_t n_end) {
   quant_matmul<Q4_0Format, DotprodDot>(quantized_view(xq, M, K), w, y, M, N, K, n_begin, n_end);
 }
+
+#define EDGELM_SIMD_ISA neon_dotprod
+#define EDGELM_SIMD_QUANT_ONLY
+#define EDGELM_SIMD_BLOCK_QUANT
+#include "backends/cpu/simd/entry_points.h"
 
 }  // namespace edgelm::cpu

@@ -10,14 +10,20 @@
 //                           (simd/elementwise.h)
 //   EDGELM_SIMD_X86_QUANT   the quantized matmuls of simd/quant_matmul.h (the x86 *_quant.cpp
 //                           files; float matmuls and element-wise entries then left out)
-// Every other file has f32_matmul, f16_matmul and bf16_matmul (its float_matmul over
+//   EDGELM_SIMD_BLOCK_QUANT the sub-block matmuls of simd/block_matmul.h (q4_1, q5_0, q5_1, q4_k,
+//                           q5_k, q6_k: <type>_matmul and <type>_matmul_xq) and quantize_x_k,
+//                           over the file's byte contract, named BlockQuants, with x rounded by
+//                           the file's quantize_plain (Q8_0 rounding per 32-block, element order)
+//                           or, for the K-quants, as Q8_K
+// EDGELM_SIMD_QUANT_ONLY leaves the float matmuls and element-wise entries out of a file that has
+// quantized entries alone (neon_dotprod.cpp). Every other file has f32_matmul, f16_matmul and bf16_matmul (its float_matmul over
 // simd/float_weights.h) and elementwise_kernels (set_elementwise_kernels).
 
 #define EDGELM_SIMD_NAME_(entry, isa) entry##__##isa
 #define EDGELM_SIMD_NAME(entry, isa) EDGELM_SIMD_NAME_(entry, isa)
 #define EDGELM_SIMD_ENTRY(entry) EDGELM_SIMD_NAME(entry, EDGELM_SIMD_ISA)
 
-#if !defined(EDGELM_SIMD_X86_QUANT)
+#if !defined(EDGELM_SIMD_X86_QUANT) && !defined(EDGELM_SIMD_QUANT_ONLY)
 void EDGELM_SIMD_ENTRY(f32_matmul)(const float* x, const void* w, float* y, int64_t M, int64_t N,
                                    int64_t K, int64_t n_begin, int64_t n_end) {
   float_matmul<F32Weights>(x, w, y, M, N, K, n_begin, n_end);
@@ -142,6 +148,36 @@ void EDGELM_SIMD_ENTRY(q8_0x8_matmul)(const float* x, const void* w, float* y, i
   x8_matmul<QuantInt, Q8_0x8Tile>(quantize_x<QuantInt>(x, M, K, 1, false), w, y, M, N, K, n_begin,
                                   n_end);
 }
+#endif
+
+#if defined(EDGELM_SIMD_BLOCK_QUANT)
+void EDGELM_SIMD_ENTRY(quantize_x_k)(const float* x, void* xq, int64_t M, int64_t K,
+                                     int64_t m_begin, int64_t m_end) {
+  block_matmul::quantize_rows_k<BlockQuants::kSumScale>(x, xq, M, K, m_begin, m_end);
+}
+
+// <type>_matmul_xq multiplies from x as the table's quantize_x entry for the type wrote it;
+// <type>_matmul quantizes all of x into per-thread scratch first.
+#define EDGELM_SIMD_BLOCK_ENTRIES(type, Format, quantize)                                        \
+  void EDGELM_SIMD_ENTRY(type##_matmul_xq)(const void* xq, const void* w, float* y, int64_t M,   \
+                                           int64_t N, int64_t K, int64_t n_begin,                \
+                                           int64_t n_end) {                                      \
+    block_matmul::matmul<BlockQuants, block_matmul::Format<BlockQuants>>(                        \
+        block_matmul::view(xq, M, K), w, y, M, N, K, n_begin, n_end);                            \
+  }                                                                                              \
+  void EDGELM_SIMD_ENTRY(type##_matmul)(const float* x, const void* w, float* y, int64_t M,      \
+                                        int64_t N, int64_t K, int64_t n_begin, int64_t n_end) {  \
+    void* xq = scratch(Scratch::kActivations, quantized_x_bytes(M, K));                          \
+    quantize(x, xq, M, K, 0, M);                                                                 \
+    EDGELM_SIMD_ENTRY(type##_matmul_xq)(xq, w, y, M, N, K, n_begin, n_end);                      \
+  }
+EDGELM_SIMD_BLOCK_ENTRIES(q4_1, Q4_1Format, quantize_plain)
+EDGELM_SIMD_BLOCK_ENTRIES(q5_0, Q5_0Format, quantize_plain)
+EDGELM_SIMD_BLOCK_ENTRIES(q5_1, Q5_1Format, quantize_plain)
+EDGELM_SIMD_BLOCK_ENTRIES(q4_k, Q4_KFormat, EDGELM_SIMD_ENTRY(quantize_x_k))
+EDGELM_SIMD_BLOCK_ENTRIES(q5_k, Q5_KFormat, EDGELM_SIMD_ENTRY(quantize_x_k))
+EDGELM_SIMD_BLOCK_ENTRIES(q6_k, Q6_KFormat, EDGELM_SIMD_ENTRY(quantize_x_k))
+#undef EDGELM_SIMD_BLOCK_ENTRIES
 #endif
 
 #undef EDGELM_SIMD_ENTRY

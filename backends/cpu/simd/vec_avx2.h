@@ -130,6 +130,83 @@ struct Int256 {
   static void prefetch(const void* p) { Vec256::prefetch(p); }
 };
 
+// The byte contract of simd/block_matmul.h over 256-bit registers: a sub-block's 32 quants in one
+// YMM register, their products with x summed four at a time into eight 32-bit lanes (lanes 0..3:
+// elements 0..15, lanes 4..7: elements 16..31) by the instruction set's `Dot`:
+// Dot::dot(unsigned bytes, signed bytes) -> those eight lanes (maddubs + madd on AVX2, vpdpbusd
+// with AVX-512 VNNI). Products stay in range: unsigned quants are at most 63 and |x_q| at most 127,
+// so maddubs's pair sums stay below 2^15.
+template <class Dot>
+struct Quants256 {
+  using Q = __m256i;
+  using Sums = __m256i;
+  using Acc = __m256;
+  static constexpr int kSumScale = 8;
+  // As the Q4_0/Q8_0 kernels: weights come straight from DRAM, 2 KiB ahead; chunks of about
+  // 128 KiB stay in L2 while every band of x passes.
+  static constexpr int64_t kPrefetchBytes = 2048;
+  static constexpr size_t kChunkBytes = size_t{128} << 10;
+
+  static Q nibbles(const uint8_t* p) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
+                            _mm256_set1_epi8(0x0f));
+  }
+  static Q low_nibbles(const uint8_t* p) {
+    return _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                            _mm256_set1_epi8(0x0f));
+  }
+  static Q high_nibbles(const uint8_t* p) {
+    return _mm256_and_si256(
+        _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), 4),
+        _mm256_set1_epi8(0x0f));
+  }
+  // Byte i takes byte i / 8 of `bits` (the shuffle works within 128-bit halves, each of which
+  // holds all four bytes), then tests its own bit.
+  static Q bits_16(uint32_t bits) {
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(bits)),
+        _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+    const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit),
+                            _mm256_set1_epi8(16));
+  }
+  static Q bit_plane_16(const uint8_t* p, int bit) {
+    const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << bit));
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, mask), mask),
+                            _mm256_set1_epi8(16));
+  }
+  static Q two_bits_16(const uint8_t* p, int shift) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i two = _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(shift)),
+                                         _mm256_set1_epi8(3));
+    return _mm256_slli_epi16(two, 4);  // at most 48 per byte: nothing crosses into the next
+  }
+  static Q or_(Q a, Q b) { return _mm256_or_si256(a, b); }
+  static Q minus(Q a, int8_t value) { return _mm256_sub_epi8(a, _mm256_set1_epi8(value)); }
+  static Sums dot_unsigned(Q w, const int8_t* x) {
+    return Dot::dot(w, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+  }
+  // |w| as the unsigned operand, x with w's sign (x_q is never -128, so the sign moves exactly).
+  static Sums dot_signed(Q w, const int8_t* x) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    return Dot::dot(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+  }
+  static Acc zero() { return _mm256_setzero_ps(); }
+  // The sums stay below 2^24, so their conversion to float is exact.
+  static Acc fma(Sums s, float scale, Acc acc) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), acc);
+  }
+  static Acc fma_halves(Sums s, float scale_low, float scale_high, Acc acc) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
+                           _mm256_set_m128(_mm_set1_ps(scale_high), _mm_set1_ps(scale_low)), acc);
+  }
+  static float sum(Acc acc) { return Vec256::sum(acc); }
+  static float half(uint16_t bits) { return _cvtsh_ss(bits); }
+  static void prefetch(const void* p) { Vec256::prefetch(p); }
+};
+
 // The sum of the 32-bit lanes of v (the x86 quantized kernels' block sums). Inline: files that
 // include this header for the float contract alone do not use them.
 inline int32_t hsum_i32(__m128i v) {

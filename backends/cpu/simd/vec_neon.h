@@ -76,3 +76,77 @@ struct Vec128 {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
   }
 };
+
+// The byte contract of simd/block_matmul.h over pairs of Q registers: a sub-block's 32 quants as
+// elements 0..15 and 16..31, their products with x summed per half by the instruction set's `Dot`:
+// Dot::dot16(w, x) -> four 32-bit lanes summing the 16 products (SMULL/SADDLP, or SDOT). Quants
+// are signed bytes whatever the format (unsigned ones are at most 63), so one dot serves both.
+template <class Dot>
+struct Quants128x2 {
+  using Q = int8x16x2_t;
+  struct Sums {
+    int32x4_t low;   // elements 0..15
+    int32x4_t high;  // elements 16..31
+  };
+  using Acc = float32x4_t;
+  static constexpr int kSumScale = -8;  // neon_quant_matmul.h stores -8·Σ x_q per block
+  // Weights prefetched 1 KiB ahead; chunks of about 64 KiB stay in the L2 of a phone's small cores
+  // (neon_quant_matmul.h, kChunkBytes).
+  static constexpr int64_t kPrefetchBytes = 1024;
+  static constexpr size_t kChunkBytes = size_t{64} << 10;
+
+  static int8x16_t s8(uint8x16_t v) { return vreinterpretq_s8_u8(v); }
+  static Q nibbles(const uint8_t* p) {
+    const uint8x16_t packed = vld1q_u8(p);
+    return {{s8(vandq_u8(packed, vdupq_n_u8(0x0f))), s8(vshrq_n_u8(packed, 4))}};
+  }
+  static Q low_nibbles(const uint8_t* p) {
+    return {{s8(vandq_u8(vld1q_u8(p), vdupq_n_u8(0x0f))),
+             s8(vandq_u8(vld1q_u8(p + 16), vdupq_n_u8(0x0f)))}};
+  }
+  static Q high_nibbles(const uint8_t* p) {
+    return {{s8(vshrq_n_u8(vld1q_u8(p), 4)), s8(vshrq_n_u8(vld1q_u8(p + 16), 4))}};
+  }
+  // Byte i takes byte i / 8 of `bits`, then tests its own bit.
+  static Q bits_16(uint32_t bits) {
+    static constexpr uint8_t kBits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t bit = vld1q_u8(kBits);
+    const uint8x16_t low = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(bits)),
+                                       vdup_n_u8(static_cast<uint8_t>(bits >> 8)));
+    const uint8x16_t high = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(bits >> 16)),
+                                        vdup_n_u8(static_cast<uint8_t>(bits >> 24)));
+    return {{s8(vandq_u8(vtstq_u8(low, bit), vdupq_n_u8(16))),
+             s8(vandq_u8(vtstq_u8(high, bit), vdupq_n_u8(16)))}};
+  }
+  static Q bit_plane_16(const uint8_t* p, int bit) {
+    const uint8x16_t mask = vdupq_n_u8(static_cast<uint8_t>(1 << bit));
+    return {{s8(vandq_u8(vtstq_u8(vld1q_u8(p), mask), vdupq_n_u8(16))),
+             s8(vandq_u8(vtstq_u8(vld1q_u8(p + 16), mask), vdupq_n_u8(16)))}};
+  }
+  static Q two_bits_16(const uint8_t* p, int shift) {
+    const int8x16_t right = vdupq_n_s8(static_cast<int8_t>(-shift));
+    auto two = [&](const uint8_t* at) {
+      return s8(vshlq_n_u8(vandq_u8(vshlq_u8(vld1q_u8(at), right), vdupq_n_u8(3)), 4));
+    };
+    return {{two(p), two(p + 16)}};
+  }
+  static Q or_(Q a, Q b) { return {{vorrq_s8(a.val[0], b.val[0]), vorrq_s8(a.val[1], b.val[1])}}; }
+  static Q minus(Q a, int8_t value) {
+    return {{vsubq_s8(a.val[0], vdupq_n_s8(value)), vsubq_s8(a.val[1], vdupq_n_s8(value))}};
+  }
+  static Sums dot_signed(Q w, const int8_t* x) {
+    return {Dot::dot16(w.val[0], vld1q_s8(x)), Dot::dot16(w.val[1], vld1q_s8(x + 16))};
+  }
+  static Sums dot_unsigned(Q w, const int8_t* x) { return dot_signed(w, x); }
+  static Acc zero() { return vdupq_n_f32(0.0f); }
+  static Acc fma(Sums s, float scale, Acc acc) {
+    return vfmaq_n_f32(acc, vcvtq_f32_s32(vaddq_s32(s.low, s.high)), scale);
+  }
+  static Acc fma_halves(Sums s, float scale_low, float scale_high, Acc acc) {
+    return vfmaq_n_f32(vfmaq_n_f32(acc, vcvtq_f32_s32(s.low), scale_low), vcvtq_f32_s32(s.high),
+                       scale_high);
+  }
+  static float sum(Acc acc) { return vaddvq_f32(acc); }
+  static float half(uint16_t bits) { return Vec128::half_to_float(bits); }
+  static void prefetch(const void* p) { __builtin_prefetch(p); }
+};

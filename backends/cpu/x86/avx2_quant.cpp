@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/x86/x86.h"
 #include "core/quant.h"
@@ -378,6 +379,22 @@ struct Q8_0x8Kernel : X8Kernel<BlockQ8_0x8, kQ8_0x8SegmentBlocks> {
   }
 };
 
+// The byte contract of simd/block_matmul.h: maddubs pairs, widened by madd.
+struct Avx2Dot {
+  static __m256i dot(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+};
+using BlockQuants = Quants256<Avx2Dot>;
+
+// x for the sub-block family: Q8_0 rounding, element order.
+void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                    int64_t m_end) {
+  quantize_rows<Avx2Int>(x, xq, M, K, m_begin, m_end, /*group=*/1, /*biased=*/false);
+}
+
+#include "backends/cpu/simd/block_matmul.h"
+
 // The names simd/entry_points.h instantiates the quantized matmuls with.
 using QuantInt = Avx2Int;
 using Q4_0x8Tile = Q4_0x8Kernel;
@@ -398,6 +415,7 @@ void quantize_x__avx2(const float* x, void* xq, int64_t M, int64_t K, int64_t m_
 
 #define EDGELM_SIMD_ISA avx2
 #define EDGELM_SIMD_X86_QUANT
+#define EDGELM_SIMD_BLOCK_QUANT
 #include "backends/cpu/simd/entry_points.h"
 
 }  // namespace edgelm::cpu

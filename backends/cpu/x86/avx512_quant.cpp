@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/x86/avx512_intrinsics.h"
 #include "backends/cpu/x86/x86.h"
@@ -393,6 +394,22 @@ struct Q8_0x8Vnni : X8Vnni<Q8_0x8Vnni, BlockQ8_0x8, kQ8_0x8SegmentBlocks> {
   static constexpr int x_byte(int j) { return 4 * j; }
 };
 
+// The byte contract of simd/block_matmul.h: VNNI's vpdpbusd on YMM registers.
+struct VnniDot {
+  static __m256i dot(__m256i u, __m256i s) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+  }
+};
+using BlockQuants = Quants256<VnniDot>;
+
+// x for the sub-block family: Q8_0 rounding, element order.
+void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                    int64_t m_end) {
+  quantize_rows<Avx512Int>(x, xq, M, K, m_begin, m_end, /*group=*/1, /*biased=*/false);
+}
+
+#include "backends/cpu/simd/block_matmul.h"
+
 // The names simd/entry_points.h instantiates the quantized matmuls with.
 using QuantInt = Avx512Int;
 using Q4_0x8Tile = Q4_0x8Vnni;
@@ -426,6 +443,7 @@ void q4_0x8_decode_pairs_prefetch__avx512(const void* xq, const void* w, float* 
 
 #define EDGELM_SIMD_ISA avx512
 #define EDGELM_SIMD_X86_QUANT
+#define EDGELM_SIMD_BLOCK_QUANT
 #include "backends/cpu/simd/entry_points.h"
 
 }  // namespace edgelm::cpu

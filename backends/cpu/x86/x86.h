@@ -16,12 +16,11 @@
 #include <cstdint>
 
 #include "backends/cpu/attention_view.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/scratch.h"
 #include "core/backend.h"
 
 namespace edgelm::cpu {
-
-struct KernelTable;  // kernels.h
 
 #if defined(EDGELM_HAVE_X86_KERNELS)
 
@@ -74,6 +73,7 @@ void q4_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t 
                                int64_t a_begin, int64_t b_begin, int64_t rows);
 void q8_0x8_decode_pairs__avx2(const void* xq, const void* w, float* y, int64_t N, int64_t K,
                                int64_t a_begin, int64_t b_begin, int64_t rows);
+EDGELM_DECLARE_BLOCK_MATMULS(avx2)
 // The element-wise entries of the table (simd/elementwise.h, set_elementwise_kernels).
 void elementwise_kernels__avx2(KernelTable& table);
 void f32_attention__avx2(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
@@ -126,6 +126,7 @@ void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_
 void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t N, int64_t K,
                                 int64_t a_begin, int64_t b_begin, int64_t rows);
 // The element-wise entries of the table (simd/elementwise.h, set_elementwise_kernels).
+EDGELM_DECLARE_BLOCK_MATMULS(avx512)
 void elementwise_kernels__avx512(KernelTable& table);
 // Decode (one query, head_dim 64 or 128); otherwise the AVX2 kernels.
 void f32_attention__avx512(const AttentionArgs& args, int64_t group_begin, int64_t group_end);
