@@ -69,7 +69,6 @@ std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOp
     cl_options.platform = options.cl_platform;
     cl_options.device = options.cl_device;
     cl_options.profile = options.profile;
-    cl_options.convert_weights = options.repack_weights;
     return std::make_unique<opencl::OpenClBackend>(cl_options);
 #else
     EDGELM_FAIL("[backend] opencl: this build has no OpenCL backend (reconfigure with ",

@@ -18,8 +18,8 @@ struct BackendOptions {
   int cl_device = -1;     // OpenCL device index in that platform; -1: its first GPU, else first
   bool profile = false;   // time every kernel (OpenCL) or op call (CPU): Backend::op_timings
   // Let the loader put matmul weights in the layout the backend multiplies fastest
-  // (Backend::matmul_weight_type): the CPU's interleaved layouts, and Q4_1/Q5_0/Q5_1 converted to
-  // Q8_0 on the SIMD tables and OpenCL. false (--no-repack): every weight as stored.
+  // (Backend::matmul_weight_type): the CPU's interleaved layouts of Q4_0, Q8_0 and F16 (the same
+  // values in another order). false (--no-repack): every weight as stored.
   bool repack_weights = true;
   // CPU backends: allocate every tensor (activations, caches, repacked weights) from this memory
   // instead of their own, e.g. an OpenCL backend's shared buffers, so that both backends work on

@@ -198,6 +198,90 @@ inline float dot_q5_1(global const uchar* w_row, global const char* qx, global c
   return sum;
 }
 
+// The K-quants (super-blocks of 256) multiply float activations, unrounded: each work-item takes
+// 32-element sub-blocks (consecutive work-items consecutive sub-blocks, so short rows still spread
+// over the group) and forms Σ q·x per run of one scale in float, scaled once by that run's factor.
+// Q4_K/Q5_K: Σ (d·sc·q - dmin·mn)·x = d·sc·Σ q·x - dmin·mn·Σ x over a sub-block.
+
+// Float vectors of 8 lanes (one AVX register; PoCL on AVX2 warns about float16 arguments).
+inline float sum_float8(float8 v) {
+  const float4 a = v.lo + v.hi;
+  const float2 b = a.lo + a.hi;
+  return b.x + b.y;
+}
+
+// Σ q[i]·x[i] over 32 elements (q holds elements 0..15, q_high 16..31), in float.
+inline float dot_32(uchar16 q, uchar16 q_high, global const float* x) {
+  return sum_float8(convert_float8(q.lo) * vload8(0, x) + convert_float8(q.hi) * vload8(1, x) +
+                    convert_float8(q_high.lo) * vload8(2, x) +
+                    convert_float8(q_high.hi) * vload8(3, x));
+}
+
+// Sub-block u (of K / 32) of a Q4_K (five = false) or Q5_K row times x[32u, 32u + 32).
+inline float k45_sub_block_dot(global const uchar* w_row, int block_bytes, bool five,
+                               global const float* x, int u) {
+  global const uchar* block = w_row + (ulong)(u / 8) * block_bytes;
+  const int s = u % 8;
+  const int2 sm = k_scale_min(block + 4, s);
+  global const uchar* qs = block + (five ? 48 : 16) + 32 * (s / 2);
+  const uchar16 shift = (uchar16)(4 * (s % 2));
+  uchar16 q0 = (vload16(0, qs) >> shift) & (uchar16)15;
+  uchar16 q1 = (vload16(1, qs) >> shift) & (uchar16)15;
+  if (five) {  // bit s of qh[l] is bit 4 of element l's quant
+    const uchar16 bit = (uchar16)s;
+    q0 |= ((vload16(0, block + 16) >> bit) & (uchar16)1) << (uchar16)4;
+    q1 |= ((vload16(1, block + 16) >> bit) & (uchar16)1) << (uchar16)4;
+  }
+  x += (ulong)u * QK;
+  const float qx = dot_32(q0, q1, x);
+  const float sx = sum_float8(vload8(0, x) + vload8(1, x) + vload8(2, x) + vload8(3, x));
+  const float scale = vload_half(0, (global const half*)block) * (float)sm.x;
+  const float min = vload_half(1, (global const half*)block) * (float)sm.y;
+  return scale * qx - min * sx;
+}
+
+inline float dot_q4_k(global const uchar* w_row, global const float* x, int K, int lid) {
+  float sum = 0.0f;
+  for (int u = lid; u < K / QK; u += MATMUL_GROUP)
+    sum += k45_sub_block_dot(w_row, Q4_K_BYTES, false, x, u);
+  return sum;
+}
+
+inline float dot_q5_k(global const uchar* w_row, global const float* x, int K, int lid) {
+  float sum = 0.0f;
+  for (int u = lid; u < K / QK; u += MATMUL_GROUP)
+    sum += k45_sub_block_dot(w_row, Q5_K_BYTES, true, x, u);
+  return sum;
+}
+
+// Q6_K: sub-block u = 8b + 4h + k is quarter k of half h of block b (common.cl); its two runs of 16
+// take scales[8h + 2k] and scales[8h + 2k + 1]. The quants q (0..63) carry a bias of 32.
+inline float dot_q6_k(global const uchar* w_row, global const float* x, int K, int lid) {
+  float sum = 0.0f;
+  for (int u = lid; u < K / QK; u += MATMUL_GROUP) {
+    global const uchar* block = w_row + (ulong)(u / 8) * Q6_K_BYTES;
+    const int h = (u % 8) / 4;
+    const int k = u % 4;
+    global const uchar* ql = block + 64 * h + 32 * (k % 2);
+    global const uchar* qh = block + 128 + 32 * h;
+    const uchar16 low_shift = (uchar16)(4 * (k / 2));
+    const uchar16 high_shift = (uchar16)(2 * k);
+    const uchar16 q0 = ((vload16(0, ql) >> low_shift) & (uchar16)15) |
+                       (((vload16(0, qh) >> high_shift) & (uchar16)3) << (uchar16)4);
+    const uchar16 q1 = ((vload16(1, ql) >> low_shift) & (uchar16)15) |
+                       (((vload16(1, qh) >> high_shift) & (uchar16)3) << (uchar16)4);
+    global const float* xs = x + (ulong)u * QK;
+    const float first = sum_float8((convert_float8(q0.lo) - 32.0f) * vload8(0, xs) +
+                                   (convert_float8(q0.hi) - 32.0f) * vload8(1, xs));
+    const float second = sum_float8((convert_float8(q1.lo) - 32.0f) * vload8(2, xs) +
+                                    (convert_float8(q1.hi) - 32.0f) * vload8(3, xs));
+    global const char* scales = (global const char*)block + 192 + 8 * h + 2 * k;
+    const float d = vload_half(0, (global const half*)(block + 208));
+    sum += d * ((float)scales[0] * first + (float)scales[1] * second);
+  }
+  return sum;
+}
+
 // Reduces partial[r] (r < MATMUL_ROWS) of every work-item; work-item r < MATMUL_ROWS gets the
 // total of row r. `scratch` holds MATMUL_ROWS * MATMUL_GROUP floats.
 inline float gemv_reduce(float partial[MATMUL_ROWS], local float* scratch, int lid) {
@@ -265,6 +349,15 @@ MATMUL_GEMV_KERNEL(q5_0, QUANTIZED_X_ARGS, QUANTIZED_X_ROW)
 #undef DT_NAME
 #define DT_NAME DT_Q5_1
 MATMUL_GEMV_KERNEL(q5_1, QUANTIZED_X_ARGS, QUANTIZED_X_ROW)
+#undef DT_NAME
+#define DT_NAME DT_Q4_K
+MATMUL_GEMV_KERNEL(q4_k, FLOAT_X_ARGS, FLOAT_X_ROW)
+#undef DT_NAME
+#define DT_NAME DT_Q5_K
+MATMUL_GEMV_KERNEL(q5_k, FLOAT_X_ARGS, FLOAT_X_ROW)
+#undef DT_NAME
+#define DT_NAME DT_Q6_K
+MATMUL_GEMV_KERNEL(q6_k, FLOAT_X_ARGS, FLOAT_X_ROW)
 #undef DT_NAME
 
 // Rows [n_begin, n_begin + rows) of W converted to F32 into `tile` [rows, K] for the GEMM path.

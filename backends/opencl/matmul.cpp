@@ -7,10 +7,11 @@
 // scratch buffer (bounded size), then multiplied. Quantized weights therefore cost one extra pass
 // over a tile per chunk, which the GEMM's O(M) reuse amortises.
 //
-// Quantized weights meet activations rounded to 8 bits per block (kernels/matmul.cl says how), on
-// both paths, because the CPU's fast kernels do the same: the two backends then agree to float
-// rounding instead of differing by the activation rounding, which on small models is enough to
-// flip a greedy token.
+// Weights of the 32-block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) meet activations rounded to 8 bits
+// per block (kernels/matmul.cl says how), on both paths, because the CPU's fast kernels do the
+// same: the two backends then agree to float rounding instead of differing by the activation
+// rounding, which on small models is enough to flip a greedy token. The K-quants (Q4_K, Q5_K,
+// Q6_K) multiply the float activations as they are, accumulating in float.
 #include <string>
 
 #include "backends/opencl/checks.h"
@@ -53,8 +54,29 @@ const char* gemv_kernel(DType dtype) {
       return "matmul_q5_0_gemv";
     case DType::Q5_1:
       return "matmul_q5_1_gemv";
+    case DType::Q4_K:
+      return "matmul_q4_k_gemv";
+    case DType::Q5_K:
+      return "matmul_q5_k_gemv";
+    case DType::Q6_K:
+      return "matmul_q6_k_gemv";
     default:
       return nullptr;
+  }
+}
+
+// Whether weights of this dtype meet x rounded to 8 bits per 32-block (the types whose CPU SIMD
+// kernels round x to Q8_0 or Q8_1, the same values). The K-quants multiply x as it is, in float.
+bool rounds_activations(DType dtype) {
+  switch (dtype) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -113,11 +135,11 @@ void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
   check_int32(N, "matmul", "N");
   if (M == 0 || N == 0) return;
 
-  const bool quantized = dtype_is_quantized(w.dtype());
+  const bool round_x = rounds_activations(w.dtype());
   const int64_t blocks = K / 32;
   if (gemm_min_rows_ <= 0 || M < gemm_min_rows_) {
     KernelCall gemv = call("matmul", "matmul", gemv_kernel(w.dtype()));
-    if (quantized) {
+    if (round_x) {
       cl_mem qx = scratch(kActivationSlot, static_cast<size_t>(M * K));
       cl_mem dx = scratch(kActivationScaleSlot, static_cast<size_t>(M * blocks) * sizeof(float));
       call("matmul", "matmul", "matmul_quantize_x")
@@ -141,11 +163,11 @@ void OpenClBackend::matmul(const Tensor& x, const Tensor& w, const Tensor& y) {
     return;
   }
 
-  // GEMM: y[M, N] = x[M, K] · W[N, K]ᵀ, row-major, offsets in bytes. Quantized weights
-  // multiply the rounded copy of x.
+  // GEMM: y[M, N] = x[M, K] · W[N, K]ᵀ, row-major, offsets in bytes. Weights of the 32-block
+  // types multiply the rounded copy of x; the K-quants multiply x itself.
   cl_mem a = mem_of(x, "matmul", "x");
   size_t a_offset = x.byte_offset();
-  if (quantized) {
+  if (round_x) {
     a = scratch(kActivationSlot, static_cast<size_t>(M * K) * sizeof(float));
     a_offset = 0;
     call("matmul", "matmul", "matmul_round_x")

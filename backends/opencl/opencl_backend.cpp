@@ -67,8 +67,7 @@ OpenClBackend::OpenClBackend(const OpenClOptions& options)
                 options.cache_dir.value_or(ProgramCache::default_dir())),
       gemm_min_rows_(options.gemm_min_rows),
       gemm_tile_bytes_(options.gemm_tile_bytes),
-      gemm_(choose_gemm(options.gemm)),
-      convert_weights_(options.convert_weights) {
+      gemm_(choose_gemm(options.gemm)) {
   programs_.build_all();
 }
 
@@ -82,10 +81,10 @@ std::string OpenClBackend::device() const {
   return device_->info().describe();
 }
 
+// Every weight type is multiplied as stored: each has a GEMV kernel of its own and decodes into
+// the GEMM path's tiles, so nothing is converted at load.
 DType OpenClBackend::matmul_weight_type(DType dtype) const {
-  const bool offset_or_five_bit =
-      dtype == DType::Q4_1 || dtype == DType::Q5_0 || dtype == DType::Q5_1;
-  return convert_weights_ && offset_or_five_bit ? DType::Q8_0 : dtype;
+  return dtype;
 }
 
 bool OpenClBackend::can_use(const Buffer& buffer) const {
@@ -99,15 +98,19 @@ bool OpenClBackend::can_use(const Buffer& buffer) const {
 bool OpenClBackend::supports(OpKind op, std::initializer_list<DType> dtypes) const {
   const size_t n = dtypes.size();
   const DType* d = dtypes.begin();
+  // The types every op that decodes or encodes weights takes (load_element, the cast_to_*
+  // kernels); the K-quants are decoded (embed, matmul, cast to a float type) but not encoded.
   auto weight_type = [](DType t) {
     return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 ||
            t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1;
   };
+  auto k_quant = [](DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; };
+  auto float_type = [](DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; };
   auto only = [&](DType expected) { return n == 1 && d[0] == expected; };
   switch (op) {
     case OpKind::Embed:
     case OpKind::Matmul:
-      return n == 1 && weight_type(d[0]);
+      return n == 1 && (weight_type(d[0]) || k_quant(d[0]));
     case OpKind::Attention:
     case OpKind::KvAppend:
       return only(DType::F32) || only(DType::F16);
@@ -118,7 +121,8 @@ bool OpenClBackend::supports(OpKind op, std::initializer_list<DType> dtypes) con
     case OpKind::Softmax:
       return only(DType::F32);
     case OpKind::Cast:
-      return n == 2 && weight_type(d[0]) && weight_type(d[1]);
+      return n == 2 && ((weight_type(d[0]) && weight_type(d[1])) ||
+                        (k_quant(d[0]) && float_type(d[1])));
     case OpKind::KvCompact:
       return n == 1 && static_cast<int>(d[0]) < kDTypeCount && !dtype_is_quantized(d[0]);
     case OpKind::Copy:

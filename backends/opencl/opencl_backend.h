@@ -50,10 +50,6 @@ struct OpenClOptions {
   // Largest F32 tile of converted weight rows in the GEMM path (32 MiB: 2,048 rows of K = 4,096,
   // large enough for SGEMM to run at full efficiency, small enough for a phone's GPU heap).
   size_t gemm_tile_bytes = size_t{32} << 20;
-  // Multiply Q4_1, Q5_0 and Q5_1 matrices as Q8_0, converted by the loader on the host as for the
-  // CPU's SIMD tables (matmul_weight_type), so that both backends compute the same product of a
-  // file of these types. false (--no-repack): they stay as stored and the kernels of their own run.
-  bool convert_weights = true;
   // The GEMM of the tiled path. Auto reads $EDGELM_CL_GEMM (for measuring one against the other
   // with any tool), then takes CLBlast when it loads; an explicit choice ignores the variable.
   ClGemm gemm = ClGemm::Auto;
@@ -135,7 +131,6 @@ class OpenClBackend final : public Backend {
   int64_t gemm_min_rows_;
   size_t gemm_tile_bytes_;
   ClGemm gemm_;
-  bool convert_weights_;
   uint64_t copy_bytes_ = 0;
   std::vector<std::pair<size_t, MemHandle>> scratch_;  // by slot: size, buffer
   std::vector<PendingEvent> pending_;
