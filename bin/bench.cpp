@@ -457,7 +457,7 @@ int run(int argc, char** argv) {
   bool no_repack = false;
   app.add_flag("--no-repack", no_repack,
                "Multiply weights as stored instead of in the backend's faster layout (the "
-               "CPU's repacked Q4_0, Q8_0, F16; Q8_0 for Q4_1, Q5_0, Q5_1)");
+               "CPU's Q4_0, Q8_0 and F16 with rows interleaved: the same values)");
   app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
   app.add_option(flag::kBatchSize, chunk,
                  "Prompt tokens per prefill step (default " +

@@ -337,9 +337,11 @@ inline DType parse_dtype(const std::string& text, const char* flag,
 inline DType parse_weight_type(const std::string& text) {
   return parse_dtype(
       text, "--weight-type",
-      {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1});
+      {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+       DType::Q4_K, DType::Q5_K, DType::Q6_K});
 }
 inline constexpr const char* kWeightTypeHelp =
-    "Convert every matrix on load: f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1 (default: each as stored)";
+    "Convert every matrix on load: f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k (default: each "
+    "as stored; a conversion rounds the file's values again)";
 
 }  // namespace edgelm::cli

@@ -107,7 +107,7 @@ inline void add_generate_flags(CLI::App& app, GenerateFlags& f) {
   app.add_option("--weight-type", f.weight_type_text, cli::kWeightTypeHelp);
   app.add_flag("--no-repack", f.no_repack,
                "Multiply weights as stored instead of in the backend's faster layout (the "
-               "CPU's repacked Q4_0, Q8_0, F16; Q8_0 for Q4_1, Q5_0, Q5_1)");
+               "CPU's Q4_0, Q8_0 and F16 with rows interleaved: the same values)");
   app.add_option("--kv-type", f.kv_type_text, "KV cache type: f32|f16");
   app.add_option(flag::kCtxSize, f.max_seq_len,
                  "Logical context in tokens (default 2048): the most positions prompt and reply "

@@ -20,7 +20,9 @@ int main(int argc, char** argv) {
                    "hf (config.json + model.safetensors + tokenizer.json) or gguf")
         ->check(CLI::IsMember({"hf", "gguf"}));
     app.add_option("--quant", quant,
-                   "Weight type: f32|f16|bf16 (hf, gguf), q8_0|q4_0|q4_1|q5_0|q5_1 (gguf)");
+                   "Weight type: f32|f16|bf16 (hf, gguf), q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k "
+                   "(gguf), or llama.cpp's mixes q4_k_m|q5_k_m (gguf: Q6_K for the output and for "
+                   "attn_v and ffn_down of some layers)");
     app.add_option(edgelm::cli::flag::kSeed, options.seed, "Seed of the random weights")
         ->check(edgelm::cli::kUint64);
     app.add_option("--out", options.out_dir, "Output folder");
@@ -33,7 +35,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (options.out_dir.empty()) EDGELM_FAIL("--out: give an output folder");
-    const auto dtype = edgelm::dtype_from_name(quant);
+    std::string type_name = quant;
+    if (quant == "q4_k_m" || quant == "q5_k_m") {
+      options.k_quant_mix = true;
+      type_name = quant.substr(0, 4);
+    }
+    const auto dtype = edgelm::dtype_from_name(type_name);
     if (!dtype) EDGELM_FAIL("--quant: unknown type '", quant, "'");
     options.quant = *dtype;
     const auto start = std::chrono::steady_clock::now();

@@ -92,9 +92,8 @@ class Backend {
   virtual bool can_use(const Buffer& buffer) const { return buffer.host_ptr() != nullptr; }
 
   // The dtype this backend multiplies `dtype` weight matrices fastest in: a repacked layout of the
-  // same values (the CPU's Q4_0 -> Q4_0x8), or another type the loader converts them to on the
-  // host (Q4_1, Q5_0, Q5_1 -> the CPU SIMD tables' Q8_0 layout, OpenCL's Q8_0; for_matmul in
-  // models/loader.cpp). Default: `dtype` itself, used in place.
+  // same values (the CPU's Q4_0 -> Q4_0x8; for_matmul in models/loader.cpp), never other values.
+  // Default: `dtype` itself, used in place.
   virtual DType matmul_weight_type(DType dtype) const { return dtype; }
 
   // Waits until all work submitted so far has finished and its results are visible through

@@ -35,8 +35,8 @@ Tensor place(Backend& backend, const Tensor& source) {
 }
 
 // The backend that converts weights on the host (LoadOptions::converter, else `backend` itself):
-// for backends that cannot read a file mapping (a GPU), and for every backend when a matmul layout
-// needs another type (for_matmul). Throws when it cannot read host memory.
+// for backends that cannot read a file mapping (a GPU) when a matrix is converted (--weight-type)
+// or placed in device memory. Throws when it cannot read host memory.
 Backend& host_converter(Backend& backend, const LoadOptions& options, const std::string& path) {
   Backend& converter = options.converter != nullptr ? *options.converter : backend;
   std::byte probe{};
@@ -93,38 +93,28 @@ Tensor unpermute_rows(Backend& backend, const Tensor& source, int64_t head_dim) 
   return out;
 }
 
-// A matmul weight in the layout `backend` multiplies fastest (Backend::matmul_weight_type), in up
-// to two steps. First a conversion, when the layout's stored type (dtype_unpacked) is not the
-// weight's: the CPU's SIMD tables and OpenCL take Q4_1, Q5_0 and Q5_1 as Q8_0 (exact
-// dequantization, then the reference Q8_0 quantizer, through the cast op). It runs on the host
-// converter whatever the backend, so every backend multiplies the same bytes. Then a repack, when
-// the layout interleaves rows (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8 and F16 -> F16x4 on x86: byte
-// shuffles). A matrix whose rows or columns the interleaving cannot take keeps the layout's stored
-// type. The embedding table is never repacked: embed gathers single rows, which the interleaved
-// layouts do not keep together.
-Tensor for_matmul(Backend& backend, Backend& converter, const Tensor& weight,
-                  const std::string& name, const std::string& path) {
+// A matmul weight in the layout `backend` multiplies fastest (Backend::matmul_weight_type): the
+// weight itself, or its rows interleaved (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8 and F16 -> F16x4 on x86:
+// byte shuffles, the same values). A layout of other values is refused: weights are multiplied as
+// the file stores them, and only --weight-type converts (load_matrix). A matrix whose rows or
+// columns the interleaving cannot take stays as stored. The embedding table is never repacked:
+// embed gathers single rows, which the interleaved layouts do not keep together.
+Tensor for_matmul(Backend& backend, const Tensor& weight, const std::string& name,
+                  const std::string& path) {
   const DType from = weight.dtype();
   const DType layout = backend.matmul_weight_type(from);
   if (layout == from) return weight;
   const DType stored = dtype_unpacked(layout);
-  EDGELM_CHECK(layout == stored || layout == DType::Q4_0x8 || layout == DType::Q8_0x8 ||
-                   layout == DType::F16x4,
-               "[load] backend ", backend.name(), " asks for ", dtype_name(from), " weights as ",
-               dtype_name(layout), ", which the loader cannot produce");
-  const bool fits =
-      weight.dim(0) % dtype_row_group(layout) == 0 && weight.dim(1) % dtype_block_size(layout) == 0;
+  EDGELM_CHECK(stored == from && (layout == DType::Q4_0x8 || layout == DType::Q8_0x8 ||
+                                  layout == DType::F16x4),
+               "[load] ", path, ": tensor '", name, "': backend ", backend.name(), " asks for ",
+               dtype_name(from), " weights as ", dtype_name(layout),
+               ", which is not the same values in another order");
+  if (weight.dim(0) % dtype_row_group(layout) != 0 || weight.dim(1) % dtype_block_size(layout) != 0)
+    return weight;
   // The repacked matrices are what decoding streams through, token after token: they go to the
-  // backend's weight memory (the CPU's lays them end to end on huge pages, SlabHostMemory), as
-  // does a converted matrix that is kept as it is. Copies made on the way (converted, unpermuted)
-  // are freed after this and stay in memory().
-  const bool repack = layout != stored && fits;
-  Tensor source = weight;
-  if (stored != from) {
-    source = cast_into(converter, backend, repack ? backend.memory() : backend.weight_memory(),
-                       weight, stored, name, path);
-  }
-  if (!repack) return source;
+  // backend's weight memory (the CPU's lays them end to end on huge pages, SlabHostMemory).
+  const Tensor& source = weight;
   Tensor packed = Tensor::empty(backend.weight_memory(), layout, source.shape());
   EDGELM_CHECK(packed.raw() != nullptr, "[load] backend ", backend.name(),
                " memory has no host mapping to load weights through");
@@ -358,7 +348,7 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, Backend& converter
   auto load_projection = [&](const std::string& name, Shape shape) {
     Tensor matrix = load_matrix(name, shape);
     census.projection(matrix.dtype());
-    Tensor loaded_matrix = for_matmul(backend, converter, matrix, name, dir);
+    Tensor loaded_matrix = for_matmul(backend, matrix, name, dir);
     const SafetensorsTensor& stored = st.get(name);
     release_if_copied(*stored.file, stored.data, stored.nbytes, {loaded_matrix});
     return loaded_matrix;
@@ -372,14 +362,14 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, Backend& converter
   census.embedding(w.embedding.dtype());
   w.output_norm = load_norm("model.norm.weight");
   if (c.tie_word_embeddings) {
-    w.output = for_matmul(backend, converter, w.embedding, "model.embed_tokens.weight", dir);
+    w.output = for_matmul(backend, w.embedding, "model.embed_tokens.weight", dir);
     w.embedding = embedding_for(backend, w.embedding, w.output);
     const SafetensorsTensor& stored = st.get("model.embed_tokens.weight");
     release_if_copied(*stored.file, stored.data, stored.nbytes, {w.output, w.embedding});
   } else {
     const Tensor output = load_matrix("lm_head.weight", matrix(c.vocab_size, c.hidden_size));
     census.output(output.dtype());
-    w.output = for_matmul(backend, converter, output, "lm_head.weight", dir);
+    w.output = for_matmul(backend, output, "lm_head.weight", dir);
     const SafetensorsTensor& stored = st.get("lm_head.weight");
     release_if_copied(*stored.file, stored.data, stored.nbytes, {w.output});
   }
@@ -443,8 +433,9 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, Backend& conver
     return dequantized;
   };
   // Each matrix keeps its stored type unless a type is requested (quantized files often mix
-  // types: SmolLM2's Q4_1 file has a Q8_0 token embedding); K-quant tensors come back as F32 from
-  // raw() and become F16 by default.
+  // types: SmolLM2's Q4_1 file has a Q8_0 token embedding, Q4_K_M files Q4_K, Q6_K and Q5_0/Q8_0
+  // where a row is no multiple of 256); every type GGUF Llama files carry maps to a DType, so the
+  // F16 below is only for a type raw() had to dequantize.
   auto matrix_type = [&](const std::string& name) {
     const GgufTensor* t = gguf.find_tensor(name);
     if (t == nullptr) EDGELM_FAIL("[load] ", path, ": missing tensor '", name, "'");
@@ -463,7 +454,7 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, Backend& conver
   auto load_projection = [&](const std::string& name, Shape shape, bool permuted) {
     Tensor matrix = load_matrix(name, shape, permuted);
     census.projection(matrix.dtype());
-    Tensor loaded_matrix = for_matmul(backend, converter, matrix, name, path);
+    Tensor loaded_matrix = for_matmul(backend, matrix, name, path);
     const GgufTensor* stored = gguf.find_tensor(name);
     release_if_copied(*stored->file, stored->data, stored->nbytes, {loaded_matrix});
     return loaded_matrix;
@@ -474,14 +465,14 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, Backend& conver
   census.embedding(w.embedding.dtype());
   w.output_norm = load_norm("output_norm.weight");
   if (c.tie_word_embeddings) {
-    w.output = for_matmul(backend, converter, w.embedding, "token_embd.weight", path);
+    w.output = for_matmul(backend, w.embedding, "token_embd.weight", path);
     w.embedding = embedding_for(backend, w.embedding, w.output);
     const GgufTensor* stored = gguf.find_tensor("token_embd.weight");
     release_if_copied(*stored->file, stored->data, stored->nbytes, {w.output, w.embedding});
   } else {
     const Tensor output = load_matrix("output.weight", matrix(c.vocab_size, c.hidden_size), false);
     census.output(output.dtype());
-    w.output = for_matmul(backend, converter, output, "output.weight", path);
+    w.output = for_matmul(backend, output, "output.weight", path);
     const GgufTensor* stored = gguf.find_tensor("output.weight");
     release_if_copied(*stored->file, stored->data, stored->nbytes, {w.output});
   }
@@ -524,10 +515,10 @@ int64_t hf_to_gguf_row(int64_t hf_row, int64_t head_dim) {
 }
 
 LlamaWeights weights_for(Backend& backend, const LlamaWeights& weights) {
-  Backend& converter = host_converter(backend, {}, "weights of another backend");
+  host_converter(backend, {}, "weights of another backend");  // throws unless it reads host memory
   LlamaWeights out = weights;
   auto layout = [&](Tensor& t, const char* name) {
-    t = for_matmul(backend, converter, t, name, "weights of another backend");
+    t = for_matmul(backend, t, name, "weights of another backend");
   };
   layout(out.output, "output");
   for (LlamaLayerWeights& w : out.layers) {

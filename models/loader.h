@@ -47,7 +47,7 @@ LoadedModel load_llama(const std::string& path, Backend& backend, const LoadOpti
 
 // The weights of a model loaded for another backend, in the layouts `backend` multiplies fastest
 // (Backend::matmul_weight_type): each matrix whose layout differs (the CPU's Q4_0x8, Q8_0x8, F16x4
-// for OpenCL's Q4_0, Q8_0, F16) is converted and repacked by `backend` on the host into its
+// for OpenCL's Q4_0, Q8_0, F16) is repacked by `backend` on the host into its
 // weight_memory(); every other tensor (norms, the embedding, matrices already in the layout) is
 // the same tensor, sharing its buffer. `backend` must read host memory (a CPU backend) and be
 // able to read the given weights in place. For two backends over one model (models/hybrid.h).

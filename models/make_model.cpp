@@ -187,6 +187,15 @@ std::vector<uint8_t> encode(const std::vector<float>& values, DType dtype, int64
     case DType::Q5_1:
       quantize_row_q5_1(values.data(), reinterpret_cast<BlockQ5_1*>(bytes.data()), n);
       break;
+    case DType::Q4_K:
+      quantize_row_q4_K(values.data(), bytes.data(), n);
+      break;
+    case DType::Q5_K:
+      quantize_row_q5_K(values.data(), bytes.data(), n);
+      break;
+    case DType::Q6_K:
+      quantize_row_q6_K(values.data(), bytes.data(), n);
+      break;
     default:
       EDGELM_FAIL("[make_model] cannot encode ", dtype_name(dtype));
   }
@@ -423,8 +432,20 @@ std::string write_hf(const ModelPreset& preset, const MakeModelOptions& options)
   return dir.string();
 }
 
-uint32_t gguf_file_type(DType dtype) {
-  switch (dtype) {  // llama.cpp's "mostly <type>" file type codes
+// The block index of a GGUF tensor name ("blk.7.attn_v.weight" -> 7), -1 for the others.
+int64_t block_of(const std::string& gguf_name) {
+  if (gguf_name.rfind("blk.", 0) != 0) return -1;
+  return std::stoll(gguf_name.substr(4));
+}
+
+uint32_t gguf_file_type(DType dtype, bool k_quant_mix) {
+  switch (dtype) {  // llama.cpp's "mostly <type>" file type codes (K-quants: _S, or _M mixed)
+    case DType::Q4_K:
+      return k_quant_mix ? 15 : 14;
+    case DType::Q5_K:
+      return k_quant_mix ? 17 : 16;
+    case DType::Q6_K:
+      return 18;
     case DType::F32:
       return 0;
     case DType::F16:
@@ -451,7 +472,7 @@ std::string write_gguf(const ModelPreset& preset, const MakeModelOptions& option
   GgufWriter writer;
   writer.set_string("general.architecture", "llama");
   writer.set_string("general.name", "edgelm random " + preset.name);
-  writer.set_u32("general.file_type", gguf_file_type(options.quant));
+  writer.set_u32("general.file_type", gguf_file_type(options.quant, options.k_quant_mix));
   writer.set_u32("llama.context_length", static_cast<uint32_t>(c.max_position_embeddings));
   writer.set_u32("llama.embedding_length", static_cast<uint32_t>(c.hidden_size));
   writer.set_u32("llama.block_count", static_cast<uint32_t>(c.n_layers));
@@ -507,6 +528,10 @@ std::string write_gguf(const ModelPreset& preset, const MakeModelOptions& option
     }
     DType dtype = t.is_norm ? DType::F32 : options.quant;
     if (t.gguf_name == "token_embd.weight") dtype = options.embedding_quant.value_or(options.quant);
+    if (!t.is_norm && dtype_block_size(dtype) == kKQuantBlockSize) {
+      dtype = k_quant_type(t.gguf_name, block_of(t.gguf_name), c.n_layers, t.shape.last(),
+                           c.tie_word_embeddings, dtype, options.k_quant_mix);
+    }
     if (t.is_norm && (options.quant == DType::F16 || options.quant == DType::BF16)) {
       // llama.cpp wants F32 norms; store the values the HF folder of this type holds, so both
       // formats describe the same model.
@@ -520,7 +545,8 @@ std::string write_gguf(const ModelPreset& preset, const MakeModelOptions& option
     writer.add_tensor(t.gguf_name, ggml_from_dtype(dtype), t.shape, storage.back().data(),
                       storage.back().size());
   }
-  std::string name = preset.name + "-" + dtype_name(options.quant);
+  std::string name =
+      preset.name + "-" + dtype_name(options.quant) + (options.k_quant_mix ? "_m" : "");
   if (options.embedding_quant && *options.embedding_quant != options.quant)
     name += std::string("-embd-") + dtype_name(*options.embedding_quant);
   const std::string path = (std::filesystem::path(options.out_dir) / (name + ".gguf")).string();
@@ -529,6 +555,33 @@ std::string write_gguf(const ModelPreset& preset, const MakeModelOptions& option
 }
 
 }  // namespace
+
+// llama.cpp's choice (its quantizer's type rules, restated): the medium mixes give more bits to
+// the first and last eighth of the layers and every third one between; the output matrix (or a
+// tied embedding, which is also the output) gets Q6_K in every K-quant file.
+DType k_quant_type(const std::string& gguf_name, int64_t layer, int64_t n_layers, int64_t columns,
+                   bool tied, DType base, bool mix) {
+  auto more_bits = [&] {
+    const int64_t eighth = n_layers / 8;
+    return layer < eighth || layer >= 7 * n_layers / 8 || (layer - eighth) % 3 == 2;
+  };
+  auto ends_with = [&](const char* suffix) {
+    const std::string s = suffix;
+    return gguf_name.size() >= s.size() &&
+           gguf_name.compare(gguf_name.size() - s.size(), s.size(), s) == 0;
+  };
+  DType type = base;
+  if (gguf_name == "output.weight" || (tied && gguf_name == "token_embd.weight")) {
+    type = DType::Q6_K;
+  } else if (mix && layer >= 0 && (ends_with(".attn_v.weight") || ends_with(".ffn_down.weight")) &&
+             more_bits()) {
+    type = DType::Q6_K;
+  }
+  if (columns % kKQuantBlockSize != 0) {
+    type = type == DType::Q4_K ? DType::Q5_0 : type == DType::Q5_K ? DType::Q5_1 : DType::Q8_0;
+  }
+  return type;
+}
 
 const std::vector<ModelPreset>& model_presets() {
   static const std::vector<ModelPreset> presets = {
@@ -542,6 +595,10 @@ const std::vector<ModelPreset>& model_presets() {
        tiny_config(64, 3, 1, 32, 3, 96, 288, true, true)},
       {"tiny-long", "4 layers, hidden 128, 8 heads / 2 kv heads, llama3 scaling, tied",
        tiny_config(128, 8, 2, 16, 4, 256, 512, true, true)},
+      {"tiny-256",
+       "2 layers, hidden 256, 4 heads / 2 kv heads, ffn 512, untied: every matrix whole K-quant "
+       "super-blocks",
+       tiny_config(256, 4, 2, 64, 2, 512, 320, false, true)},
       {"llama-3.2-1b",
        "Llama 3.2 1B shapes: 16 layers, hidden 2048, 32 heads / 8 kv heads, vocab 128256",
        llama32_config(2048, 32, 64, 16)},
@@ -569,11 +626,14 @@ std::string make_model(const MakeModelOptions& options) {
         options.quant != DType::BF16) {
       EDGELM_FAIL("[make_model] --quant ", dtype_name(options.quant),
                   ": safetensors folders hold f32, f16 or bf16; use --format gguf for "
-                  "q8_0/q4_0/q4_1/q5_0/q5_1");
+                  "q8_0/q4_0/q4_1/q5_0/q5_1/q4_k/q5_k/q6_k");
     }
     EDGELM_CHECK(!options.embedding_quant, "[make_model] a token embedding of its own type is for ",
                  "GGUF files only");
   } else if (options.format == "gguf") {
+    EDGELM_CHECK(
+        !options.k_quant_mix || options.quant == DType::Q4_K || options.quant == DType::Q5_K,
+        "[make_model] the medium mix is for q4_k and q5_k (q4_k_m, q5_k_m)");
     for (const DType dtype : {options.quant, options.embedding_quant.value_or(options.quant)}) {
       if (dtype_row_group(dtype) != 1 || dtype == DType::I32)
         EDGELM_FAIL("[make_model] --quant ", dtype_name(dtype), " is not a weight type of files");
