@@ -544,10 +544,11 @@ int run(int argc, char** argv) {
   log_eviction_summary(manager);
   std::fprintf(stderr,
                "load %.3f s | prefill %lld tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
-               "KV cache %.2f MiB (%s, %lld slots, context %lld) | evictions %lld (%.3f s) | "
-               "peak RSS %.1f MiB | stop: %s\n",
+               "weights %.2f MiB (%s) | KV cache %.2f MiB (%s, %lld slots, context %lld) | "
+               "evictions %lld (%.3f s) | peak RSS %.1f MiB | stop: %s\n",
                load_s, static_cast<long long>(stats.prompt_tokens), stats.prefill_tok_s(),
                static_cast<long long>(stats.decode_steps), stats.decode_tok_s(),
+               static_cast<double>(model.weight_bytes()) / 1048576.0, weight_types.c_str(),
                static_cast<double>(stats.kv_bytes) / 1048576.0, edgelm::dtype_name(kv_type),
                static_cast<long long>(stats.kv_capacity), static_cast<long long>(stats.kv_context),
                static_cast<long long>(stats.evictions), stats.eviction_seconds,
@@ -573,6 +574,7 @@ int run(int argc, char** argv) {
         {"released_bytes", stats.released_bytes},
         {"rss_drop_bytes", stats.rss_drop_bytes},
         {"weight_bytes_per_token", model.weight_bytes_per_token()},
+        {"weight_bytes", model.weight_bytes()},
     });
     if (budget_bytes > 0) summary["kv_budget_bytes"] = budget_bytes;
     if (stream_text) summary["text"] = reply.text;

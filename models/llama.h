@@ -97,6 +97,9 @@ class LlamaModel {
 
   // Bytes of weights one decode step reads (every matrix once, the embedding row aside).
   size_t weight_bytes_per_token() const;
+  // Bytes of weights the model holds: those, and the embedding table unless it is the output's
+  // own bytes (a tied embedding used from the output matrix).
+  size_t weight_bytes() const;
 
   // The queries before RoPE of `layer` in the last step run with options.export_queries:
   // F32 [n, n_heads, head_dim] for its n tokens (a view; valid until the next such step). Throws

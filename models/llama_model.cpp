@@ -96,6 +96,11 @@ size_t LlamaModel::weight_bytes_per_token() const {
   return bytes;
 }
 
+size_t LlamaModel::weight_bytes() const {
+  const bool shared = weights_.embedding.raw() == weights_.output.raw();
+  return weight_bytes_per_token() + (shared ? 0 : weights_.embedding.nbytes());
+}
+
 std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCache& cache,
                                            const ForwardOptions& options) {
   EDGELM_CHECK(!tokens.empty(), "[llama] forward needs at least one token");

@@ -134,6 +134,7 @@ int main(int argc, char** argv) {
       {"rss_bytes", Kind::NonNegativeInt},
       {"peak_rss_bytes", Kind::NonNegativeInt},
       {"weight_bytes_per_token", Kind::NonNegativeInt},
+      {"weight_bytes", Kind::NonNegativeInt},
       {"host_device_copy_bytes", Kind::NonNegativeInt},
       {"host_device_copy_bytes_prefill", Kind::NonNegativeInt},
       {"host_device_copy_bytes_load", Kind::NonNegativeInt},
@@ -170,6 +171,11 @@ int main(int argc, char** argv) {
   if (prompt_known && integer("prompt_tokens") != static_cast<int64_t>(prompt.size()))
     problem("prompt_tokens " + std::to_string(integer("prompt_tokens")) + " for a prompt of " +
             std::to_string(prompt.size()));
+  // Held: every matrix a token reads, and the embedding unless it is the output's own bytes.
+  if (integer("weight_bytes") < integer("weight_bytes_per_token") ||
+      integer("weight_bytes_per_token") <= 0)
+    problem("weight_bytes " + std::to_string(integer("weight_bytes")) + " below the " +
+            std::to_string(integer("weight_bytes_per_token")) + " a token reads");
   if (integer("generated_tokens") != n_tokens)
     problem("generated_tokens " + std::to_string(integer("generated_tokens")) + " for " +
             std::to_string(n_tokens) + " tokens");
