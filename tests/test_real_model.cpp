@@ -12,7 +12,8 @@
 // either way.
 //
 // The model is SmolLM2-135M-Instruct Q4_1 as scripts/fetch_smollm2.sh downloads it (into
-// build/models/, or the file EDGELM_SMOLLM2 names); tests never download. Without the file the
+// build/models/, or the file EDGELM_SMOLLM2 names, with EDGELM_LLAMA_CPP_FIXTURE for its fixture);
+// tests never download. Without the file the
 // test skips, and with EDGELM_REQUIRE_REAL_MODEL=1 (CI, which fetches it first) it fails instead.
 #include <algorithm>
 #include <cmath>
@@ -60,10 +61,14 @@ constexpr double kMedianBound = 0.34;
 constexpr double kP95Bound = 1.0;
 constexpr double kMaxBound = 3.0;
 
+// The fixture, or the one EDGELM_LLAMA_CPP_FIXTURE names (with EDGELM_SMOLLM2, a local check of
+// another file: the same script's output for it).
 const json& fixture() {
   static const json data = [] {
-    std::ifstream in(kFixture);
-    EXPECT_TRUE(in.good()) << kFixture;
+    const char* env = std::getenv("EDGELM_LLAMA_CPP_FIXTURE");
+    const std::string path = env != nullptr ? env : kFixture;
+    std::ifstream in(path);
+    EXPECT_TRUE(in.good()) << path;
     return json::parse(in);
   }();
   return data;
