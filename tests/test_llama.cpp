@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/registry.h"
@@ -538,6 +539,49 @@ TEST(KQuantFiles, LoadInPlaceAndFollowThePortableTable) {
       const int32_t next = argmax(a);
       a = to_vector(exact_model.forward(std::span<const int32_t>(&next, 1), exact_cache));
       b = to_vector(fast_model.forward(std::span<const int32_t>(&next, 1), fast_cache));
+    }
+  }
+}
+
+// A K-quant super-block with a NaN factor (a corrupt file) makes the logits NaN on every table,
+// which the sampler then reports in one line, rather than an arbitrary finite result.
+TEST(KQuantFiles, ANaNFactorReachesTheLogits) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("edgelm_k_quant_nan_" + std::to_string(::getpid()));
+  const std::string path = make_model({.preset = "tiny-256",
+                                       .format = "gguf",
+                                       .quant = DType::Q4_K,
+                                       .k_quant_mix = true,
+                                       .seed = 4,
+                                       .out_dir = dir.string()});
+  for (const char* name : {"blk.0.ffn_down.weight", "blk.1.ffn_down.weight"}) {
+    SCOPED_TRACE(name);
+    const std::string poisoned = (dir / "poisoned.gguf").string();
+    fs::copy_file(path, poisoned, fs::copy_options::overwrite_existing);
+    size_t offset = 0;
+    DType type = DType::Count;
+    {
+      const GgufFile file = GgufFile::open(poisoned);
+      const GgufTensor& t = *file.find_tensor(name);
+      offset = t.file_offset;
+      type = *dtype_from_ggml(t.type);
+    }
+    // The first super-block's d: Q4_K's first two bytes, Q6_K's last two.
+    const size_t at = offset + (type == DType::Q6_K ? sizeof(BlockQ6_K) - 2 : 0);
+    std::fstream bytes(poisoned, std::ios::in | std::ios::out | std::ios::binary);
+    bytes.seekp(static_cast<std::streamoff>(at));
+    const char half_nan[2] = {0x00, 0x7e};
+    bytes.write(half_nan, 2);
+    bytes.close();
+    for (const cpu::KernelTable* table : cpu::available_kernel_tables()) {
+      cpu::CpuBackend cpu(cpu::CpuOptions{.n_threads = 1, .isa = table->isa});
+      LoadedModel loaded = load_llama(poisoned, cpu);
+      LlamaModel model(cpu, loaded.config, loaded.weights);
+      KvCache cache = model.make_cache(16, DType::F32);
+      const std::vector<int32_t> prompt = test_prompt(loaded.config.vocab_size, 4);
+      const auto logits = to_vector(model.forward(prompt, cache));
+      EXPECT_TRUE(std::any_of(logits.begin(), logits.end(), [](float v) { return std::isnan(v); }))
+          << table->isa << " " << dtype_name(type);
     }
   }
 }
