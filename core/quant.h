@@ -72,6 +72,17 @@ struct BlockQ4_K {
 };
 static_assert(sizeof(BlockQ4_K) == 144, "Q4_K block must be 144 bytes (GGML layout)");
 
+// The eight 6-bit scales and mins of a Q4_K/Q5_K block's 12 packed bytes, one pair per sub-block
+// s of 32 elements: for s < 4, scale = low 6 bits of byte s and min = low 6 bits of byte s + 4;
+// for s >= 4, scale = low nibble of byte s + 4 and min = its high nibble, each topped by the two
+// high bits of byte s - 4 (scale) or byte s (min), the bits sub-blocks 0..3 leave free. Out of
+// line, so the SIMD kernel files call it too (backends/cpu/x86/x86.h says why not inline).
+struct KScales {
+  uint8_t scale[8];
+  uint8_t min[8];
+};
+void unpack_k_scales(const uint8_t* packed, KScales& out);
+
 // Q5_K: Q4_K with a fifth bit per element; q in 0..31.
 struct BlockQ5_K {
   uint16_t d;

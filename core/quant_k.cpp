@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -24,41 +25,22 @@ void check_row_length(const char* type_name, int64_t n, int64_t block_size) {
                " is not a multiple of ", block_size);
 }
 
-// The 12 scale bytes of Q4_K and Q5_K hold eight 6-bit scales and eight 6-bit mins, one pair per
-// sub-block s of 32 elements:
-//   s in 0..3: scale = low 6 bits of byte s,      min = low 6 bits of byte s + 4
-//   s in 4..7: scale = low nibble of byte s + 4,  min = high nibble of byte s + 4,
-//              and their top two bits are the top two bits of byte s - 4 (scale) and byte s
-//              (min), the bits that sub-blocks 0..3 leave free.
-struct ScalesAndMins {
-  uint8_t scale[8];
-  uint8_t min[8];
-};
-
-ScalesAndMins unpack_scales_and_mins(const uint8_t packed[kKQuantScaleBytes]) {
-  ScalesAndMins result;
-  for (int s = 0; s < 4; ++s) {
-    result.scale[s] = packed[s] & 0x3f;
-    result.min[s] = packed[s + 4] & 0x3f;
-  }
-  for (int s = 4; s < 8; ++s) {
-    result.scale[s] = static_cast<uint8_t>((packed[s + 4] & 0x0f) | ((packed[s - 4] >> 6) << 4));
-    result.min[s] = static_cast<uint8_t>((packed[s + 4] >> 4) | ((packed[s] >> 6) << 4));
-  }
-  return result;
-}
-
 // Q4_K element order: the 128 quant bytes form four groups of 32; group g holds sub-blocks 2g (low
 // nibbles) and 2g + 1 (high nibbles). So element i of a block is in sub-block s = i / 32 and is
 // the low nibble of qs[32 * (s / 2) + i % 32] when s is even, its high nibble when s is odd.
-template <class Out>
-void dequantize_q4_K(const void* blocks, Out* out, int64_t n) {
-  check_row_length("q4_K", n, kKQuantBlockSize);
+// Q5_K: the low 4 bits are laid out exactly so; the fifth bit of element i (sub-block s = i / 32,
+// l = i % 32) is bit s of qh[l]: the 32 qh bytes are shared by all eight sub-blocks, one bit plane
+// each.
+template <class Block, class Out>
+void dequantize_q4_5_K(const void* blocks, Out* out, int64_t n, const char* name) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  check_row_length(name, n, kKQuantBlockSize);
   for (int64_t b = 0; b < n / kKQuantBlockSize; ++b) {
-    const auto block = load_block<BlockQ4_K>(blocks, b);
+    const auto block = load_block<Block>(blocks, b);
     const Out d = f16_to_f32(block.d);
     const Out dmin = f16_to_f32(block.dmin);
-    const ScalesAndMins sm = unpack_scales_and_mins(block.scales);
+    KScales sm;
+    unpack_k_scales(block.scales, sm);
     Out* y = out + b * kKQuantBlockSize;
     for (int s = 0; s < 8; ++s) {
       // Factors are formed first, as ggml does, so results match it bit for bit.
@@ -67,33 +49,9 @@ void dequantize_q4_K(const void* blocks, Out* out, int64_t n) {
       const uint8_t* q = block.qs + 32 * (s / 2);
       const int shift = (s % 2) * 4;
       for (int l = 0; l < 32; ++l) {
-        y[32 * s + l] = scale * static_cast<Out>((q[l] >> shift) & 0x0f) - min;
-      }
-    }
-  }
-}
-
-// Q5_K: the low 4 bits are laid out exactly as Q4_K's quants. The fifth bit of element i
-// (sub-block s = i / 32, l = i % 32) is bit s of qh[l]: the 32 qh bytes are shared by all eight
-// sub-blocks, one bit plane each.
-template <class Out>
-void dequantize_q5_K(const void* blocks, Out* out, int64_t n) {
-  check_row_length("q5_K", n, kKQuantBlockSize);
-  for (int64_t b = 0; b < n / kKQuantBlockSize; ++b) {
-    const auto block = load_block<BlockQ5_K>(blocks, b);
-    const Out d = f16_to_f32(block.d);
-    const Out dmin = f16_to_f32(block.dmin);
-    const ScalesAndMins sm = unpack_scales_and_mins(block.scales);
-    Out* y = out + b * kKQuantBlockSize;
-    for (int s = 0; s < 8; ++s) {
-      const Out scale = d * static_cast<Out>(sm.scale[s]);
-      const Out min = dmin * static_cast<Out>(sm.min[s]);
-      const uint8_t* q = block.qs + 32 * (s / 2);
-      const int shift = (s % 2) * 4;
-      for (int l = 0; l < 32; ++l) {
-        const int low = (q[l] >> shift) & 0x0f;
-        const int high = (block.qh[l] >> s) & 1;
-        y[32 * s + l] = scale * static_cast<Out>(low | (high << 4)) - min;
+        int quant = (q[l] >> shift) & 0x0f;
+        if constexpr (kFifthBit) quant |= ((block.qh[l] >> s) & 1) << 4;
+        y[32 * s + l] = scale * static_cast<Out>(quant) - min;
       }
     }
   }
@@ -226,20 +184,31 @@ void quantize_row_q6_K(const float* x, void* y, int64_t n) {
   }
 }
 
+void unpack_k_scales(const uint8_t* packed, KScales& out) {
+  for (int s = 0; s < 4; ++s) {
+    out.scale[s] = packed[s] & 0x3f;
+    out.min[s] = packed[s + 4] & 0x3f;
+  }
+  for (int s = 4; s < 8; ++s) {
+    out.scale[s] = static_cast<uint8_t>((packed[s + 4] & 0x0f) | ((packed[s - 4] >> 6) << 4));
+    out.min[s] = static_cast<uint8_t>((packed[s + 4] >> 4) | ((packed[s] >> 6) << 4));
+  }
+}
+
 void dequantize_row_q4_K(const void* blocks, float* out, int64_t n) {
-  dequantize_q4_K(blocks, out, n);
+  dequantize_q4_5_K<BlockQ4_K>(blocks, out, n, "q4_K");
 }
 void dequantize_row_q5_K(const void* blocks, float* out, int64_t n) {
-  dequantize_q5_K(blocks, out, n);
+  dequantize_q4_5_K<BlockQ5_K>(blocks, out, n, "q5_K");
 }
 void dequantize_row_q6_K(const void* blocks, float* out, int64_t n) {
   dequantize_q6_K(blocks, out, n);
 }
 void dequantize_row_q4_K_exact(const void* blocks, double* out, int64_t n) {
-  dequantize_q4_K(blocks, out, n);
+  dequantize_q4_5_K<BlockQ4_K>(blocks, out, n, "q4_K");
 }
 void dequantize_row_q5_K_exact(const void* blocks, double* out, int64_t n) {
-  dequantize_q5_K(blocks, out, n);
+  dequantize_q4_5_K<BlockQ5_K>(blocks, out, n, "q5_K");
 }
 void dequantize_row_q6_K_exact(const void* blocks, double* out, int64_t n) {
   dequantize_q6_K(blocks, out, n);

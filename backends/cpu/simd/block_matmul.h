@@ -95,25 +95,6 @@ void quantize_rows_k(const float* x, void* buffer, int64_t M, int64_t K, int64_t
   }
 }
 
-// The 6-bit scales and mins of Q4_K/Q5_K sub-blocks (core/quant_k.cpp has the packing).
-struct ScalesAndMins {
-  uint8_t scale[8];
-  uint8_t min[8];
-};
-
-inline ScalesAndMins unpack_scales_and_mins(const uint8_t* packed) {
-  ScalesAndMins result;
-  for (int s = 0; s < 4; ++s) {
-    result.scale[s] = packed[s] & 0x3f;
-    result.min[s] = packed[s + 4] & 0x3f;
-  }
-  for (int s = 4; s < 8; ++s) {
-    result.scale[s] = static_cast<uint8_t>((packed[s + 4] & 0x0f) | ((packed[s - 4] >> 6) << 4));
-    result.min[s] = static_cast<uint8_t>((packed[s + 4] >> 4) | ((packed[s] >> 6) << 4));
-  }
-  return result;
-}
-
 // MR rows of x, as a tile reads them: a block's x_q, step and Σ x_q.
 template <class Quants, int MR>
 struct XTile {
@@ -205,7 +186,8 @@ struct QK_4_5Format {
   template <int MR>
   static void accumulate(const Block& w, const XTile<Quants, MR>& x, int64_t b0,
                          typename Quants::Acc* acc, float* offset) {
-    const ScalesAndMins sm = unpack_scales_and_mins(w.scales);
+    KScales sm;
+    unpack_k_scales(w.scales, sm);
     const float d = Quants::half(w.d), dmin = Quants::half(w.dmin);
     for (int s = 0; s < 8; ++s) {
       const uint8_t* packed = w.qs + 32 * (s / 2);
