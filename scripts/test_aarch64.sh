@@ -20,12 +20,13 @@ as_root=()
 if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
 
 # --- Packages: the cross compiler and QEMU for the host; for the target, what the library and the
-# tests link (PCRE2, GoogleTest). Header-only dependencies (nlohmann-json, CLI11) are
-# architecture-independent and shared with the host build. The build is lean (below), so neither
+# tests link (PCRE2, GoogleTest) and run with (the C++ runtime: GoogleTest's package does not pull
+# it in, and the build runs each test program under QEMU to list its cases). Header-only
+# dependencies (nlohmann-json, CLI11) are architecture-independent and shared with the host build. The build is lean (below), so neither
 # Google Benchmark nor Eigen is needed.
 host_packages=(cmake ninja-build pkg-config g++-aarch64-linux-gnu qemu-user
                nlohmann-json3-dev libcli11-dev)
-target_packages=(libpcre2-dev:arm64 libgtest-dev:arm64)
+target_packages=(libpcre2-dev:arm64 libgtest-dev:arm64 libstdc++6:arm64)
 
 missing=()
 for package in "${host_packages[@]}" "${target_packages[@]}"; do
