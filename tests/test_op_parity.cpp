@@ -5,10 +5,13 @@
 // tests/parity/expected_skips.txt.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <memory>
 #include <ostream>
 #include <set>
+#include <sstream>
+#include <string>
 
 #include "backends/registry.h"
 #include "tests/parity/parity.h"
@@ -110,6 +113,49 @@ TEST(OpParityCoverage, SkipsAreTheExpectedOnes) {
     ++checked;
   }
   EXPECT_GT(checked, 0);
+}
+
+// The matrix runs on the cpu:<isa> backends backend_names() lists, which come from the CPU's own
+// feature checks (cpuid, getauxval). So that a table whose check goes wrong cannot drop out of the
+// matrix unnoticed (its cases would simply not exist), the list must be what the kernel reports
+// in /proc/cpuinfo: avx2 with FMA and F16C, avx512 with F, BW, VL, DQ and VNNI as well; on
+// AArch64 neon always and neon_dotprod with asimddp.
+TEST(OpParityCoverage, TheTablesTheCpuOffersAreTheOnesTested) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo.good()) GTEST_SKIP() << "no /proc/cpuinfo";
+#if defined(__aarch64__)
+  const std::string key = "Features";
+#else
+  const std::string key = "flags";
+#endif
+  std::set<std::string> flags;
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind(key, 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string flag; words >> flag;) flags.insert(flag);
+    break;
+  }
+  // QEMU's user mode shows the host's file, of another architecture.
+  if (flags.empty()) GTEST_SKIP() << "/proc/cpuinfo has no '" << key << "' line";
+  auto has = [&](std::initializer_list<const char*> names) {
+    for (const char* name : names)
+      if (flags.count(name) == 0) return false;
+    return true;
+  };
+  std::set<std::string> expected = {"cpu:portable"};
+#if defined(__x86_64__)  // every x86-64 build has the x86 tables (CMakeLists.txt)
+  if (has({"avx2", "fma", "f16c"})) expected.insert("cpu:avx2");
+  if (has({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}))
+    expected.insert("cpu:avx512");
+#endif
+#if defined(__aarch64__)  // every AArch64 build has the NEON tables
+  expected.insert("cpu:neon");
+  if (has({"asimddp"})) expected.insert("cpu:neon_dotprod");
+#endif
+  std::set<std::string> offered;
+  for (const std::string& backend : backend_names())
+    if (backend.rfind("cpu:", 0) == 0) offered.insert(backend);
+  EXPECT_EQ(offered, expected);
 }
 
 TEST(OpParityCoverage, CaseNamesAreUnique) {
