@@ -94,12 +94,17 @@ else
   echo "exit code $rc, $turns turns, $refused refusals"; cat "$work/full.err"; fail "a chat past -c 160"
 fi
 # The turn after /reset replies as the first turn did, token for token (one stdout line per turn
-# that ran: a refused turn after a /reset that left the cache full would print none).
-if [ "$(wc -l < "$work/full.out")" -eq "$turns" ] &&
-  [ "$(head -n 1 "$work/full.out")" = "$(tail -n 1 "$work/full.out")" ]; then
-  ok "/reset: the next reply is the first turn's ($(head -n 1 "$work/full.out"))"
+# that ran: a refused turn after a /reset that left the cache full would print none), while the
+# last reply before it, the same message in a longer context, differs: so the equality shows that
+# the context was cleared, and a /reset that kept the cache would fail here.
+first=$(head -n 1 "$work/full.out")
+before=$(tail -n 2 "$work/full.out" | head -n 1)
+after=$(tail -n 1 "$work/full.out")
+if [ "$(wc -l < "$work/full.out")" -eq "$turns" ] && [ "$first" = "$after" ] &&
+  [ "$before" != "$first" ]; then
+  ok "/reset: the next reply is the first turn's ($first), the one before it was not ($before)"
 else
-  cat "$work/full.out"; fail "/reset: the next reply differs from the first turn's"
+  cat "$work/full.out"; fail "/reset: the next reply is not the first turn's, or the one before it was too"
 fi
 # Without /reset, the turns after the refusal are refused too, and the chat still ends cleanly.
 printf 'Hi\nHi\nHi\nHi\nHi\nHi\nHi\nHi\nHi\nHi\n/quit\n' > "$work/quit.in"
