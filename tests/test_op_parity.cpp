@@ -5,6 +5,7 @@
 // tests/parity/expected_skips.txt.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -156,6 +157,17 @@ TEST(OpParityCoverage, TheTablesTheCpuOffersAreTheOnesTested) {
   for (const std::string& backend : backend_names())
     if (backend.rfind("cpu:", 0) == 0) offered.insert(backend);
   EXPECT_EQ(offered, expected);
+}
+
+// Without a device the matrix has no OpenCL cases at all, so a filtered run of them (ctest's
+// op_parity_opencl_own_gemm) would pass with none: EDGELM_REQUIRE_OPENCL (scripts/test.sh, CI)
+// makes that a failure here, and that run includes this test.
+TEST(OpParityCoverage, OpenClIsInTheMatrixWhenRequired) {
+  bool opencl = false;
+  for (const std::string& backend : backend_names()) opencl = opencl || backend == "opencl";
+  if (!opencl && std::getenv("EDGELM_REQUIRE_OPENCL") != nullptr)
+    FAIL() << "EDGELM_REQUIRE_OPENCL is set but the matrix has no opencl backend";
+  if (!opencl) GTEST_SKIP() << "no OpenCL device";
 }
 
 TEST(OpParityCoverage, CaseNamesAreUnique) {

@@ -127,8 +127,10 @@ expect_error "--cl-device on the cpu" "--cl-platform/--cl-device" --model-path "
 
 # The OpenCL backend: without any platform (an empty ICD vendor folder hides every installed one)
 # and with device indices that do not exist; a build without OpenCL says so instead.
+# EDGELM_REQUIRE_OPENCL (scripts/test.sh, CI): a missing backend or device fails instead.
 if "$generate" --list-devices | grep -q "no OpenCL backend"; then
   expect_error "opencl not built" "-DEDGELM_OPENCL=ON" --model-path "$gguf" --prompt-ids 1 --backend opencl
+  [ -z "${EDGELM_REQUIRE_OPENCL:-}" ] || fail "EDGELM_REQUIRE_OPENCL is set but this build has no OpenCL"
 else
   mkdir -p "$work/no_icd"
   OCL_ICD_VENDORS="$work/no_icd" expect_error "no OpenCL platform" "no OpenCL platform found" \
@@ -147,6 +149,8 @@ else
     else
       fail "opencl run"
     fi
+  elif [ -n "${EDGELM_REQUIRE_OPENCL:-}" ]; then
+    fail "EDGELM_REQUIRE_OPENCL is set but no OpenCL device"
   fi
 fi
 

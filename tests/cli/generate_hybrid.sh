@@ -43,14 +43,18 @@ expect_flag_error "$hybrid" generate_hybrid "unknown flag" "unknown flag '--swit
 
 # OpenCL absent: an empty ICD vendor folder hides every installed platform; a build without
 # OpenCL says so instead.
+# EDGELM_REQUIRE_OPENCL (scripts/test.sh, CI) makes a missing backend or device a failure, so the
+# OpenCL checks below cannot drop out unnoticed.
 if "$hybrid" --list-devices | grep -q "no OpenCL backend"; then
   expect_error "opencl not built" "-DEDGELM_OPENCL=ON" "${m[@]}"
+  [ -z "${EDGELM_REQUIRE_OPENCL:-}" ] || fail "EDGELM_REQUIRE_OPENCL is set but this build has no OpenCL"
   finish_cli_test generate_hybrid
   exit
 fi
 mkdir -p "$work/no_icd"
 OCL_ICD_VENDORS="$work/no_icd" expect_error "no OpenCL platform" "no OpenCL platform found" "${m[@]}"
 if ! "$hybrid" --list-devices | grep -q '^0:0 '; then
+  [ -z "${EDGELM_REQUIRE_OPENCL:-}" ] || fail "EDGELM_REQUIRE_OPENCL is set but no OpenCL device"
   finish_cli_test generate_hybrid
   exit
 fi
