@@ -335,10 +335,9 @@ inline DType parse_dtype(const std::string& text, const char* flag,
 
 // --weight-type: the types every matrix can be converted to on load (generate, bench, perplexity).
 inline DType parse_weight_type(const std::string& text) {
-  return parse_dtype(
-      text, "--weight-type",
-      {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-       DType::Q4_K, DType::Q5_K, DType::Q6_K});
+  return parse_dtype(text, "--weight-type",
+                     {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                      DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K});
 }
 inline constexpr const char* kWeightTypeHelp =
     "Convert every matrix on load: f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k (default: each "

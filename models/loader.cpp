@@ -105,8 +105,8 @@ Tensor for_matmul(Backend& backend, const Tensor& weight, const std::string& nam
   const DType layout = backend.matmul_weight_type(from);
   if (layout == from) return weight;
   const DType stored = dtype_unpacked(layout);
-  EDGELM_CHECK(stored == from && (layout == DType::Q4_0x8 || layout == DType::Q8_0x8 ||
-                                  layout == DType::F16x4),
+  EDGELM_CHECK(stored == from &&
+                   (layout == DType::Q4_0x8 || layout == DType::Q8_0x8 || layout == DType::F16x4),
                "[load] ", path, ": tensor '", name, "': backend ", backend.name(), " asks for ",
                dtype_name(from), " weights as ", dtype_name(layout),
                ", which is not the same values in another order");

@@ -404,8 +404,8 @@ TEST(OpenClQuantizedFiles, LoadConvertsOnTheGivenHostBackend) {
   }
   const std::unique_ptr<Backend> converter =
       create_backend("cpu", {.n_threads = 1, .profile = true});
-  const LoadedModel loaded = load_llama(
-      path, opencl_backend(), {.weight_type = DType::Q8_0, .converter = converter.get()});
+  const LoadedModel loaded = load_llama(path, opencl_backend(),
+                                        {.weight_type = DType::Q8_0, .converter = converter.get()});
   ASSERT_EQ(loaded.weights.layers[0].w_up.dtype(), DType::Q8_0);
   int64_t casts = 0;
   for (const OpTiming& timing : converter->op_timings()) {

@@ -79,8 +79,8 @@ TEST(QuantizedMatmul, TwoStepsEqualTheOneStepKernelOnEveryTable) {
       struct Shape3 {
         int64_t M, K, N;
       };
-      for (const auto& [M, K, N] : {Shape3{1, 96, 48}, {5, 288, 48}, {9, 256, 48}, {3, 768, 48},
-                                    {1, 2048, 1024}}) {
+      for (const auto& [M, K, N] :
+           {Shape3{1, 96, 48}, {5, 288, 48}, {9, 256, 48}, {3, 768, 48}, {1, 2048, 1024}}) {
         if (K % dtype_block_size(dtype) != 0) continue;  // the K-quants: 256, 768, 2048
         SCOPED_TRACE(std::string(table->isa) + " " + dtype_name(dtype) + " M=" + std::to_string(M) +
                      " K=" + std::to_string(K) + " N=" + std::to_string(N));

@@ -121,8 +121,8 @@ bool OpenClBackend::supports(OpKind op, std::initializer_list<DType> dtypes) con
     case OpKind::Softmax:
       return only(DType::F32);
     case OpKind::Cast:
-      return n == 2 && ((weight_type(d[0]) && weight_type(d[1])) ||
-                        (k_quant(d[0]) && float_type(d[1])));
+      return n == 2 &&
+             ((weight_type(d[0]) && weight_type(d[1])) || (k_quant(d[0]) && float_type(d[1])));
     case OpKind::KvCompact:
       return n == 1 && static_cast<int>(d[0]) < kDTypeCount && !dtype_is_quantized(d[0]);
     case OpKind::Copy:

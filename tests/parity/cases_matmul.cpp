@@ -156,10 +156,10 @@ void matmul_cases(std::vector<OpCase>& cases) {
   // The K-quants' super-blocks of 256: one, several, the 1536 of SmolLM2's down projection and
   // the 8192 of Llama-3.2-1B's, with M tails (decode, bands of 4 and 3 rows of x) and odd N.
   for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    for (MatmulShape s : {MatmulShape{1, 1, 256}, MatmulShape{1, 17, 512}, MatmulShape{5, 7, 768},
-                          MatmulShape{4, 33, 256}, MatmulShape{17, 16, 1536},
-                          MatmulShape{33, 9, 512}, MatmulShape{1, 15, 8192},
-                          MatmulShape{8, 9, 256}, MatmulShape{65, 66, 512}}) {
+    for (MatmulShape s :
+         {MatmulShape{1, 1, 256}, MatmulShape{1, 17, 512}, MatmulShape{5, 7, 768},
+          MatmulShape{4, 33, 256}, MatmulShape{17, 16, 1536}, MatmulShape{33, 9, 512},
+          MatmulShape{1, 15, 8192}, MatmulShape{8, 9, 256}, MatmulShape{65, 66, 512}}) {
       add_matmul_case(cases, dtype, s);
     }
     add_matmul_case(cases, dtype, {1, 16, 256}, Spoil::kNaN, "nan");

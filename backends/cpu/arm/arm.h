@@ -20,7 +20,6 @@
 
 namespace edgelm::cpu {
 
-
 #if defined(EDGELM_HAVE_ARM_KERNELS)
 
 void f32_matmul__neon(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,

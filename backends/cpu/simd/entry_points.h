@@ -16,8 +16,9 @@
 //                           the file's quantize_plain (Q8_0 rounding per 32-block, element order)
 //                           or, for the K-quants, as Q8_K
 // EDGELM_SIMD_QUANT_ONLY leaves the float matmuls and element-wise entries out of a file that has
-// quantized entries alone (neon_dotprod.cpp). Every other file has f32_matmul, f16_matmul and bf16_matmul (its float_matmul over
-// simd/float_weights.h) and elementwise_kernels (set_elementwise_kernels).
+// quantized entries alone (neon_dotprod.cpp). Every other file has f32_matmul, f16_matmul and
+// bf16_matmul (its float_matmul over simd/float_weights.h) and elementwise_kernels
+// (set_elementwise_kernels).
 
 #define EDGELM_SIMD_NAME_(entry, isa) entry##__##isa
 #define EDGELM_SIMD_NAME(entry, isa) EDGELM_SIMD_NAME_(entry, isa)
@@ -158,18 +159,17 @@ void EDGELM_SIMD_ENTRY(quantize_x_k)(const float* x, void* xq, int64_t M, int64_
 
 // <type>_matmul_xq multiplies from x as the table's quantize_x entry for the type wrote it;
 // <type>_matmul quantizes all of x into per-thread scratch first.
-#define EDGELM_SIMD_BLOCK_ENTRIES(type, Format, quantize)                                        \
-  void EDGELM_SIMD_ENTRY(type##_matmul_xq)(const void* xq, const void* w, float* y, int64_t M,   \
-                                           int64_t N, int64_t K, int64_t n_begin,                \
-                                           int64_t n_end) {                                      \
-    block_matmul::matmul<BlockQuants, block_matmul::Format<BlockQuants>>(                        \
-        block_matmul::view(xq, M, K), w, y, M, N, K, n_begin, n_end);                            \
-  }                                                                                              \
-  void EDGELM_SIMD_ENTRY(type##_matmul)(const float* x, const void* w, float* y, int64_t M,      \
-                                        int64_t N, int64_t K, int64_t n_begin, int64_t n_end) {  \
-    void* xq = scratch(Scratch::kActivations, quantized_x_bytes(M, K));                          \
-    quantize(x, xq, M, K, 0, M);                                                                 \
-    EDGELM_SIMD_ENTRY(type##_matmul_xq)(xq, w, y, M, N, K, n_begin, n_end);                      \
+#define EDGELM_SIMD_BLOCK_ENTRIES(type, Format, quantize)                                          \
+  void EDGELM_SIMD_ENTRY(type##_matmul_xq)(const void* xq, const void* w, float* y, int64_t M,     \
+                                           int64_t N, int64_t K, int64_t n_begin, int64_t n_end) { \
+    block_matmul::matmul<BlockQuants, block_matmul::Format<BlockQuants>>(                          \
+        block_matmul::view(xq, M, K), w, y, M, N, K, n_begin, n_end);                              \
+  }                                                                                                \
+  void EDGELM_SIMD_ENTRY(type##_matmul)(const float* x, const void* w, float* y, int64_t M,        \
+                                        int64_t N, int64_t K, int64_t n_begin, int64_t n_end) {    \
+    void* xq = scratch(Scratch::kActivations, quantized_x_bytes(M, K));                            \
+    quantize(x, xq, M, K, 0, M);                                                                   \
+    EDGELM_SIMD_ENTRY(type##_matmul_xq)(xq, w, y, M, N, K, n_begin, n_end);                        \
   }
 EDGELM_SIMD_BLOCK_ENTRIES(q4_1, Q4_1Format, quantize_plain)
 EDGELM_SIMD_BLOCK_ENTRIES(q5_0, Q5_0Format, quantize_plain)

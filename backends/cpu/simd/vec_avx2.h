@@ -179,8 +179,8 @@ struct Quants256 {
   }
   static Q two_bits_16(const uint8_t* p, int shift) {
     const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i two = _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(shift)),
-                                         _mm256_set1_epi8(3));
+    const __m256i two =
+        _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(3));
     return _mm256_slli_epi16(two, 4);  // at most 48 per byte: nothing crosses into the next
   }
   static Q or_(Q a, Q b) { return _mm256_or_si256(a, b); }
