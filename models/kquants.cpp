@@ -2,95 +2,30 @@
 
 #include <cstring>
 
+#include "core/dtype.h"
 #include "core/error.h"
-#include "core/half.h"
-#include "core/quant.h"
 
 namespace edgelm {
-namespace {
 
-// Blocks are copied out of the (possibly unaligned) input with memcpy, which also keeps these
-// scalar reference loops free of aliasing questions.
-template <class Block>
-Block load_block(const void* blocks, int64_t index) {
-  Block block;
-  std::memcpy(&block, static_cast<const uint8_t*>(blocks) + index * sizeof(Block), sizeof(Block));
-  return block;
-}
-
-void check_row_length(const char* type_name, int64_t n, int64_t block_size) {
-  EDGELM_CHECK(n >= 0 && n % block_size == 0, "[kquants] ", type_name, " row length ", n,
-               " is not a multiple of ", block_size);
-}
-
-}  // namespace
-
+// Every GGML type that maps to a DType decodes through that type's reference row decoder
+// (DTypeInfo::to_f32), a block at a time: each block is first copied out of the (possibly
+// unaligned) input into an aligned buffer.
 void dequantize_row_ggml(GgmlType type, const void* data, float* out, int64_t n) {
-  const auto* bytes = static_cast<const uint8_t*>(data);
-  switch (type) {
-    case GgmlType::F32:
-      check_row_length("f32", n, 1);
-      std::memcpy(out, data, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case GgmlType::F16:
-    case GgmlType::BF16: {
-      check_row_length(ggml_type_name(type), n, 1);
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t half;
-        std::memcpy(&half, bytes + 2 * i, sizeof(half));
-        out[i] = type == GgmlType::F16 ? f16_to_f32(half) : bf16_to_f32(half);
-      }
-      return;
-    }
-    case GgmlType::Q8_0:
-      check_row_length("q8_0", n, kQ8_0BlockSize);
-      for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
-        const auto block = load_block<BlockQ8_0>(data, b);
-        dequantize_row_q8_0(&block, out + b * kQ8_0BlockSize, kQ8_0BlockSize);
-      }
-      return;
-    case GgmlType::Q4_0:
-      check_row_length("q4_0", n, kQ4_0BlockSize);
-      for (int64_t b = 0; b < n / kQ4_0BlockSize; ++b) {
-        const auto block = load_block<BlockQ4_0>(data, b);
-        dequantize_row_q4_0(&block, out + b * kQ4_0BlockSize, kQ4_0BlockSize);
-      }
-      return;
-    case GgmlType::Q4_1:
-      check_row_length("q4_1", n, kQ4_1BlockSize);
-      for (int64_t b = 0; b < n / kQ4_1BlockSize; ++b) {
-        const auto block = load_block<BlockQ4_1>(data, b);
-        dequantize_row_q4_1(&block, out + b * kQ4_1BlockSize, kQ4_1BlockSize);
-      }
-      return;
-    case GgmlType::Q5_0:
-      check_row_length("q5_0", n, kQ5_0BlockSize);
-      for (int64_t b = 0; b < n / kQ5_0BlockSize; ++b) {
-        const auto block = load_block<BlockQ5_0>(data, b);
-        dequantize_row_q5_0(&block, out + b * kQ5_0BlockSize, kQ5_0BlockSize);
-      }
-      return;
-    case GgmlType::Q5_1:
-      check_row_length("q5_1", n, kQ5_1BlockSize);
-      for (int64_t b = 0; b < n / kQ5_1BlockSize; ++b) {
-        const auto block = load_block<BlockQ5_1>(data, b);
-        dequantize_row_q5_1(&block, out + b * kQ5_1BlockSize, kQ5_1BlockSize);
-      }
-      return;
-    case GgmlType::Q4_K:
-      dequantize_row_q4_K(data, out, n);
-      return;
-    case GgmlType::Q5_K:
-      dequantize_row_q5_K(data, out, n);
-      return;
-    case GgmlType::Q6_K:
-      dequantize_row_q6_K(data, out, n);
-      return;
-    default:
-      break;
+  const std::optional<DType> dtype = dtype_from_ggml(type);
+  if (!dtype || dtype_info(*dtype).to_f32 == nullptr) {
+    EDGELM_FAIL("[kquants] cannot dequantize type ", static_cast<uint32_t>(type), " (",
+                ggml_type_name(type), ") to f32");
   }
-  EDGELM_FAIL("[kquants] cannot dequantize type ", static_cast<uint32_t>(type), " (",
-              ggml_type_name(type), ") to f32");
+  const DTypeInfo& info = dtype_info(*dtype);
+  EDGELM_CHECK(n >= 0 && n % info.block_size == 0, "[kquants] ", ggml_type_name(type),
+               " row length ", n, " is not a multiple of ", info.block_size);
+  alignas(64) unsigned char block[256];  // the largest block, Q6_K's, is 210 bytes
+  EDGELM_CHECK(info.block_bytes <= sizeof(block), "[kquants] ", info.name, " blocks too large");
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (int64_t b = 0; b < n / info.block_size; ++b) {
+    std::memcpy(block, bytes + static_cast<size_t>(b) * info.block_bytes, info.block_bytes);
+    info.to_f32(block, out + b * info.block_size, info.block_size);
+  }
 }
 
 }  // namespace edgelm
