@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include "core/error.h"
 
@@ -25,11 +28,18 @@ double LinuxSystemMonitor::available_mb() {
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("MemAvailable:", 0) != 0) continue;
+    // The kernel writes "MemAvailable:   16106232 kB": a whole number of KiB, then the unit.
     std::istringstream fields(line.substr(13));
-    double kib = 0.0;
-    if (!(fields >> kib))
-      EDGELM_FAIL("[monitor] ", path_, ": malformed MemAvailable line '", line, "'");
-    return kib / 1024.0;
+    std::string number, unit, rest;
+    fields >> number >> unit;
+    uint64_t kib = 0;
+    const char* end = number.data() + number.size();
+    const auto parsed = std::from_chars(number.data(), end, kib);
+    if (parsed.ec != std::errc() || parsed.ptr != end || unit != "kB" || fields >> rest) {
+      EDGELM_FAIL("[monitor] ", path_, ": malformed MemAvailable line '", line,
+                  "' (expected a number of kB)");
+    }
+    return static_cast<double>(kib) / 1024.0;
   }
   EDGELM_FAIL("[monitor] ", path_, ": no MemAvailable line");
 }

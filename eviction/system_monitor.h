@@ -22,12 +22,15 @@ class SystemMonitor {
   virtual double available_mb() = 0;
 };
 
-// Reads MemAvailable from /proc/meminfo (the kernel's estimate of memory usable without swapping).
+// Reads MemAvailable from /proc/meminfo (the kernel's estimate of memory usable without swapping),
+// or from another file of the same shape (tests plant one).
 class LinuxSystemMonitor final : public SystemMonitor {
  public:
   explicit LinuxSystemMonitor(std::string meminfo_path = "/proc/meminfo");
   std::string name() const override { return "linux"; }
-  // Throws edgelm::Error naming the file when it cannot be read or has no MemAvailable line.
+  // The first MemAvailable line's kB / 1024; no other line is read. Throws edgelm::Error naming
+  // the file when it cannot be opened, has no MemAvailable line, or that line is not a whole
+  // number followed by "kB" (a kernel before 3.14, which has no MemAvailable, is refused).
   double available_mb() override;
 
  private:

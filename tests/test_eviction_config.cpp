@@ -1,5 +1,5 @@
 // Eviction settings: only the settings a policy reads change what it keeps, and bad settings
-// fail with the flag named.
+// fail with the flag named. The Linux memory monitor on planted /proc/meminfo files.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "eviction/system_monitor.h"
 
 #include "tests/eviction_test_util.h"
+#include "tests/temp_dir.h"
 
 namespace edgelm {
 namespace {
@@ -145,6 +146,100 @@ TEST(EvictionConfigErrors, NameTheFlag) {
   EXPECT_NE(message(h2o).find("h2o: --kv-budget 1 holds no heavy hitter"), std::string::npos)
       << message(h2o);
 }
+
+// ---- the Linux memory monitor ----
+
+// A /proc/meminfo as Linux 6.x writes it (its first lines), with MemAvailable set to `available`.
+std::string meminfo_with(const std::string& available) {
+  const std::string before = "MemTotal:       32768000 kB\nMemFree:         1024000 kB\n";
+  const std::string after =
+      "\nBuffers:          204800 kB\nCached:         12288000 kB\nSwapCached:            0 kB\n";
+  return before + "MemAvailable:   " + available + after;
+}
+
+// available_mb() of a monitor reading `text` from a planted file.
+double available_mb_of(const testing::TempDir& dir, const std::string& text) {
+  const std::string path = dir.file("meminfo");
+  testing::write_text(path, text);
+  return LinuxSystemMonitor(path).available_mb();
+}
+
+// The message of the edgelm::Error that `text` makes available_mb() throw; empty when none.
+std::string meminfo_error(const testing::TempDir& dir, const std::string& text) {
+  try {
+    available_mb_of(dir, text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return std::string();
+}
+
+// MemAvailable's kB in MiB, whatever the other lines say (MemTotal and MemFree are not read), and
+// the file read again on every call.
+TEST(LinuxSystemMonitor, ReadsMemAvailableInMiB) {
+  const testing::TempDir dir("edgelm_meminfo_");
+  EXPECT_EQ(available_mb_of(dir, meminfo_with("2097152 kB")), 2048.0);
+  EXPECT_EQ(available_mb_of(dir, meminfo_with("1536 kB")), 1.5);
+  EXPECT_EQ(available_mb_of(dir, meminfo_with("0 kB")), 0.0);
+  // 64 TiB: beyond 32 bits of kB.
+  EXPECT_EQ(available_mb_of(dir, meminfo_with("68719476736 kB")), 67108864.0);
+  // Only MemAvailable, wherever it is; a field whose name starts the same is another field.
+  EXPECT_EQ(available_mb_of(dir, "MemAvailableX:  4 kB\nMemTotal: 99 kB\nMemAvailable: 512 kB\n"),
+            0.5);
+  // The first MemAvailable line counts, and the last line needs no newline.
+  EXPECT_EQ(available_mb_of(dir, "MemAvailable: 3072 kB\nMemAvailable: 1 kB"), 3.0);
+
+  const std::string path = dir.file("meminfo");
+  testing::write_text(path, meminfo_with("1024 kB"));
+  LinuxSystemMonitor monitor(path);
+  EXPECT_EQ(monitor.name(), "linux");
+  EXPECT_EQ(monitor.available_mb(), 1.0);
+  testing::write_text(path, meminfo_with("4096 kB"));
+  EXPECT_EQ(monitor.available_mb(), 4.0);
+}
+
+// A file it cannot use is one edgelm::Error naming the file and what is wrong, never a number.
+TEST(LinuxSystemMonitor, MalformedFilesAreErrorsNamingTheFile) {
+  const testing::TempDir dir("edgelm_meminfo_");
+  const std::string path = dir.file("meminfo");
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"", ": no MemAvailable line"},
+      {"MemTotal:       32768000 kB\nMemFree:         1024000 kB\n", ": no MemAvailable line"},
+      {meminfo_with(""), ": malformed MemAvailable line 'MemAvailable:   '"},
+      {meminfo_with("lots kB"), ": malformed MemAvailable line 'MemAvailable:   lots kB'"},
+      {meminfo_with("12x kB"), ": malformed MemAvailable line"},
+      {meminfo_with("-1024 kB"), ": malformed MemAvailable line"},
+      {meminfo_with("1.5 kB"), ": malformed MemAvailable line"},
+      {meminfo_with("99999999999999999999999 kB"), ": malformed MemAvailable line"},
+      // The unit is part of the format: a number without it, or in other units, is not KiB.
+      {meminfo_with("1024"), ": malformed MemAvailable line"},
+      {meminfo_with("1024 MB"), ": malformed MemAvailable line"},
+      {meminfo_with("1024 kB extra"), ": malformed MemAvailable line"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    const std::string message = meminfo_error(dir, c.text);
+    EXPECT_EQ(message.rfind("[monitor] " + path + c.message, 0), 0u) << message;
+  }
+  std::string missing_message;
+  try {
+    LinuxSystemMonitor(dir.file("absent")).available_mb();
+  } catch (const Error& e) {
+    missing_message = e.what();
+  }
+  EXPECT_EQ(missing_message, "[monitor] " + dir.file("absent") + ": cannot open");
+}
+
+#ifdef __linux__
+// The default file is the kernel's, and this machine has some memory available.
+TEST(LinuxSystemMonitor, ReadsTheKernelsMeminfoByDefault) {
+  EXPECT_GT(LinuxSystemMonitor().available_mb(), 0.0);
+}
+#endif
 
 }  // namespace
 }  // namespace edgelm
