@@ -458,7 +458,8 @@ TEST(EvictionEvalGates, FullCacheNllIsPerplexitys) {
 }
 
 // `random` (when the policy exists): the same seed gives the same cells, and every other policy is
-// compared with it at the same budget.
+// compared with it at the same budget. That the scored policies lose less than it needs a trained
+// model: test_eviction_real_model.cpp.
 TEST(EvictionEvalGates, RandomPolicyIsTheSeededFloor) {
   const auto& names = policy_names();
   if (std::find(names.begin(), names.end(), "random") == names.end())

@@ -19,8 +19,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,15 +35,14 @@
 #include "models/perplexity.h"
 #include "models/tokenizer.h"
 #include "tests/opencl_test_util.h"
+#include "tests/real_model_util.h"
 
 namespace edgelm {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-const std::string kFixture =
-    std::string(EDGELM_FIXTURE_DIR) + "/llama_cpp/smollm2-135m-instruct-q4_1.json";
+using test::llama_cpp_fixture;
+using test::real_model_path;
 
 // How far the logits of llama.cpp's eight best tokens may lie from llama.cpp's, in logits (this
 // model's largest logits are about 20-40), as statistics over the steps of each step's largest
@@ -61,62 +58,10 @@ constexpr double kMedianBound = 0.34;
 constexpr double kP95Bound = 1.0;
 constexpr double kMaxBound = 3.0;
 
-// The fixture, or the one EDGELM_LLAMA_CPP_FIXTURE names (with EDGELM_SMOLLM2, a local check of
-// another file: the same script's output for it).
-const json& fixture() {
-  static const json data = [] {
-    const char* env = std::getenv("EDGELM_LLAMA_CPP_FIXTURE");
-    const std::string path = env != nullptr ? env : kFixture;
-    std::ifstream in(path);
-    EXPECT_TRUE(in.good()) << path;
-    return json::parse(in);
-  }();
-  return data;
-}
-
-// The model file, or empty (the test then skips or, under EDGELM_REQUIRE_REAL_MODEL=1, fails).
-std::string model_path() {
-  const char* env = std::getenv("EDGELM_SMOLLM2");
-  const fs::path path = env != nullptr ? fs::path(env)
-                                       : fs::path(EDGELM_SOURCE_DIR) / "build" / "models" /
-                                             fixture()["model_file"].get<std::string>();
-  return fs::exists(path) ? path.string() : std::string();
-}
-
-bool real_model_required() {
-  const char* env = std::getenv("EDGELM_REQUIRE_REAL_MODEL");
-  return env != nullptr && std::string(env) == "1";
-}
-
-// Sanitized builds run the kernels on this model's shapes through the parity matrix; the model
-// itself, at their speed, would take many minutes, so they leave it to the Release suite.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 Backend& host_backend() {
   static const std::unique_ptr<Backend> backend = create_backend("cpu", {});
   return *backend;
 }
-
-#define REQUIRE_REAL_MODEL(path)                                                              \
-  do {                                                                                        \
-    if (kSanitized) GTEST_SKIP() << "sanitized build: the Release suite runs the real model"; \
-    if ((path).empty()) {                                                                     \
-      if (real_model_required())                                                              \
-        FAIL() << "EDGELM_REQUIRE_REAL_MODEL=1 but the model is missing: run "                \
-                  "scripts/fetch_smollm2.sh";                                                 \
-      GTEST_SKIP() << "no SmolLM2 file (scripts/fetch_smollm2.sh fetches it)";                \
-    }                                                                                         \
-  } while (false)
 
 // One configuration's departures from llama.cpp over the prompts it ran.
 struct Comparison {
@@ -144,7 +89,7 @@ struct Comparison {
 // llama.cpp's, either order is possible; a larger margin turned over is a fault.
 Comparison compare(LlamaModel& model, size_t max_prompts, size_t max_steps) {
   Comparison result;
-  const json& prompts = fixture()["prompts"];
+  const json& prompts = llama_cpp_fixture()["prompts"];
   for (size_t p = 0; p < std::min(max_prompts, prompts.size()); ++p) {
     const json& prompt = prompts[p];
     const auto ids = prompt["prompt_ids"].get<std::vector<int32_t>>();
@@ -200,14 +145,14 @@ void expect_close_to_llama_cpp(Backend& backend, const std::string& path, const 
 }
 
 TEST(RealModel, FixtureIsForTheFetchedFile) {
-  const std::string path = model_path();
+  const std::string path = real_model_path();
   REQUIRE_REAL_MODEL(path);
-  EXPECT_EQ(sha256_file_hex(path), fixture()["model_sha256"].get<std::string>()) << path;
+  EXPECT_EQ(sha256_file_hex(path), llama_cpp_fixture()["model_sha256"].get<std::string>()) << path;
 }
 
 // Every table this CPU offers: the SIMD ones on every prompt, the slow portable oracle on two.
 TEST(RealModel, EveryCpuTableFollowsLlamaCpp) {
-  const std::string path = model_path();
+  const std::string path = real_model_path();
   REQUIRE_REAL_MODEL(path);
   for (const cpu::KernelTable* table : cpu::available_kernel_tables()) {
     const std::string isa = table->isa;
@@ -219,7 +164,7 @@ TEST(RealModel, EveryCpuTableFollowsLlamaCpp) {
 
 TEST(RealModel, OpenClFollowsLlamaCpp) {
   REQUIRE_OPENCL_DEVICE();
-  const std::string path = model_path();
+  const std::string path = real_model_path();
   REQUIRE_REAL_MODEL(path);
   const std::unique_ptr<Backend> opencl = create_backend("opencl", {});
   expect_close_to_llama_cpp(*opencl, path, "opencl", 99, 99);
@@ -227,15 +172,15 @@ TEST(RealModel, OpenClFollowsLlamaCpp) {
 
 // llama-perplexity's estimate over the fixture's text (-c 128, 4 windows) on the default table.
 TEST(RealModel, PerplexityMatchesLlamaCpp) {
-  const std::string path = model_path();
+  const std::string path = real_model_path();
   REQUIRE_REAL_MODEL(path);
-  const json& ppl = fixture()["perplexity"];
+  const json& ppl = llama_cpp_fixture()["perplexity"];
   Backend& backend = host_backend();
   LoadedModel loaded = load_llama(path, backend, {});
   const Tokenizer tokenizer = Tokenizer::from_model_path(path);
   LlamaModel model(backend, std::move(loaded.config), std::move(loaded.weights), 128);
-  const std::vector<int32_t> tokens =
-      tokenizer.encode(fixture()["perplexity_text"].get<std::string>(), /*add_bos=*/false);
+  const std::vector<int32_t> tokens = tokenizer.encode(
+      llama_cpp_fixture()["perplexity_text"].get<std::string>(), /*add_bos=*/false);
   KvCache cache = model.make_cache(128, DType::F16);
   const PerplexityResult result =
       compute_perplexity(model, cache, tokens, {.n_ctx = 128, .batch = 128, .max_chunks = 4});
