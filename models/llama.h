@@ -62,6 +62,12 @@ struct ForwardOptions {
   // The step must fit in one chunk; the last layer then projects every row's query, not only the
   // rows that produce logits (the rest of that layer stays pruned).
   bool export_queries = false;
+  // Keep every layer's output (the residual stream after its MLP) for the rows the layer ran for,
+  // readable through LlamaModel::hidden_rows(layer) once the backend is synchronised: the parity
+  // tool (eval/parity.h) compares two backends layer by layer to find the first that departs. One
+  // copy per layer; the [n_layers * max_chunk, hidden] floats are allocated on the first step that
+  // asks. The step must fit in one chunk.
+  bool export_hidden = false;
 };
 
 // Tokens per prefill step unless the caller picks another count (bench and generate --chunk). On
@@ -105,6 +111,11 @@ class LlamaModel {
   // F32 [n, n_heads, head_dim] for its n tokens (a view; valid until the next such step). Throws
   // when no step has exported queries.
   Tensor query_rows(int64_t layer) const;
+  // The output of `layer` in the last step run with options.export_hidden: F32 [rows, hidden] for
+  // the rows the layer ran for, which are the step's last `rows` tokens (all of them, except in a
+  // pruned last layer: the rows that produce logits, or none). A view, valid until the next such
+  // step. Throws when no step has exported hidden states.
+  Tensor hidden_rows(int64_t layer) const;
   // The RoPE frequencies the model rotates by (rope_inv_freq of its config): [head_dim / 2].
   std::span<const float> rope_inv_freq() const { return inv_freq_; }
 
@@ -142,6 +153,10 @@ class LlamaModel {
   // last such step.
   Tensor query_export_;
   int64_t query_export_rows_ = 0;
+  // [n_layers * max_chunk, hidden]: each layer's output (ForwardOptions::export_hidden), allocated
+  // by the first step that asks; hidden_export_rows_[layer] rows of the last such step.
+  Tensor hidden_export_;
+  std::vector<int64_t> hidden_export_rows_;
   std::vector<float> inv_freq_;  // [head_dim / 2], the host copy of ws_.inv_freq
 };
 

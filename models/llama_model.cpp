@@ -80,6 +80,13 @@ Tensor LlamaModel::query_rows(int64_t layer) const {
   return query_export_.slice(layer * max_chunk_, query_export_rows_);
 }
 
+Tensor LlamaModel::hidden_rows(int64_t layer) const {
+  EDGELM_CHECK(hidden_export_.defined(), "[llama] no step has exported its hidden states");
+  EDGELM_CHECK(layer >= 0 && layer < config_.n_layers, "[llama] layer ", layer, " is outside [0, ",
+               config_.n_layers, ")");
+  return hidden_export_.slice(layer * max_chunk_, hidden_export_rows_[layer]);
+}
+
 KvCache LlamaModel::make_cache(int64_t capacity, DType kv_type, int64_t max_positions) const {
   return KvCache(backend_, config_.n_layers, capacity, config_.n_kv_heads, config_.head_dim,
                  kv_type, max_positions);
@@ -128,6 +135,16 @@ std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCa
                         {config_.n_layers * max_chunk_, config_.n_heads, config_.head_dim});
     }
     query_export_rows_ = n;
+  }
+  if (options.export_hidden) {
+    EDGELM_CHECK(n <= max_chunk_,
+                 "[llama] hidden-state export needs the step to fit in one chunk (", n,
+                 " tokens, chunk ", max_chunk_, ")");
+    if (!hidden_export_.defined()) {
+      hidden_export_ = Tensor::empty(backend_.memory(), DType::F32,
+                                     {config_.n_layers * max_chunk_, config_.hidden_size});
+    }
+    hidden_export_rows_.assign(static_cast<size_t>(config_.n_layers), 0);
   }
   if (options.all_logits) {
     EDGELM_CHECK(n <= max_chunk_, "[llama] the logits of every position need the step to fit in ",
@@ -261,6 +278,11 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
     b.silu_mul(r.gate, r.up, r.gate);
     b.matmul(r.gate, w.w_down, r.projected);
     b.add(r.x, r.projected, r.x);
+    if (options.export_hidden) {
+      const int64_t rows = r.x.dim(0);
+      b.copy(r.x, hidden_export_.slice(l * max_chunk_, rows));
+      hidden_export_rows_[static_cast<size_t>(l)] = rows;
+    }
   }
   cache.advance(n);
   if (!compute_logits) return;
