@@ -13,6 +13,7 @@ library folder may include):
     backends/ (itself)  core/, backends/ (the registry, which builds every backend by name)
     eviction/           core/, eviction/
     models/             core/, eviction/, models/, backends/registry.h (never a concrete backend)
+    eval/               what models/ may, and eval/ (comparisons and evaluations of models)
     kernels/            kernels/
     bin/, tests/        anything
 
@@ -30,7 +31,7 @@ import re
 import sys
 import tempfile
 
-LIBRARY_FOLDERS = ("core", "backends", "eviction", "models", "kernels")
+LIBRARY_FOLDERS = ("core", "backends", "eviction", "models", "eval", "kernels")
 SOURCE_SUFFIXES = (".h", ".hpp", ".c", ".cc", ".cpp", ".inc", ".cl")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 OPENCL_API = re.compile(r"^(CL/|clblast)")
@@ -48,6 +49,7 @@ def allowed_prefixes(path):
         "core": ("core/",),
         "eviction": ("core/", "eviction/"),
         "models": ("core/", "eviction/", "models/", "backends/registry.h"),
+        "eval": ("core/", "eviction/", "models/", "eval/", "backends/registry.h"),
         "kernels": ("kernels/",),
     }[top]
 
