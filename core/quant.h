@@ -228,10 +228,14 @@ void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n);
 void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n);
 void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n);
 void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t n);
-// K-quant encoders for random-weight models and tests: a plain fit (each sub-block's range or
-// largest value sets its step, the steps are rounded to the format's 6- or 8-bit scales), not
-// GGML's search for the steps that minimise the error, so the bytes differ from llama-quantize's;
-// every block they write is valid and decodes within a step of x. n a multiple of 256.
+// K-quant encoders: GGML's reference quantizers (quantize_row_q4_K_ref, _q5_K_ref, _q6_K_ref,
+// what llama-quantize runs without an importance matrix), bit for bit for finite input
+// (tests/fixtures/quant/ggml_k_quants.inc, made by GGML itself). Each sub-block's scale (and, for
+// Q4_K and Q5_K, min) comes from a weighted search over candidate steps, and the scales are then
+// rounded to the format's 6- or 8-bit multiples of the block's half factors. A block holding a
+// NaN or an infinity, which GGML leaves undefined, is stored as the 32-value types store one: NaN
+// d (and dmin), zero scales and quants, so it decodes to NaN. n a multiple of 256; throw
+// edgelm::Error otherwise.
 void quantize_row_q4_K(const float* x, void* y, int64_t n);
 void quantize_row_q5_K(const float* x, void* y, int64_t n);
 void quantize_row_q6_K(const float* x, void* y, int64_t n);

@@ -1,7 +1,8 @@
 // The GGML block quantizers: exact bytes for blocks worked out by hand and for blocks quantized by
-// the gguf package's numpy reference (tests/fixtures/quant), dequantization of known bytes, and
-// error bounds on random rows. The load-time layouts' repacking is in test_quant_layouts.cpp, the
-// CPU kernel tables' quantized matmul in test_quant_matmul.cpp (one executable, test_quant).
+// the gguf package's numpy reference or by GGML itself (tests/fixtures/quant), dequantization of
+// known bytes, and error bounds on random rows. The load-time layouts' repacking is in
+// test_quant_layouts.cpp, the CPU kernel tables' quantized matmul in test_quant_matmul.cpp (one
+// executable, test_quant).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/quant.h"
+#include "tests/fixtures/quant/ggml_k_quants.inc"
 #include "tests/fixtures/quant/gguf_quants.inc"
 
 namespace edgelm {
@@ -105,6 +107,86 @@ TEST(QuantTest, MatchesGgufQuantsKnownAnswers) {
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_EQ(float_bits(y[i]), float_bits(type.dequantized[i]))
           << type.name << " element " << i << ": " << y[i] << " vs " << type.dequantized[i];
+    }
+  }
+}
+
+// Bit for bit the bytes of GGML's reference K-quant quantizers, made by GGML itself
+// (scripts/fixtures/make_k_quant_fixtures.py): Gaussian super-blocks over many binades, outliers,
+// one sign far from zero, a narrow positive range, evenly spaced values, sub-blocks of very
+// different scales with zero ones among them, constant super-blocks and zeros.
+TEST(QuantTest, KQuantizersMatchGgmlKnownAnswers) {
+  struct KType {
+    const char* name;
+    void (*quantize)(const float* x, void* y, int64_t n);
+    size_t block_bytes;
+    const uint8_t* bytes;
+    size_t size;
+  };
+  const KType types[] = {
+      {"q4_K", quantize_row_q4_K, sizeof(BlockQ4_K), kGgmlQ4_KBytes, std::size(kGgmlQ4_KBytes)},
+      {"q5_K", quantize_row_q5_K, sizeof(BlockQ5_K), kGgmlQ5_KBytes, std::size(kGgmlQ5_KBytes)},
+      {"q6_K", quantize_row_q6_K, sizeof(BlockQ6_K), kGgmlQ6_KBytes, std::size(kGgmlQ6_KBytes)},
+  };
+  constexpr int64_t n = int64_t{kGgmlKQuantBlocks} * kKQuantBlockSize;
+  static_assert(std::size(kGgmlKQuantInput) == n);
+  for (const KType& type : types) {
+    ASSERT_EQ(type.size, type.block_bytes * kGgmlKQuantBlocks) << type.name;
+    std::vector<uint8_t> bytes(type.size, 0xcd);
+    type.quantize(kGgmlKQuantInput, bytes.data(), n);
+    const auto [ours, ggml] = std::mismatch(bytes.begin(), bytes.end(), type.bytes);
+    if (ours == bytes.end()) continue;
+    int differing = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) differing += bytes[i] != type.bytes[i];
+    const size_t at = static_cast<size_t>(ours - bytes.begin());
+    ADD_FAILURE() << type.name << ": " << differing << " of " << bytes.size()
+                  << " bytes differ; the first is byte " << at % type.block_bytes << " of block "
+                  << at / type.block_bytes << ": " << int{*ours} << ", GGML's " << int{*ggml};
+  }
+}
+
+// GGML leaves a K-quant block holding a NaN or an infinity undefined; edgelm stores it as it
+// stores the 32-value types: NaN d (and dmin), zero scales and quants, so it decodes to NaN. The
+// super-blocks around it are quantized as on their own, and a zero super-block is zero bytes (as
+// GGML writes it).
+TEST(QuantTest, KQuantNonFiniteAndZeroBlocks) {
+  struct KType {
+    const char* name;
+    void (*quantize)(const float* x, void* y, int64_t n);
+    void (*dequantize)(const void* blocks, float* out, int64_t n);
+    size_t block_bytes;
+    std::vector<size_t> nan_factors;  // byte offsets of the half factors that hold NaN
+  };
+  const KType types[] = {
+      {"q4_K", quantize_row_q4_K, dequantize_row_q4_K, sizeof(BlockQ4_K), {0, 2}},
+      {"q5_K", quantize_row_q5_K, dequantize_row_q5_K, sizeof(BlockQ5_K), {0, 2}},
+      {"q6_K", quantize_row_q6_K, dequantize_row_q6_K, sizeof(BlockQ6_K), {208}},
+  };
+  constexpr int n = 3 * kKQuantBlockSize;
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    std::vector<float> x(n, 0.0f);
+    for (int i = 0; i < 2 * kKQuantBlockSize; ++i) x[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
+    x[kKQuantBlockSize + 77] = bad;
+    for (const KType& type : types) {
+      SCOPED_TRACE(std::string(type.name) + " with " + std::to_string(bad));
+      std::vector<uint8_t> bytes(3 * type.block_bytes, 0xcd);
+      type.quantize(x.data(), bytes.data(), n);
+      std::vector<uint8_t> alone(type.block_bytes, 0xcd);
+      type.quantize(x.data(), alone.data(), kKQuantBlockSize);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), bytes.begin()));
+      const uint8_t* spoiled = bytes.data() + type.block_bytes;
+      for (size_t i = 0; i < type.block_bytes; ++i) {
+        const bool nan_factor = std::find(type.nan_factors.begin(), type.nan_factors.end(),
+                                          i & ~size_t{1}) != type.nan_factors.end();
+        const int expected = nan_factor ? (i % 2 == 0 ? 0x00 : 0x7e) : 0;
+        ASSERT_EQ(int{spoiled[i]}, expected) << "byte " << i << " of the block with " << bad;
+        ASSERT_EQ(int{bytes[2 * type.block_bytes + i]}, 0) << "byte " << i << " of the zero block";
+      }
+      std::vector<float> y(n, 1.0f);
+      type.dequantize(bytes.data(), y.data(), n);
+      for (int i = kKQuantBlockSize; i < 2 * kKQuantBlockSize; ++i)
+        ASSERT_TRUE(std::isnan(y[i])) << "element " << i;
+      for (int i = 2 * kKQuantBlockSize; i < n; ++i) ASSERT_EQ(y[i], 0.0f) << "element " << i;
     }
   }
 }

@@ -51,8 +51,8 @@ KernelTable make_portable_table() {
   table.row_to_f32[at(DType::Q4_1)] = q4_1_to_f32__portable;
   table.row_to_f32[at(DType::Q5_0)] = q5_0_to_f32__portable;
   table.row_to_f32[at(DType::Q5_1)] = q5_1_to_f32__portable;
-  // The K-quants decode through the reference dequantizers and encode through the plain fit of
-  // core/quant.h (--weight-type q4_k converts with it; make_model writes files with it).
+  // The K-quants decode through the reference dequantizers and encode through GGML's reference
+  // quantizers (core/quant.h; --weight-type q4_k converts with them, make_model writes with them).
   table.row_to_f32[at(DType::Q4_K)] = dequantize_row_q4_K;
   table.row_to_f32[at(DType::Q5_K)] = dequantize_row_q5_K;
   table.row_to_f32[at(DType::Q6_K)] = dequantize_row_q6_K;
