@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """One self-contained static HTML page from results folders: the devices and their facts, the
-tables of bench, generate, perplexity, eviction_eval and foreground_impact runs, and their plots.
+tables of bench, generate, generate_hybrid (switching), perplexity, parity, eviction_eval and
+foreground_impact runs, and their plots.
 
 Usage: scripts/report.py RESULTS_DIR [RESULTS_DIR ...] -o report.html [--title TEXT]
 
 A results folder is what scripts/device/run_matrix or foreground_impact wrote (manifest.json and
-runs/), or any folder of the tools' own JSON output (bench -o json, perplexity and generate
---json, eviction_eval --json FILE; scripts/device/results.py says how each is recognised). The
+runs/), or any folder of the tools' own JSON output (bench -o json, perplexity, generate,
+generate_hybrid and parity --json, eviction_eval --json FILE; scripts/device/results.py says how
+each is recognised). The
 page needs nothing else: the CSS is inline, the PNGs are embedded as data URIs, there is no
 script. eviction_eval cells that belong together (one model, the same settings) also get
 scripts/plot_eviction.py's figures. scripts/check_report.sh takes a screenshot of the page in

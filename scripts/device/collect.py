@@ -3,9 +3,10 @@
 
 A record holds the command, its exit code and time, the device's facts before and after, the last
 lines of stderr, and the tool's JSON as it printed it: bench's array (`-o json`), the last stdout
-line of perplexity and generate (`--json`), or the cells of eviction_eval's `--json FILE`, which is
-pulled back next to the record as runs/<id>.jsonl. `ok` is false, with a one-line `error`, when the
-tool failed or printed no JSON.
+line of perplexity, generate, generate_hybrid and parity (`--json`), or the cells of eviction_eval's
+`--json FILE`, which is pulled back next to the record as runs/<id>.jsonl. `ok` is false, with a
+one-line `error`, when the tool failed or printed no JSON; parity's exit code 1 with its summary
+(it found a fault) is a result, `ok` true.
 """
 
 import json
@@ -43,9 +44,14 @@ def parse_output(output, stdout, pulled_text):
     return [json.loads(line) for line in pulled_text.splitlines() if line.strip()]
 
 
-def record_run(runner, out_dir, identifier, tool, axes, argv, output, timeout, max_temp, log):
+def record_run(runner, out_dir, identifier, tool, axes, argv, output, timeout, max_temp, log,
+               result_codes=(0,), summary_fields=()):
     """Runs argv (argv[0]: a binary in the device folder) and writes runs/<identifier>.json;
-    returns the record. With max_temp, first waits until the target has cooled to it."""
+    returns the record. With max_temp, first waits until the target has cooled to it.
+
+    An exit code in result_codes other than 0 (parity's 1: it found a fault) still gives a result
+    when the JSON is there and holds every one of summary_fields (the summary line, not a step's
+    line printed before a crash); the record keeps the code in "rc"."""
     output_name = identifier + ".jsonl" if output == "file" else None
     command = runner.tool(argv[0]) + " " + " ".join(quote(a) for a in argv[1:])
     if max_temp is not None:
@@ -67,7 +73,7 @@ def record_run(runner, out_dir, identifier, tool, axes, argv, output, timeout, m
         "stderr_tail": result.stderr.splitlines()[-20:], "result": None, "result_file": None,
     }
     pulled = None
-    if output_name and result.rc == 0:
+    if output_name and result.rc in result_codes:
         local = os.path.join(out_dir, "runs", output_name)
         try:
             runner.pull(output_name, local)
@@ -76,15 +82,22 @@ def record_run(runner, out_dir, identifier, tool, axes, argv, output, timeout, m
             record["result_file"] = output_name
         except (DeviceError, OSError) as error:
             record["error"] = str(error)
+    failure = None
     if result.rc != 0:
         last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1]
-        record["error"] = f"exit code {result.rc}: {last}"
+        failure = f"exit code {result.rc}: {last}"
+    if result.rc not in result_codes:
+        record["error"] = failure
     elif record["error"] is None:
         try:
-            record["result"] = parse_output(output, result.stdout, pulled)
+            found = parse_output(output, result.stdout, pulled)
+            if summary_fields and (not isinstance(found, dict) or
+                                   any(field not in found for field in summary_fields)):
+                raise ValueError("the last line is not its summary")
+            record["result"] = found
             record["ok"] = True
         except ValueError as error:
-            record["error"] = f"no JSON from {tool}: {error}"
+            record["error"] = failure or f"no JSON from {tool}: {error}"
     write_json(os.path.join(out_dir, "runs", identifier + ".json"), record)
     return record
 

@@ -6,6 +6,8 @@ or any folder of the tools' own output files, found by their content:
   bench -o json             a JSON array of rows with "avg_ts" and "n_prompt"
   perplexity --json         stdout whose last line is an object with "ppl" and "running_ppl"
   generate --json           stdout whose last line is an object with "decode_tok_s"
+  generate_hybrid --json    stdout whose last line is an object with "switches" and "backends"
+  parity --json             stdout whose last line is an object with "agree" and "bound_logit"
   eviction_eval --json F    JSON lines of schema edgelm.eviction_eval/1
   run_matrix's run files    objects of schema edgelm.device_run/1 (also without a manifest)
 
@@ -94,7 +96,14 @@ def check_result(tool, result, where):
                              "n_ctx", "chunks", "tokens_per_second"],
               "generate": ["decode_tok_s", "prefill_tok_s", "backend", "weight_type", "model",
                            "eviction_policy", "kv_budget", "kv_bytes", "peak_rss_bytes",
-                           "prompt_tokens", "generated_tokens"]}
+                           "prompt_tokens", "generated_tokens"],
+              "generate_hybrid": ["decode_tok_s", "prefill_tok_s", "weight_type", "model",
+                                  "schedule", "switches", "switch_s", "backends",
+                                  "host_device_copy_bytes", "host_device_copy_bytes_prefill",
+                                  "prompt_tokens", "generated_tokens"],
+              "parity": ["steps", "agree", "explained", "faults", "max_abs", "mean_kl",
+                         "max_hidden", "bound_logit", "bound_hidden", "first_divergence",
+                         "first_fault", "first_departing_layer", "a", "b"]}
     if tool == "eviction_eval":
         check_eviction_cells(result, where)
         return
@@ -142,8 +151,12 @@ def classify(path):
         return None
     if isinstance(last, dict) and "ppl" in last and "running_ppl" in last:
         return "perplexity", last
+    if isinstance(last, dict) and "switches" in last and "backends" in last:
+        return "generate_hybrid", last
     if isinstance(last, dict) and "decode_tok_s" in last:
         return "generate", last
+    if isinstance(last, dict) and "agree" in last and "bound_logit" in last:
+        return "parity", last
     return None
 
 
@@ -201,8 +214,8 @@ def load(folder):
                 check_result(tool, result, path)
                 results.runs.append(Run(tool, result, path))
     if not results.runs:
-        raise ResultsError(f"{folder}: no results of bench, perplexity, eviction_eval or "
-                           "generate found")
+        raise ResultsError(f"{folder}: no results of bench, perplexity, eviction_eval, "
+                           "generate, generate_hybrid or parity found")
     return results
 
 
@@ -224,7 +237,7 @@ class Table:
         lines = [f"### {self.title}", ""]
         if self.note:
             lines += [self.note, ""]
-        lines.append("| " + " | ".join(self.headers) + " |")
+        lines.append("| " + " | ".join(h.replace("|", "\\|") for h in self.headers) + " |")
         lines.append("| " + " | ".join(aligns) + " |")
         for row in self.rows:
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
@@ -382,10 +395,14 @@ def generate_rows(results, foreground):
 
 
 def threads_of(run):
-    """The thread count of a generate run: its matrix axis, else the one its `device` names."""
+    """The thread count of a generate or generate_hybrid run: its matrix axis, else the one its
+    `device` names (generate_hybrid's: the CPU's)."""
     if "threads" in run.axes:
         return str(run.axes["threads"])
-    match = re.search(r"(\d+) threads?\)", run.result.get("device", ""))
+    device = run.result.get("device", "")
+    if isinstance(device, dict):
+        device = device.get("cpu", "")
+    match = re.search(r"(\d+) threads?\)", device)
     return match.group(1) if match else ""
 
 
@@ -413,6 +430,110 @@ def generate_table(results):
         "prefill t/s", "decode t/s", "KV cache", "peak RSS MiB", "evictions",
         "°C before → after"], rows,
         "budget: KV slots per layer and kv head; eviction none: the full cache.")
+
+
+def bytes_text(nbytes):
+    """A byte count: bytes below one KiB (none copied is "0 B"), else size_text."""
+    if nbytes is None:
+        return ""
+    return f"{nbytes} B" if nbytes < 1024 else size_text(nbytes)
+
+
+def side_of(label):
+    """(backend, weights) from a parity side's label, "opencl (q4_1, f16 KV)"; the weights may
+    hold parentheses themselves ("q4_1 (token embedding q8_0)"), and what follows them (", fault
+    planted in layer 1's down projection") stays with the backend."""
+    match = re.match(r"(\S+) \((.*), \S+ KV\)", label or "")
+    if not match:
+        return label or "", ""
+    return match.group(1) + label[match.end():], match.group(2)
+
+
+def step_text(step):
+    """A parity step as "teacher 13 (explained)"; empty for none."""
+    if not step:
+        return ""
+    return f"{step['phase']} {step['index']} ({step['verdict']})"
+
+
+def layers_compared(run):
+    """Whether a parity run compared every layer's output (--layers): its command says so, or,
+    for a loose file, a layer difference was measured."""
+    if run.command is not None:
+        return "--layers" in run.command.split()
+    return run.result["max_hidden"] > 0
+
+
+def parity_table(results):
+    rows = []
+    for run in results.of("parity"):
+        r = run.result
+        reference, _ = side_of(r["a"])
+        backend, weights = side_of(r["b"])
+        layers = layers_compared(run)
+        departing = ""
+        if layers:
+            departing = ("none" if r["first_departing_layer"] < 0
+                         else str(r["first_departing_layer"]))
+        rows.append([model_of(run.axes.get("model", "")),
+                     weights or run.axes.get("weight_type", ""),
+                     str(run.axes.get("threads", "")), reference, backend,
+                     "faults" if r["faults"] else "ok", str(r["steps"]), str(r["agree"]),
+                     str(r["explained"]), str(r["faults"]),
+                     f"{r['max_abs']:.3g} / {r['bound_logit']:.3g}",
+                     f"{r['max_hidden']:.3g} / {r['bound_hidden']:.3g}" if layers else "",
+                     f"{r['mean_kl']:.3g}", step_text(r["first_divergence"]),
+                     step_text(r["first_fault"]), departing])
+    rows.sort(key=lambda r: (r[0], r[1], r[4], r[2].zfill(4)))
+    if not rows:
+        return None
+    return Table("parity: each backend against the reference", [
+        "model", "weights", "threads", "reference", "backend", "verdict", "steps", "agree",
+        "explained", "faults", "max |a-b| / bound", "max layer diff / bound", "mean KL",
+        "first divergence", "first fault", "first departing layer"], rows,
+        "Teacher-forced over the text, then greedy from the prompt, the reference's choice fed to "
+        "both. A step agrees (the same best token, logits within the bound), is explained (the "
+        "best tokens differ at a top-2 margin within twice the bound) or is a fault; a run with "
+        "a fault exits 1 and is listed here, not among the failed runs. Layer diff: the largest "
+        "relative difference of a layer's output (--layers); KL(reference ‖ backend).")
+
+
+def share_text(counts):
+    """{backend: count} as "cpu 53 %, opencl 47 %" (backends with none left out)."""
+    total = sum(counts.values())
+    if not total:
+        return ""
+    return ", ".join(f"{name} {100 * n / total:.0f} %" for name, n in sorted(counts.items()) if n)
+
+
+def switching_table(results):
+    rows = []
+    for run in results.of("generate_hybrid"):
+        r = run.result
+        backends = r["backends"]
+        switches = r["switches"]
+        per_step = ", ".join(
+            f"{name} {1000 * b['decode_s'] / b['decode_steps']:.2f}"
+            for name, b in sorted(backends.items()) if b["decode_steps"])
+        rows.append([model_of(r["model"]), r["weight_type"], threads_of(run),
+                     run.axes.get("schedule") or r["schedule"], str(switches),
+                     fmt(1e6 * r["switch_s"], 1),
+                     fmt(1e6 * r["switch_s"] / switches, 2) if switches else "",
+                     fmt(r["prefill_tok_s"]), fmt(r["decode_tok_s"]),
+                     share_text({n: b["prefill_tokens"] for n, b in backends.items()}),
+                     share_text({n: b["decode_steps"] for n, b in backends.items()}), per_step,
+                     bytes_text(r["host_device_copy_bytes_prefill"]),
+                     bytes_text(r["host_device_copy_bytes"]), temperature_text(run)])
+    rows.sort(key=lambda r: (r[0], r[1], r[2].zfill(4), r[3]))
+    if not rows:
+        return None
+    return Table("generate_hybrid: switching between backends", [
+        "model", "weights", "threads", "schedule", "switches", "switch time µs", "µs/switch",
+        "prefill t/s", "decode t/s", "prefill tokens on", "decode steps on", "decode ms/step",
+        "copied in prefill", "copied in decode", "°C before → after"], rows,
+        "The backends share the weights and the KV cache; a switch's time is waiting for the "
+        "backend it leaves to finish and handing the cache over. Decode ms/step: each backend's "
+        "decode time over its steps. Copied: bytes between host and device memory.")
 
 
 def interval_text(interval, digits=4):
@@ -493,6 +614,6 @@ def failed_table(results):
 
 def tables(results):
     """Every table the results fill, in report order."""
-    makers = [device_table, bench_table, generate_table, perplexity_table, eviction_table,
-              foreground_table, failed_table]
+    makers = [device_table, bench_table, generate_table, switching_table, perplexity_table,
+              parity_table, eviction_table, foreground_table, failed_table]
     return [table for table in (make(results) for make in makers) if table is not None]

@@ -2,7 +2,9 @@
 # The device scripts (scripts/device/) against the local runner on a tiny model of make_model:
 # deploy copies the tools, the model and a text and skips what is there already; run_matrix runs
 # 2 thread counts x 2 weight types x cpu (+ opencl where a device is found) x 2 eviction policies
-# (and the full cache) through bench, perplexity, eviction_eval and generate; summary, plot,
+# (and the full cache) through bench, perplexity, eviction_eval and generate, parity of each
+# backend against cpu:portable, and (with OpenCL) generate_hybrid over 2 schedules; a parity run
+# that finds a planted fault is recorded as a result, not a failure; summary, plot,
 # foreground_impact (a busy loop beside generate) and scripts/report.py read the results, and
 # scripts/check_report.sh takes a screenshot of the page in headless Chromium. The device facts
 # are also read from a fake phone /proc and /sys tree (EDGELM_FACTS_ROOT) with a fake getprop, and
@@ -48,24 +50,28 @@ target="$work/target"
 run_script "$device/deploy" --local --device-dir "$target" --bin-dir "$bin" -m "$gguf" \
   -f "$work/text.txt" > "$work/deploy1.txt" 2> "$work/err.txt"
 check "deploy: exit 0" $?
-[ "$(grep -c ': pushed (' "$work/deploy1.txt")" -eq 6 ] &&
+[ "$(grep -c ': pushed (' "$work/deploy1.txt")" -eq 8 ] &&
   cmp -s "$bin/generate" "$target/generate" && [ -x "$target/generate" ] &&
   cmp -s "$gguf" "$target/$(basename "$gguf")"
-check "deploy: 4 tools, the model and the text pushed, the tools executable" $?
+check "deploy: 6 tools, the model and the text pushed, the tools executable" $?
 echo "one more line" >> "$work/text.txt"
 run_script "$device/deploy" --local --device-dir "$target" --bin-dir "$bin" -m "$gguf" \
   -f "$work/text.txt" > "$work/deploy2.txt" 2> "$work/err.txt" &&
-  [ "$(grep -c ': up to date (' "$work/deploy2.txt")" -eq 5 ] &&
+  [ "$(grep -c ': up to date (' "$work/deploy2.txt")" -eq 7 ] &&
   grep -q '^deploy: text.txt: pushed (' "$work/deploy2.txt"
-check "deploy again: 5 up to date, the changed text pushed" $?
+check "deploy again: 7 up to date, the changed text pushed" $?
 
 # --- run_matrix: the matrix from a JSON file, the tools' arguments from flags.
 backends='"cpu"'
 n_backends=1
+tools='"bench", "perplexity", "eviction_eval", "generate", "parity"'
+n_hybrid=0
 # A build without the OpenCL backend says so and exits 0: no device then either.
 if devices=$("$bin/generate" --list-devices 2>&1) && [[ "$devices" != *"no OpenCL backend"* ]]; then
   backends='"cpu", "opencl"'
   n_backends=2
+  tools="$tools, \"generate_hybrid\""
+  n_hybrid=$((2 * 2 * 2))  # weight types x threads x schedules
 elif [ -n "${EDGELM_REQUIRE_OPENCL:-}" ]; then
   fail "EDGELM_REQUIRE_OPENCL is set but generate --list-devices found no OpenCL device"
 fi
@@ -73,17 +79,21 @@ model=$(basename "$gguf")
 cat > "$work/matrix.json" << EOF
 {"models": ["$model"], "weight_types": ["q8_0", "q4_0"], "threads": [1, 2],
  "backends": [$backends], "policies": ["none", "sink", "h2o"], "budgets": [16, 32],
- "tools": ["bench", "perplexity", "eviction_eval", "generate"], "text": "text.txt"}
+ "schedules": ["prefill=cpu,decode=opencl", "every=2"], "tools": [$tools], "text": "text.txt"}
 EOF
 results="$work/results"
+# parity's default bound (3.0 per logit) is sized for real models' logits; the tiny model's are
+# small, so its bound is 0.3 here (the kernels agree within 0.1).
 tool_args=(--bench-args "--n-prompt 16 -n 8 -r 2 --no-bw-probe" --perplexity-args "-c 64 --chunks 2"
   --eviction-eval-args "-c 64 --windows 1 --runs streaming --bootstrap 20 --block-tokens 8"
-  --generate-args "-n 16 --ignore-eos")
+  --generate-args "-n 16 --ignore-eos" --parity-args "--tokens 32 -n 8 --layers --bound 0.3"
+  --generate-hybrid-args "-n 16 --ignore-eos")
 run_script "$device/run_matrix" --local --device-dir "$target" --matrix "$work/matrix.json" \
   "${tool_args[@]}" -o "$results" > /dev/null 2> "$work/err.txt"
 check "run_matrix: exit 0" $?
 per_point=$((2 * 2 * n_backends))
-expected_runs=$((per_point * (3 + 5)))  # bench, perplexity, eviction_eval; generate x 5 caches
+# bench, perplexity, eviction_eval, parity; generate x 5 caches; generate_hybrid
+expected_runs=$((per_point * (4 + 5) + n_hybrid))
 "$python" - "$results" "$expected_runs" << 'EOF' > "$work/err.txt" 2>&1
 import json, os, sys
 folder, expected = sys.argv[1], int(sys.argv[2])
@@ -102,6 +112,23 @@ for entry in runs:
         policy, budget = record["axes"]["eviction"]
         assert record["result"]["eviction_policy"] == policy, entry["id"]
         assert record["result"]["weight_type"] == record["axes"]["weight_type"], entry["id"]
+    if record["tool"] == "parity":
+        result = record["result"]
+        assert record["rc"] == 0 and result["faults"] == 0, entry["id"]
+        assert result["steps"] == 31 + 8 and result["bound_logit"] == 0.3, entry["id"]
+        assert result["a"].startswith("cpu:portable ("), entry["id"]
+        assert result["b"].startswith(record["axes"]["backend"] + " ("), entry["id"]
+    if record["tool"] == "generate_hybrid":
+        result = record["result"]
+        shares = result["backends"]
+        if record["axes"]["schedule"] == "every=2":
+            assert "--switch-every 2" in record["command"], entry["id"]
+            assert result["switches"] >= 7, entry["id"]  # 15 decode steps, turns of 2
+            assert shares["cpu"]["decode_steps"] and shares["opencl"]["decode_steps"], entry["id"]
+        else:
+            assert result["switches"] == 1, entry["id"]
+            assert shares["cpu"]["prefill_tokens"] == 25, entry["id"]
+            assert shares["opencl"]["decode_steps"] == 15, entry["id"]
 EOF
 check "run_matrix: $expected_runs runs, all ok, each with facts and its tool's JSON" $?
 
@@ -131,6 +158,38 @@ check "summary: perplexity rows" $?
 [ "$(count_rows "$generate_row (sink|h2o) \| (16|32) \| [48].0 KiB \| [0-9.]+ \| [0-9.]+ \| -?0\.")" \
   -eq $((per_point * 4)) ]
 check "summary: eviction_eval rows" $?
+parity_row="^\| $model \| q(8|4)_0 \| [12] \| cpu:portable \| (cpu|opencl) \| ok \| 39 \|"
+grep -qF '### parity: each backend against the reference' "$work/summary.md" &&
+  [ "$(count_rows "$parity_row( [0-9]+ \|){3} 0\.[0-9]+ / 0\.3 \| 0\.[0-9]+ / 0\.15 \| ")" -eq \
+    "$per_point" ]
+check "summary: parity rows, one per backend, weight type and threads, within the bound" $?
+if [ "$n_hybrid" -gt 0 ]; then
+  hybrid_row="^\| $model \| q(8|4)_0 \| [12] \|"
+  hybrid_row+=" (prefill=cpu,decode=opencl \| 1|every=2 \| [0-9]+) \|"
+  grep -qF '### generate_hybrid: switching between backends' "$work/summary.md" &&
+    [ "$(count_rows "$hybrid_row [0-9.,]+ \| [0-9.,]+ \|")" -eq "$n_hybrid" ] &&
+    [ "$(count_rows "\| every=2 \| .* \| opencl 100 % \| cpu [0-9]+ %, opencl [0-9]+ % \|")" -eq 4 ]
+  check "summary: generate_hybrid rows, one per schedule, with switches and shares" $?
+fi
+
+# A parity run that finds a fault (one planted in layer 1 on side b) is a result with exit code 1;
+# an unknown backend is a failed run. run_matrix exits 1 for the failure alone.
+run_script "$device/run_matrix" --local --device-dir "$target" --models "$model" --threads 1 \
+  --backends cpu,nosuch --tools parity --text text.txt \
+  --parity-args "--tokens 16 -n 2 --bound 0.3 --plant-fault 1" -o "$work/faults" \
+  > /dev/null 2> "$work/err.txt"
+rc=$?
+fault_row="^\| $model \| f32 \| 1 \| cpu:portable \| cpu, fault planted in layer 1.* \| faults \|"
+fault_row+=" 17( \| [0-9]+){2} \| [1-9][0-9]* \|"
+[ $rc -eq 1 ] && grep -q 'parity found faults in 1 runs: 0000-parity-' "$work/err.txt" &&
+  grep -q '"rc": 1,' "$work/faults/runs/0000-parity-"*.json &&
+  grep -q '"ok": true,' "$work/faults/runs/0000-parity-"*.json &&
+  run_script "$device/summary" "$work/faults" -o "$work/faults.md" 2> "$work/err.txt" &&
+  grep -qE "$fault_row" "$work/faults.md" &&
+  grep -qE "^\| 0001-parity-.*-nosuch \| parity \| exit code 1: parity: .*'nosuch'" \
+    "$work/faults.md" &&
+  [ "$(grep -c '^| 000.-parity-' "$work/faults.md")" -eq 1 ]
+check "run_matrix: a parity fault is a row of the parity table, an unknown backend a failed run" $?
 grep -qF "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/  */ /g') |" \
   <(grep '^| local |' "$work/summary.md") || ! grep -q 'model name' /proc/cpuinfo
 check "summary: this machine's CPU in the devices table" $?
@@ -246,12 +305,24 @@ mkdir -p "$loose"
   ./eviction_eval -m "$model" -f text.txt -c 64 --windows 1 --runs streaming --budgets 16 \
     --policies tova --bootstrap 20 --block-tokens 8 -t 1 --json "$loose/eviction.jsonl" > /dev/null 2>&1)
 check "the tools' own output files" $?
+(cd "$target" && ./parity -m "$model" -f text.txt --tokens 16 -p hello -n 2 --bound 0.3 -t 1 -q \
+  --json > "$loose/parity.txt" 2> /dev/null)
+check "parity's own output file" $?
+if [ "$n_hybrid" -gt 0 ]; then
+  (cd "$target" && ./generate_hybrid -m "$model" -p hello -n 8 -t 1 --switch-every 2 --json \
+    > "$loose/hybrid.out" 2> /dev/null)
+  check "generate_hybrid's own output file" $?
+fi
 run_script "$device/summary" "$loose" -o "$work/loose.md" 2> "$work/err.txt" &&
+  grep -qE "^\| f32 \| cpu:portable \| cpu \| ok \| 17 \|" "$work/loose.md" &&
+  { [ "$n_hybrid" -eq 0 ] ||
+    grep -qE "^\| $model \| f32 \| 1 \| prefill opencl, decode cpu, alternating .* \| [0-9]+ \|" \
+      "$work/loose.md"; } &&
   grep -qE "^\| $model \| f32 \| cpu \(.*\) \| 1 \| tg4 \|" "$work/loose.md" &&
   grep -qE "^\| $model \| f32 \| cpu \| 1 \| 64 \| 1 \| [0-9.]+ ± " "$work/loose.md" &&
   grep -qE "^\| $model \| f32 \| cpu \| 1 \| none \|" "$work/loose.md" &&
   grep -qE "^\| $model \| f32 \| cpu \| 1 \| tova \| 16 \|" "$work/loose.md"
-check "summary of loose files: bench, perplexity, generate and eviction_eval rows" $?
+check "summary of loose files: rows of every tool" $?
 
 # --- report.py and the screenshot.
 run_script "$scripts/report.py" "$results" "$work/foreground" "$loose" -o "$work/report.html" \
@@ -262,7 +333,8 @@ page="$work/report.html"
   ! grep -qE '(src|href)="(https?:)?//' "$page" && ! grep -qi '<script' "$page" &&
   [ "$(grep -c '<tr><td>' "$page")" -ge $((per_point * 12)) ] &&
   grep -q '<td>QTI SM8550</td>' "$page" && grep -q '<h3>foreground_impact' "$page" &&
-  grep -q '<td>tova</td>' "$page"
+  grep -q '<td>tova</td>' "$page" && grep -q '<h3>parity: each backend' "$page" &&
+  { [ "$n_hybrid" -eq 0 ] || grep -q '<h3>generate_hybrid: switching' "$page"; }
 check "report.py: one page with embedded plots, no links out, no script, every table" $?
 bash "$scripts/check_report.sh" --skip-missing "$page" "$work/report.png" 1400 2000 \
   > /dev/null 2> "$work/err.txt"
@@ -283,6 +355,19 @@ expect_error "run_matrix: unknown policy" run_matrix "unknown policy 'h20'" "$de
   "${local_target[@]}" --models "$model" --policies h20 --budgets 8 -o "$work/bad"
 expect_error "run_matrix: unknown weight type" run_matrix "unknown weight type 'q3_k'" \
   "$device/run_matrix" "${local_target[@]}" --models "$model" --weight-types q3_k -o "$work/bad"
+expect_error "run_matrix: a schedule's bad value" run_matrix "every takes a number" \
+  "$device/run_matrix" "${local_target[@]}" --models "$model" --tools generate_hybrid \
+  --schedules "prefill=cpu;every=two" -o "$work/bad"
+expect_error "run_matrix: parity without a text" run_matrix "--tools parity: give --text" \
+  "$device/run_matrix" "${local_target[@]}" --models "$model" --tools parity -o "$work/bad"
+run_script "$device/run_matrix" "${local_target[@]}" --models "$model" --backends cpu:portable,cpu \
+  --tools parity,generate_hybrid --text text.txt --schedules "prefill=cpu,decode=opencl;every=2" \
+  --dry-run -o "$work/bad" > "$work/dry.txt" 2> "$work/err.txt" &&
+  [ "$(wc -l < "$work/dry.txt")" -eq 3 ] &&
+  grep -q -- '-parity-.*-cpu: parity -m .* --a cpu:portable --b cpu ' "$work/dry.txt" &&
+  grep -q -- '-every_2: generate_hybrid .* --switch-every 2 ' "$work/dry.txt" &&
+  grep -q -- '--prefill-backend cpu --decode-backend opencl ' "$work/dry.txt"
+check "run_matrix --dry-run: no parity of cpu:portable with itself; schedules split at ';'" $?
 expect_error "run_matrix: policy without budgets" run_matrix "give --budgets" \
   "$device/run_matrix" "${local_target[@]}" --models "$model" --policies h2o -o "$work/bad"
 expect_error "run_matrix: model not on the target" run_matrix "no 'none.gguf' in" \
