@@ -15,9 +15,9 @@
 #include "bin/cli_util.h"
 #include "core/error.h"
 #include "eviction/cache_manager.h"
-#include "models/generator.h"
 #include "models/loader.h"
 #include "models/make_model.h"
+#include "runtime/generator.h"
 
 namespace {
 

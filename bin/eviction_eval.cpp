@@ -1,6 +1,6 @@
 // eviction_eval: the quality and cost of KV-cache eviction policies on a real model. Every
 // (policy, budget) cell runs beside the full cache over the same tokens, in this process, with the
-// same chunks and kernels (models/eviction_eval.h): streaming NLL, paired KL / top-1 / ΔNLL with
+// same chunks and kernels (eval/eviction_eval.h): streaming NLL, paired KL / top-1 / ΔNLL with
 // bootstrap intervals, compress-then-continue, passkey retrieval gated by the full cache's own
 // answers, and the cost (KV bytes, peak RSS, time per eviction, decode tokens/s). Writes a markdown
 // table on stdout, one JSON object per cell with --json FILE and a CSV table with --csv FILE;
@@ -20,9 +20,9 @@
 #include "bin/eviction_eval_commit.h"
 #include "core/error.h"
 #include "core/sha256.h"
+#include "eval/eviction_eval.h"
+#include "eval/eviction_eval_report.h"
 #include "models/chat.h"
-#include "models/eviction_eval.h"
-#include "models/eviction_eval_report.h"
 #include "models/loader.h"
 #include "models/tokenizer.h"
 

@@ -25,9 +25,9 @@
 #include "eviction/protect_policy.h"
 #include "models/chat.h"
 #include "models/loader.h"
-#include "models/sampler.h"
-#include "models/session.h"
 #include "models/tokenizer.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
 
 namespace {
 

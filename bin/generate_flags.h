@@ -12,9 +12,9 @@
 #include "core/process_stats.h"
 #include "eviction/cache_manager.h"
 #include "models/llama.h"
-#include "models/sampler.h"
-#include "models/session.h"
 #include "models/tokenizer.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
 
 namespace edgelm::cli {
 

@@ -21,9 +21,9 @@
 #include "eviction/cache_manager.h"
 #include "eviction/protect_policy.h"
 #include "models/chat.h"
-#include "models/hybrid.h"
-#include "models/session.h"
 #include "models/tokenizer.h"
+#include "runtime/hybrid.h"
+#include "runtime/session.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // perplexity: the perplexity of a Llama model over a text file, computed as llama.cpp's
-// llama-perplexity does (models/perplexity.h, docs/model.md): the whole text tokenized once,
+// llama-perplexity does (eval/perplexity.h, docs/model.md): the whole text tokenized once,
 // non-overlapping windows of -c tokens from an empty cache, the second half of each scored.
 // Prints the running perplexity after each window ("[1]12.3456,[2]..."), then the estimate with
 // its standard error, the speed and the time; --json adds one JSON object as the last stdout line.
@@ -12,8 +12,8 @@
 #include "backends/registry.h"
 #include "bin/cli_util.h"
 #include "core/error.h"
+#include "eval/perplexity.h"
 #include "models/loader.h"
-#include "models/perplexity.h"
 #include "models/tokenizer.h"
 
 namespace {

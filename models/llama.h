@@ -2,7 +2,7 @@
 // RMSNorm, SwiGLU MLP, residual), final RMSNorm and the output projection. Prefill runs a chunk of
 // tokens with matmuls over the chunk; decode is the same path with one token. Every intermediate
 // lives in a workspace allocated once. Only the last position's logits are computed, unless a step
-// asks for those of every position (the teacher-forced path, models/teacher_forcing.h).
+// asks for those of every position (the teacher-forced path, eval/teacher_forcing.h).
 #pragma once
 
 #include <cstdint>

@@ -50,7 +50,7 @@ LoadedModel load_llama(const std::string& path, Backend& backend, const LoadOpti
 // for OpenCL's Q4_0, Q8_0, F16) is repacked by `backend` on the host into its
 // weight_memory(); every other tensor (norms, the embedding, matrices already in the layout) is
 // the same tensor, sharing its buffer. `backend` must read host memory (a CPU backend) and be
-// able to read the given weights in place. For two backends over one model (models/hybrid.h).
+// able to read the given weights in place. For two backends over one model (runtime/hybrid.h).
 LlamaWeights weights_for(Backend& backend, const LlamaWeights& weights);
 
 // Where GGUF `llama` files store Q/K rows for interleaved RoPE pairs, Hugging Face stores them for

@@ -12,8 +12,10 @@ library folder may include):
     backends/<name>/    core/, backends/<name>/ (a backend never sees another one)
     backends/ (itself)  core/, backends/ (the registry, which builds every backend by name)
     eviction/           core/, eviction/
-    models/             core/, eviction/, models/, backends/registry.h (never a concrete backend)
-    eval/               what models/ may, and eval/ (comparisons and evaluations of models)
+    models/             core/, models/ (a model knows the Backend interface alone)
+    runtime/            core/, eviction/, models/, runtime/, backends/registry.h (never a concrete
+                        backend): generation, sampling, backend scheduling
+    eval/               what runtime/ may, and runtime/, eval/: perplexity, eviction quality, parity
     kernels/            kernels/
     bin/, tests/        anything
 
@@ -31,7 +33,7 @@ import re
 import sys
 import tempfile
 
-LIBRARY_FOLDERS = ("core", "backends", "eviction", "models", "eval", "kernels")
+LIBRARY_FOLDERS = ("core", "backends", "eviction", "models", "runtime", "eval", "kernels")
 SOURCE_SUFFIXES = (".h", ".hpp", ".c", ".cc", ".cpp", ".inc", ".cl")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 OPENCL_API = re.compile(r"^(CL/|clblast)")
@@ -48,8 +50,9 @@ def allowed_prefixes(path):
     return {
         "core": ("core/",),
         "eviction": ("core/", "eviction/"),
-        "models": ("core/", "eviction/", "models/", "backends/registry.h"),
-        "eval": ("core/", "eviction/", "models/", "eval/", "backends/registry.h"),
+        "models": ("core/", "models/"),
+        "runtime": ("core/", "eviction/", "models/", "runtime/", "backends/registry.h"),
+        "eval": ("core/", "eviction/", "models/", "runtime/", "eval/", "backends/registry.h"),
         "kernels": ("kernels/",),
     }[top]
 
@@ -200,6 +203,9 @@ def self_test():
         "kernels/attention.cl": '#include "kernels/common.cl"\n#include "core/dtype.h"\n',
         "kernels/common.cl": "",
         "backends/registry.h": "",
+        "runtime/session.h": ('#include "eviction/policy.h"\n#include "backends/registry.h"\n'
+                              '#include "models/llama.h"\n#include "eval/parity.h"\n'),
+        "eval/parity.h": '#include "runtime/session.h"\n#include "backends/cpu/cpu.h"\n',
         "bin/tool.h": '#include "backends/cpu/cpu.h"\n#include <CL/cl.h>\n',
         "tests/test.cpp": '#include "backends/gpu/gpu.h"\n',
     }
@@ -210,15 +216,19 @@ def self_test():
         "backends/gpu/gpu.h:1: backends/gpu/ may not include <CL/cl.h>",
         "backends/gpu/gpu.h:2: backends/gpu/ may not include backends/cpu/cpu.h",
         "core/dtype.h:1: core/ may not include models/llama.h",
+        "eval/parity.h:2: eval/ may not include backends/cpu/cpu.h",
         "eviction/manager.h:4: eviction/ may not include models/llama.h",
         'eviction/policy.h:2: "eviction/missing.h" names no file of the repository (include '
         "project headers by their path from the root)",
         "kernels/attention.cl:2: kernels/ may not include core/dtype.h",
+        "models/llama.h:1: models/ may not include eviction/policy.h",
+        "models/llama.h:2: models/ may not include backends/registry.h",
         "models/llama.h:4: models/ may not include backends/cpu/cpu.h",
         "models/loader.cpp:1: models/ may not include <CL/cl.h>",
         "models/loader.cpp:2: models/ may not include bin/tool.h",
         "models/loader.cpp:4: models/ may not name the gpu backend (gpu::Queue)",
         "models/loader.cpp:6: models/ may not name the cpu backend (cpu::CpuBackend)",
+        "runtime/session.h:4: runtime/ may not include eval/parity.h",
     ]
     with tempfile.TemporaryDirectory() as root:
         for path, text in files.items():
@@ -235,8 +245,8 @@ def self_test():
     if found != expected:
         failures.append("found:\n  " + "\n  ".join(found) + "\nexpected:\n  " +
                         "\n  ".join(expected))
-    if checked != 13:
-        failures.append("checked %d library files, expected 13" % checked)
+    if checked != 15:
+        failures.append("checked %d library files, expected 15" % checked)
     if clean:
         failures.append("a clean tree reported: " + "; ".join(clean))
     if failures:

@@ -19,9 +19,9 @@
 #include "backends/cpu/cpu_backend.h"
 #include "eviction/cache_manager.h"
 #include "eviction/policy_registry.h"
-#include "models/generator.h"
 #include "models/loader.h"
 #include "models/make_model.h"
+#include "runtime/generator.h"
 
 namespace edgelm::eviction_test {
 

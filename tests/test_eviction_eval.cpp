@@ -1,4 +1,4 @@
-// The eviction-quality harness (models/eviction_eval.h) and its sanity gates, on tiny models: the
+// The eviction-quality harness (eval/eviction_eval.h) and its sanity gates, on tiny models: the
 // tests/fixtures/hf/tiny-gqa-llama3 fixture for the teacher-forced runs, and make_model's tiny
 // preset (it has a tokenizer) for retrieval.
 //
@@ -19,14 +19,14 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/sha256.h"
+#include "eval/eviction_eval.h"
+#include "eval/eviction_eval_report.h"
+#include "eval/perplexity.h"
 #include "models/chat.h"
-#include "models/eviction_eval.h"
-#include "models/eviction_eval_report.h"
-#include "models/generator.h"
 #include "models/loader.h"
 #include "models/make_model.h"
-#include "models/perplexity.h"
 #include "models/tokenizer.h"
+#include "runtime/generator.h"
 
 namespace edgelm {
 namespace {

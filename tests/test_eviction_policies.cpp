@@ -24,9 +24,9 @@
 #include "eviction/cache_manager.h"
 #include "eviction/pyramid_budget.h"
 #include "eviction/random_policy.h"
-#include "models/generator.h"
 #include "models/loader.h"
 #include "models/make_model.h"
+#include "runtime/generator.h"
 
 namespace edgelm {
 namespace {

@@ -1,6 +1,6 @@
 // Eviction quality on the real default model (SmolLM2-135M-Instruct Q4_1, tests/real_model_util.h):
 // every scored policy the registry offers loses less than the `random` floor at the same budget,
-// streamed by the eviction-quality harness (models/eviction_eval.h) over real English text. The
+// streamed by the eviction-quality harness (eval/eviction_eval.h) over real English text. The
 // tiny fixtures of test_eviction_eval.cpp have random weights, whose attention says nothing about
 // which tokens matter, so only a trained model can hold a policy to this.
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "backends/registry.h"
+#include "eval/eviction_eval.h"
 #include "eviction/policy.h"
-#include "models/eviction_eval.h"
 #include "models/loader.h"
 #include "models/tokenizer.h"
 #include "tests/real_model_util.h"

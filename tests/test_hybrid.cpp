@@ -1,4 +1,4 @@
-// Two backends taking turns on one generation (models/hybrid.h): the schedules' decisions, and on
+// Two backends taking turns on one generation (runtime/hybrid.h): the schedules' decisions, and on
 // OpenCL (PoCL in CI) the whole model switched between the CPU and OpenCL backends over one set of
 // weights and one KV cache: the greedy tokens of every schedule are those of a CPU-only run for
 // every weight and KV type, the logits stay within the CPU<->OpenCL parity bounds, nothing is
@@ -19,10 +19,10 @@
 #include "backends/registry.h"
 #include "core/error.h"
 #include "eviction/cache_manager.h"
-#include "models/hybrid.h"
 #include "models/loader.h"
 #include "models/make_model.h"
-#include "models/session.h"
+#include "runtime/hybrid.h"
+#include "runtime/session.h"
 #include "tests/opencl_test_util.h"
 
 namespace edgelm {

@@ -23,7 +23,7 @@
 #include "models/kquants.h"
 #include "models/loader.h"
 #include "models/make_model.h"
-#include "models/sampler.h"
+#include "runtime/sampler.h"
 
 namespace edgelm {
 namespace {

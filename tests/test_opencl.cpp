@@ -24,9 +24,9 @@
 #include "core/half.h"
 #include "core/kv_cache.h"
 #include "eviction/cache_manager.h"
-#include "models/generator.h"
 #include "models/loader.h"
 #include "models/make_model.h"
+#include "runtime/generator.h"
 #include "tests/opencl_test_util.h"
 
 namespace edgelm {

@@ -1,4 +1,4 @@
-#include "models/sampler.h"
+#include "runtime/sampler.h"
 
 #include <gtest/gtest.h>
 

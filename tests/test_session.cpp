@@ -3,7 +3,7 @@
 // --ignore-eos), and where a cache without eviction or the logical context has no room; a sink
 // policy runs far past the cache's capacity; a conversation continued in the cache equals one
 // prefill of all of it; the callbacks see exactly the tokens, text and logits of the reply.
-#include "models/session.h"
+#include "runtime/session.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

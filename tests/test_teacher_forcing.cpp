@@ -17,11 +17,11 @@
 #include "backends/registry.h"
 #include "core/error.h"
 #include "core/npy.h"
+#include "eval/perplexity.h"
+#include "eval/teacher_forcing.h"
 #include "eviction/cache_manager.h"
-#include "models/generator.h"
 #include "models/loader.h"
-#include "models/perplexity.h"
-#include "models/teacher_forcing.h"
+#include "runtime/generator.h"
 
 namespace edgelm {
 namespace {

@@ -16,10 +16,10 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels.h"
 #include "eviction/cache_manager.h"
-#include "models/generator.h"
 #include "models/loader.h"
 #include "models/make_model.h"
-#include "models/sampler.h"
+#include "runtime/generator.h"
+#include "runtime/sampler.h"
 
 // The replacements below pair malloc with free on purpose; GCC's -Wmismatched-new-delete cannot
 // see that and would warn at every use of delete in this file.

@@ -1,10 +1,10 @@
-#include "models/perplexity.h"
+#include "eval/perplexity.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
-#include "models/generator.h"
+#include "runtime/generator.h"
 
 namespace edgelm {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/kv_cache.h"
+#include "eval/teacher_forcing.h"
 #include "models/llama.h"
-#include "models/teacher_forcing.h"
 
 namespace edgelm {
 

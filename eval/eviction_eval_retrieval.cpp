@@ -1,4 +1,4 @@
-#include "models/eviction_eval_retrieval.h"
+#include "eval/eviction_eval_retrieval.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,8 +7,8 @@
 
 #include "core/error.h"
 #include "models/chat.h"
-#include "models/generator.h"
 #include "models/tokenizer.h"
+#include "runtime/generator.h"
 
 namespace edgelm {
 

@@ -1,4 +1,4 @@
-#include "models/eviction_eval_stats.h"
+#include "eval/eviction_eval_stats.h"
 
 #include <algorithm>
 #include <cmath>

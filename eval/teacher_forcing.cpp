@@ -1,4 +1,4 @@
-#include "models/teacher_forcing.h"
+#include "eval/teacher_forcing.h"
 
 #include <algorithm>
 #include <cmath>

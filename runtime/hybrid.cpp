@@ -1,4 +1,4 @@
-#include "models/hybrid.h"
+#include "runtime/hybrid.h"
 
 #include <cstdio>
 #include <unordered_set>

@@ -1,4 +1,4 @@
-// The outputs of an eviction-quality run (models/eviction_eval.h): one JSON object per (policy,
+// The outputs of an eviction-quality run (eval/eviction_eval.h): one JSON object per (policy,
 // budget) cell, holding every setting needed to rerun it and every measurement (docs/kv_cache.md
 // lists the fields), a markdown summary, and a CSV table of the same objects' scalar fields.
 #pragma once
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/eviction_eval.h"
+#include "eval/eviction_eval.h"
 
 namespace edgelm {
 

@@ -1,4 +1,4 @@
-#include "models/eviction_eval_report.h"
+#include "eval/eviction_eval_report.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "models/sampler.h"
+#include "runtime/sampler.h"
 
 #include <algorithm>
 #include <array>

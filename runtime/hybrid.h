@@ -24,9 +24,9 @@
 #include "core/kv_cache.h"
 #include "eviction/policy.h"
 #include "eviction/system_monitor.h"
-#include "models/generator.h"
 #include "models/llama.h"
 #include "models/loader.h"
+#include "runtime/generator.h"
 
 namespace edgelm {
 

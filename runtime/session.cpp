@@ -1,4 +1,4 @@
-#include "models/session.h"
+#include "runtime/session.h"
 
 #include <algorithm>
 #include <limits>

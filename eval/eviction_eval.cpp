@@ -1,4 +1,4 @@
-#include "models/eviction_eval.h"
+#include "eval/eviction_eval.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 
 #include "core/error.h"
 #include "core/process_stats.h"
-#include "models/generator.h"
 #include "models/tokenizer.h"
+#include "runtime/generator.h"
 
 namespace edgelm {
 namespace {

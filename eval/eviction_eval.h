@@ -8,7 +8,7 @@
 //   lockstep so that no more than one chunk of logits is ever kept;
 // - compress-then-continue: a prefix prefilled and compressed once (the SnapKV setting), then the
 //   next tokens teacher-forced one decode step at a time, paired the same way;
-// - retrieval: passkey documents answered greedily (models/eviction_eval_retrieval.h), each answer
+// - retrieval: passkey documents answered greedily (eval/eviction_eval_retrieval.h), each answer
 //   next to the full cache's;
 // - cost: KV bytes, peak RSS, time per eviction (scoring, selection, compaction) and decode
 //   tokens/s at the same logical length.
@@ -26,12 +26,12 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "eval/eviction_eval_retrieval.h"
+#include "eval/eviction_eval_stats.h"
+#include "eval/teacher_forcing.h"
 #include "eviction/cache_manager.h"
 #include "eviction/policy.h"
-#include "models/eviction_eval_retrieval.h"
-#include "models/eviction_eval_stats.h"
 #include "models/llama.h"
-#include "models/teacher_forcing.h"
 
 namespace edgelm {
 

@@ -22,10 +22,10 @@
 
 #include "core/kv_cache.h"
 #include "eviction/cache_manager.h"
-#include "models/generator.h"
 #include "models/llama.h"
-#include "models/sampler.h"
 #include "models/tokenizer.h"
+#include "runtime/generator.h"
+#include "runtime/sampler.h"
 
 namespace edgelm {
 

@@ -1,7 +1,7 @@
 // Generator: feeds a model through its KV cache step by step — chunked prefill, then one token per
 // decode step — and lets a CacheManager evict between steps (before each one, so that the step
 // never takes the cache past its limit), so generation can run far past the cache's capacity.
-// The teacher-forced path (models/teacher_forcing.h) feeds its chunks through prefill_step(), so
+// The teacher-forced path (eval/teacher_forcing.h) feeds its chunks through prefill_step(), so
 // eviction runs between them the same way. Timing of prefill, decode and eviction is kept for
 // reports.
 #pragma once
@@ -17,7 +17,7 @@
 namespace edgelm {
 
 // Picks, before each forward step, which of several models over the same weights and KV cache runs
-// it, and hears how long it took: two backends taking turns on one generation (models/hybrid.h,
+// it, and hears how long it took: two backends taking turns on one generation (runtime/hybrid.h,
 // generate_hybrid). The router hands the cache to the model's backend (KvCache::set_backend)
 // before returning it.
 class StepRouter {

@@ -1,4 +1,4 @@
-#include "models/generator.h"
+#include "runtime/generator.h"
 
 #include <algorithm>
 

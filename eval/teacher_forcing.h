@@ -1,6 +1,6 @@
 // The teacher-forced path: a known token sequence streamed through the model over a KV cache in
 // chunks, every position's logits handed to the caller, and the negative log-likelihood of each
-// next token summed as it goes. Perplexity (models/perplexity.h) is one user; an eviction-quality
+// next token summed as it goes. Perplexity (eval/perplexity.h) is one user; an eviction-quality
 // run is another: a full-cache stream and a stream whose Generator has a CacheManager, stepped in
 // lockstep over the same tokens, compare each position's two distributions chunk by chunk (give
 // each stream its own LlamaModel over copies of the same LlamaWeights, which share the weight
@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "models/generator.h"
+#include "runtime/generator.h"
 
 namespace edgelm {
 
