@@ -34,6 +34,10 @@ if [ "${EDGELM_LEAN:-0}" = 1 ]; then
   build_dir+=-lean
   options+=(-DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON -DCMAKE_DISABLE_FIND_PACKAGE_Eigen3=ON
             -DCMAKE_DISABLE_FIND_PACKAGE_CLBlast=ON)
+else
+  # Installed above, so micro_bench (and its ctest) must be built: a library CMake failed to find
+  # is an error here, not a test that silently drops out.
+  options+=(-DEDGELM_MICRO_BENCH=ON)
 fi
 jobs=$(nproc)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DEDGELM_SANITIZE="$sanitize" \

@@ -305,7 +305,9 @@ const KernelTable& select_kernels(const std::string& isa) {
   }
   EDGELM_FAIL(
       "[cpu] instruction set '", wanted,
-      "' (EDGELM_CPU_ISA or --isa) is not available in this build on this CPU; available: ", names);
+      "' (--backend cpu:<isa>, or EDGELM_CPU_ISA for --backend cpu) is not available in this build "
+      "on this CPU; available: ",
+      names);
 }
 
 bool decode_prefetch_wanted() {
