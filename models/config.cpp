@@ -146,14 +146,35 @@ RopeScaling parse_rope_scaling(const json& scaling, const std::string& path) {
 // The config.json fields of transformers' Llama that change the computation in a way this
 // implementation does not follow: each is refused rather than ignored, since ignoring it runs
 // another network on the same weights and prints fluent-looking garbage with exit status 0.
-void check_llama_variant(const json& root, const std::string& path) {
+// The transformers class of each supported model_type.
+const char* causal_lm_class(const std::string& model_type) {
+  if (model_type == "qwen2") return "Qwen2ForCausalLM";
+  if (model_type == "qwen3") return "Qwen3ForCausalLM";
+  return "LlamaForCausalLM";
+}
+
+void check_llama_variant(const json& root, const std::string& path, const std::string& arch) {
   if (const auto it = root.find("architectures"); it != root.end() && !it->is_null()) {
     if (!it->is_array())
       EDGELM_FAIL("[config] ", path, ": field 'architectures' must be a list, got ", it->dump());
     for (const json& architecture : *it) {
-      if (architecture != "LlamaForCausalLM") {
+      if (architecture != causal_lm_class(arch)) {
         EDGELM_FAIL("[config] ", path, ": unsupported architectures entry ", architecture.dump(),
-                    " (supported: LlamaForCausalLM)");
+                    " for model_type '", arch, "' (supported: ", causal_lm_class(arch), ")");
+      }
+    }
+  }
+  // Qwen2 and Qwen3 can run some layers with sliding-window attention; every released checkpoint
+  // turns it off, and a window would change what every later position sees.
+  if (find_bool(root, "use_sliding_window", path).value_or(false)) {
+    EDGELM_FAIL("[config] ", path,
+                ": use_sliding_window true is not supported (sliding-window attention layers)");
+  }
+  if (const auto it = root.find("layer_types"); it != root.end() && it->is_array()) {
+    for (const json& type : *it) {
+      if (type != "full_attention") {
+        EDGELM_FAIL("[config] ", path, ": layer_types entry ", type.dump(),
+                    " is not supported (full_attention layers only)");
       }
     }
   }
@@ -162,8 +183,10 @@ void check_llama_variant(const json& root, const std::string& path) {
       EDGELM_FAIL("[config] ", path, ": unsupported hidden_act ", it->dump(), " (supported: silu)");
     }
   }
+  // Qwen2's Q, K and V projections always have a bias (its config has no key for it); Llama's and
+  // Qwen3's have none unless attention_bias says so, which no released checkpoint does.
   for (const char* key : {"attention_bias", "mlp_bias"}) {
-    if (find_bool(root, key, path).value_or(false))
+    if (find_bool(root, key, path).value_or(false) && !(arch == "qwen2" && key[0] == 'a'))
       EDGELM_FAIL("[config] ", path, ": ", key,
                   " true is not supported (projections without bias)");
   }
@@ -181,21 +204,22 @@ void check_llama_variant(const json& root, const std::string& path) {
   }
 }
 
-// GGUF's rope scaling keys, as llama.cpp reads them: llama.rope.scaling.type (absent: "linear"),
-// and a factor in llama.rope.scaling.factor or the older llama.rope.scale_linear (0 or absent: no
-// scaling). Llama 3's scaling arrives as the rope_freqs.weight tensor instead; any other scaling
-// that changes the rotation is refused.
-void check_gguf_rope_scaling(const GgufFile& file) {
-  std::optional<double> factor = file.find_float("llama.rope.scaling.factor");
-  const char* factor_key = "llama.rope.scaling.factor";
+// GGUF's rope scaling keys, as llama.cpp reads them (<arch> is general.architecture):
+// <arch>.rope.scaling.type (absent: "linear"), and a factor in <arch>.rope.scaling.factor or the
+// older <arch>.rope.scale_linear (0 or absent: no scaling). Llama 3's scaling arrives as the
+// rope_freqs.weight tensor instead; any other scaling that changes the rotation is refused.
+void check_gguf_rope_scaling(const GgufFile& file, const std::string& arch) {
+  std::string factor_key = arch + ".rope.scaling.factor";
+  std::optional<double> factor = file.find_float(factor_key);
   if (!factor) {
-    factor = file.find_float("llama.rope.scale_linear");
-    factor_key = "llama.rope.scale_linear";
+    factor_key = arch + ".rope.scale_linear";
+    factor = file.find_float(factor_key);
   }
   const bool scales = factor && *factor != 0.0 && *factor != 1.0;
-  const std::string type = file.find_string("llama.rope.scaling.type").value_or("linear");
+  const std::string type_key = arch + ".rope.scaling.type";
+  const std::string type = file.find_string(type_key).value_or("linear");
   if (type != "none" && type != "linear") {
-    EDGELM_FAIL("[gguf] ", file.path(), ": unsupported llama.rope.scaling.type '", type,
+    EDGELM_FAIL("[gguf] ", file.path(), ": unsupported ", type_key, " '", type,
                 "' (supported: none, and linear with factor 1)");
   }
   if (type == "linear" && scales) {
@@ -207,10 +231,11 @@ void check_gguf_rope_scaling(const GgufFile& file) {
 }  // namespace
 
 std::string LlamaConfig::describe() const {
-  return str_cat("llama: ", n_layers, " layers, hidden ", hidden_size, ", ffn ", intermediate_size,
-                 ", heads ", n_heads, "/", n_kv_heads, " kv, head_dim ", head_dim, ", vocab ",
-                 vocab_size, ", rope theta ", rope.theta,
+  return str_cat(architecture, ": ", n_layers, " layers, hidden ", hidden_size, ", ffn ",
+                 intermediate_size, ", heads ", n_heads, "/", n_kv_heads, " kv, head_dim ",
+                 head_dim, ", vocab ", vocab_size, ", rope theta ", rope.theta,
                  rope.scaling.type == RopeScaling::Type::Llama3 ? " (llama3 scaling)" : "",
+                 attention_bias ? ", q/k/v bias" : "", qk_norm ? ", q/k norm" : "",
                  tie_word_embeddings ? ", tied embeddings" : "");
 }
 
@@ -284,12 +309,15 @@ LlamaConfig load_hf_config(const std::string& dir) {
       EDGELM_FAIL("[config] ", path, ": model_type must be a string, got ", it->dump());
     model_type = it->get<std::string>();
   }
-  if (model_type != "llama") {
+  if (model_type != "llama" && model_type != "qwen2" && model_type != "qwen3") {
     EDGELM_FAIL("[config] ", path, ": unknown architecture: model_type '", model_type,
-                "' (supported: llama)");
+                "' (supported: llama, qwen2, qwen3)");
   }
-  check_llama_variant(root, path);
+  check_llama_variant(root, path, model_type);
   LlamaConfig c;
+  c.architecture = model_type;
+  c.attention_bias = model_type == "qwen2";
+  c.qk_norm = model_type == "qwen3";
   c.vocab_size = get_int(root, "vocab_size", path);
   c.hidden_size = get_int(root, "hidden_size", path);
   c.intermediate_size = get_int(root, "intermediate_size", path);
@@ -347,40 +375,49 @@ LlamaConfig load_hf_config(const std::string& dir) {
 }
 
 LlamaConfig load_gguf_config(const GgufFile& file) {
-  const std::string architecture = file.get_string("general.architecture");
-  if (architecture != "llama") {
-    EDGELM_FAIL("[gguf] ", file.path(), ": unknown architecture '", architecture,
-                "' (supported: llama)");
+  const std::string arch = file.get_string("general.architecture");
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
+    EDGELM_FAIL("[gguf] ", file.path(), ": unknown architecture '", arch,
+                "' (supported: llama, qwen2, qwen3)");
   }
+  // The metadata keys of the architecture: "qwen2.block_count".
+  const auto arch_key = [&](const char* name) { return arch + "." + name; };
   LlamaConfig c;
-  c.hidden_size = file.get_int("llama.embedding_length");
-  c.intermediate_size = file.get_int("llama.feed_forward_length");
-  c.n_layers = file.get_int("llama.block_count");
-  c.n_heads = file.get_int("llama.attention.head_count");
-  c.n_kv_heads = file.find_int("llama.attention.head_count_kv").value_or(c.n_heads);
-  c.head_dim = file.find_int("llama.attention.key_length")
+  c.architecture = arch;
+  c.attention_bias = arch == "qwen2";
+  c.qk_norm = arch == "qwen3";
+  c.hidden_size = file.get_int(arch_key("embedding_length"));
+  c.intermediate_size = file.get_int(arch_key("feed_forward_length"));
+  c.n_layers = file.get_int(arch_key("block_count"));
+  c.n_heads = file.get_int(arch_key("attention.head_count"));
+  c.n_kv_heads = file.find_int(arch_key("attention.head_count_kv")).value_or(c.n_heads);
+  c.head_dim = file.find_int(arch_key("attention.key_length"))
                    .value_or(c.n_heads > 0 ? c.hidden_size / c.n_heads : 0);
-  // Llama rotates whole heads, and its values have the keys' head size.
-  if (auto v = file.find_int("llama.attention.value_length"); v && *v != c.head_dim) {
-    EDGELM_FAIL("[gguf] ", file.path(), ": llama.attention.value_length ", *v,
+  // The family rotates whole heads, and its values have the keys' head size.
+  if (auto v = file.find_int(arch_key("attention.value_length")); v && *v != c.head_dim) {
+    EDGELM_FAIL("[gguf] ", file.path(), ": ", arch_key("attention.value_length"), " ", *v,
                 " differs from the key head size ", c.head_dim, " (not supported)");
   }
-  if (auto rotated = file.find_int("llama.rope.dimension_count");
+  if (auto rotated = file.find_int(arch_key("rope.dimension_count"));
       rotated && *rotated != c.head_dim) {
-    EDGELM_FAIL("[gguf] ", file.path(), ": llama.rope.dimension_count ", *rotated,
+    EDGELM_FAIL("[gguf] ", file.path(), ": ", arch_key("rope.dimension_count"), " ", *rotated,
                 " differs from the head size ", c.head_dim,
                 " (partial rotary embeddings are not supported)");
   }
   // Mixtral's GGUF files say "llama" too; their experts replace the feed-forward tensors.
-  if (auto experts = file.find_int("llama.expert_count"); experts && *experts != 0) {
-    EDGELM_FAIL("[gguf] ", file.path(), ": llama.expert_count ", *experts,
+  if (auto experts = file.find_int(arch_key("expert_count")); experts && *experts != 0) {
+    EDGELM_FAIL("[gguf] ", file.path(), ": ", arch_key("expert_count"), " ", *experts,
                 " (mixture-of-experts models are not supported)");
   }
-  check_gguf_rope_scaling(file);
-  c.rms_norm_eps = static_cast<float>(file.get_float("llama.attention.layer_norm_rms_epsilon"));
-  c.rope.theta = static_cast<float>(file.find_float("llama.rope.freq_base").value_or(10000.0));
+  if (auto window = file.find_int(arch_key("attention.sliding_window")); window && *window != 0) {
+    EDGELM_FAIL("[gguf] ", file.path(), ": ", arch_key("attention.sliding_window"), " ", *window,
+                " (sliding-window attention layers are not supported)");
+  }
+  check_gguf_rope_scaling(file, arch);
+  c.rms_norm_eps = static_cast<float>(file.get_float(arch_key("attention.layer_norm_rms_epsilon")));
+  c.rope.theta = static_cast<float>(file.find_float(arch_key("rope.freq_base")).value_or(10000.0));
   c.rope.head_dim = c.head_dim;
-  c.max_position_embeddings = file.find_int("llama.context_length").value_or(2048);
+  c.max_position_embeddings = file.find_int(arch_key("context_length")).value_or(2048);
   if (const GgufTensor* embedding = file.find_tensor("token_embd.weight")) {
     // Checked here because its first dimension is read before the loader checks every shape.
     if (embedding->shape.rank() != 2) {
@@ -389,7 +426,7 @@ LlamaConfig load_gguf_config(const GgufFile& file) {
     }
     c.vocab_size = embedding->shape[0];
   }
-  if (auto vocab = file.find_int("llama.vocab_size")) c.vocab_size = *vocab;
+  if (auto vocab = file.find_int(arch_key("vocab_size"))) c.vocab_size = *vocab;
   c.tie_word_embeddings = file.find_tensor("output.weight") == nullptr;
   // Token ids are u32 in GGUF; 4294967295 stands for none (as llama.cpp reads it).
   auto gguf_token_id = [&](const char* key) {

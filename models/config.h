@@ -14,6 +14,13 @@ namespace edgelm {
 class GgufFile;
 
 struct LlamaConfig {
+  // The member of the family: "llama", "qwen2" or "qwen3". Each difference is one switch below,
+  // not another model (docs/model.md, "Architectures").
+  std::string architecture = "llama";
+  // Q, K and V projections add a bias vector (Qwen2).
+  bool attention_bias = false;
+  // RMSNorm over each head of q and of k, with weights of head_dim, before RoPE (Qwen3).
+  bool qk_norm = false;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -39,15 +46,18 @@ struct LlamaConfig {
 
 // Reads <dir>/config.json and, when present, <dir>/generation_config.json (whose eos/bos ids take
 // precedence, as in transformers). Throws edgelm::Error "[config] <file>: ..." naming the field for
-// a missing file, malformed JSON, a missing or ill-typed field, an architecture other than llama
-// (model_type, or an `architectures` entry other than LlamaForCausalLM), a field that makes another
-// network of the same weights (hidden_act other than silu, attention_bias or mlp_bias true,
-// partial_rotary_factor other than 1, quantization_config), or a rope_scaling that is not
-// default or llama3 (one with settings but no type included).
+// a missing file, malformed JSON, a missing or ill-typed field, an architecture other than llama,
+// qwen2 or qwen3 (model_type, or an `architectures` entry other than its LlamaForCausalLM,
+// Qwen2ForCausalLM or Qwen3ForCausalLM), a field that makes another network of the same weights
+// (hidden_act other than silu, attention_bias true for llama and qwen3, mlp_bias true,
+// partial_rotary_factor other than 1, sliding-window layers, quantization_config), or a
+// rope_scaling that is not default or llama3 (one with settings but no type included).
 LlamaConfig load_hf_config(const std::string& dir);
 
-// Reads the llama.* keys of a GGUF file (general.architecture must be "llama"). Llama 3 rope
-// scaling arrives as the per-pair divisors of the `rope_freqs.weight` tensor, if present. Throws
+// Reads the <arch>.* keys of a GGUF file (general.architecture "llama", "qwen2" or "qwen3"; any
+// other, Qwen's mixture-of-experts and sliding-window variants among them, is refused by name).
+// Llama 3 rope scaling arrives as the per-pair divisors of the `rope_freqs.weight` tensor, if
+// present. Throws
 // "[gguf] <path>: ..." for a mixture of experts (llama.expert_count) and for rope scaling keys
 // that change the rotation (llama.rope.scaling.type other than none or linear, a linear factor
 // other than 1).

@@ -1,8 +1,9 @@
-// The Llama model: token embedding, n_layers of (RMSNorm, GQA attention with RoPE, residual,
-// RMSNorm, SwiGLU MLP, residual), final RMSNorm and the output projection. Prefill runs a chunk of
-// tokens with matmuls over the chunk; decode is the same path with one token. Every intermediate
-// lives in a workspace allocated once. Only the last position's logits are computed, unless a step
-// asks for those of every position (the teacher-forced path, eval/teacher_forcing.h).
+// The Llama model (Qwen2 and Qwen3 too, as switches of LlamaConfig): token embedding, n_layers of
+// (RMSNorm, GQA attention with RoPE, residual, RMSNorm, SwiGLU MLP, residual), final RMSNorm and
+// the output projection. Prefill runs a chunk of tokens with matmuls over the chunk; decode is the
+// same path with one token. Every intermediate lives in a workspace allocated once. Only the last
+// position's logits are computed, unless a step asks for those of every position (the
+// teacher-forced path, eval/teacher_forcing.h).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,10 @@ struct LlamaLayerWeights {
   Tensor w_gate;     // [intermediate, hidden]
   Tensor w_up;       // [intermediate, hidden]
   Tensor w_down;     // [hidden, intermediate]
+  // Qwen2 (LlamaConfig::attention_bias): F32 [n_heads * head_dim], [n_kv_heads * head_dim] x2.
+  Tensor bq, bk, bv;
+  // Qwen3 (LlamaConfig::qk_norm): F32 [head_dim] each, over every head of q and of k.
+  Tensor q_norm, k_norm;
 };
 
 struct LlamaWeights {
@@ -124,6 +129,8 @@ class LlamaModel {
   // `logits` ([>= n - first_logit_row, vocab]); none when first_logit_row == n.
   void forward_chunk(std::span<const int32_t> tokens, KvCache& cache, int64_t first_logit_row,
                      const Tensor& logits, const ForwardOptions& options);
+  // rows[r, :] += bias for every row of rows ([n, width]; bias F32 [width]).
+  void add_bias(const Tensor& rows, const Tensor& bias);
 
   Backend& backend_;
   LlamaConfig config_;
@@ -144,6 +151,7 @@ class LlamaModel {
     Tensor gate;       // [chunk, intermediate]
     Tensor up;         // [chunk, intermediate]
     Tensor logits;     // [1, vocab]
+    Tensor bias_rows;  // [chunk * max(q_dim, kv_dim)]: a bias repeated over a step's rows (Qwen2)
   } ws_;
   // [max_chunk, vocab]: the logits of every position (ForwardOptions::all_logits), allocated by the
   // first step that asks for them.

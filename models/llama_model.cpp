@@ -48,6 +48,15 @@ LlamaModel::LlamaModel(Backend& backend, LlamaConfig config, LlamaWeights weight
     check_weight(w.w_gate, "w_gate", l, {c.intermediate_size, c.hidden_size});
     check_weight(w.w_up, "w_up", l, {c.intermediate_size, c.hidden_size});
     check_weight(w.w_down, "w_down", l, {c.hidden_size, c.intermediate_size});
+    if (c.attention_bias) {
+      check_norm(w.bq, "bq", l, c.q_dim());
+      check_norm(w.bk, "bk", l, c.kv_dim());
+      check_norm(w.bv, "bv", l, c.kv_dim());
+    }
+    if (c.qk_norm) {
+      check_norm(w.q_norm, "q_norm", l, c.head_dim);
+      check_norm(w.k_norm, "k_norm", l, c.head_dim);
+    }
     for (const Tensor* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
       EDGELM_CHECK(backend.supports(OpKind::Matmul, {t->dtype()}), "[llama] backend ",
                    backend.name(), " cannot multiply ", dtype_name(t->dtype()), " weights");
@@ -68,6 +77,9 @@ LlamaModel::LlamaModel(Backend& backend, LlamaConfig config, LlamaWeights weight
   ws_.projected = Tensor::empty(memory, DType::F32, {n, c.hidden_size});
   ws_.gate = Tensor::empty(memory, DType::F32, {n, c.intermediate_size});
   ws_.up = Tensor::empty(memory, DType::F32, {n, c.intermediate_size});
+  if (c.attention_bias) {
+    ws_.bias_rows = Tensor::empty(memory, DType::F32, {n * std::max(c.q_dim(), c.kv_dim())});
+  }
   ws_.logits = Tensor::empty(memory, DType::F32, {1, c.vocab_size});
   inv_freq_ = edgelm::rope_inv_freq(c.rope);
   std::copy(inv_freq_.begin(), inv_freq_.end(), ws_.inv_freq.data<float>());
@@ -170,6 +182,24 @@ std::span<const float> LlamaModel::forward(std::span<const int32_t> tokens, KvCa
   return {ws_.logits.data<float>(), static_cast<size_t>(config_.vocab_size)};
 }
 
+void LlamaModel::add_bias(const Tensor& rows, const Tensor& bias) {
+  const int64_t n = rows.dim(0);
+  const int64_t width = rows.dim(1);
+  const Tensor one = bias.reshape({1, width});
+  if (n == 1) {
+    backend_.add(rows, one, rows);
+    return;
+  }
+  // The bias repeated n times, by copies that double what is there (log2 n of them).
+  const Tensor repeated = ws_.bias_rows.view(DType::F32, {n, width});
+  backend_.copy(one, repeated.slice(0, 1));
+  for (int64_t have = 1; have < n; have *= 2) {
+    const int64_t count = std::min(have, n - have);
+    backend_.copy(repeated.slice(0, count), repeated.slice(have, count));
+  }
+  backend_.add(rows, repeated, rows);
+}
+
 void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
                                int64_t first_logit_row, const Tensor& logits,
                                const ForwardOptions& options) {
@@ -251,11 +281,26 @@ void LlamaModel::forward_chunk(std::span<const int32_t> tokens, KvCache& cache,
     } else {
       b.matmul_shared_x(normed, {w.wk, w.wv}, {k_rows, v_rows});
     }
+    // Qwen2's biases and Qwen3's per-head norms act on q and k before RoPE (and on q as the
+    // export holds it).
+    if (c.attention_bias) {
+      add_bias(k_rows, w.bk);
+      add_bias(v_rows, w.bv);
+      if (q_with_kv) add_bias(q_rows, w.bq);
+    }
+    if (c.qk_norm) {
+      b.rms_norm(k, w.k_norm, c.rms_norm_eps, k);
+      if (q_with_kv) b.rms_norm(q, w.q_norm, c.rms_norm_eps, q);
+    }
     b.rope(k, pos_list, ws_.inv_freq, k);
     cache.append(l, k, v, chunk_positions);
     if (pruned && !compute_logits) break;
 
-    if (!q_with_kv) b.matmul(r.normed, w.wq, q_rows);
+    if (!q_with_kv) {
+      b.matmul(r.normed, w.wq, q_rows);
+      if (c.attention_bias) add_bias(q_rows, w.bq);
+      if (c.qk_norm) b.rms_norm(q, w.q_norm, c.rms_norm_eps, q);
+    }
     b.rope(q_for_r, r.positions, ws_.inv_freq, r.q);
     const KvCache::View view = cache.view(l);
     attention.q = r.q;

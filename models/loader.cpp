@@ -246,15 +246,29 @@ void check_tensor_names(const std::vector<std::string>& names, const TensorNamin
   }
 }
 
-const std::vector<const char*> kHfLayerTensors = {
-    "input_layernorm.weight",  "post_attention_layernorm.weight",
-    "self_attn.q_proj.weight", "self_attn.k_proj.weight",
-    "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-    "mlp.gate_proj.weight",    "mlp.up_proj.weight",
-    "mlp.down_proj.weight"};
-const std::vector<const char*> kGgufLayerTensors = {
-    "attn_norm.weight",   "ffn_norm.weight", "attn_q.weight", "attn_k.weight",  "attn_v.weight",
-    "attn_output.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+// Each layer's tensors, by name suffix after "model.layers.N." (Hugging Face) or "blk.N." (GGUF),
+// for the architecture's switches.
+std::vector<const char*> hf_layer_tensors(const LlamaConfig& c) {
+  std::vector<const char*> names = {"input_layernorm.weight",  "post_attention_layernorm.weight",
+                                    "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                    "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                    "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+                                    "mlp.down_proj.weight"};
+  if (c.attention_bias) {
+    names.insert(names.end(),
+                 {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"});
+  }
+  if (c.qk_norm) names.insert(names.end(), {"self_attn.q_norm.weight", "self_attn.k_norm.weight"});
+  return names;
+}
+std::vector<const char*> gguf_layer_tensors(const LlamaConfig& c) {
+  std::vector<const char*> names = {"attn_norm.weight", "ffn_norm.weight", "attn_q.weight",
+                                    "attn_k.weight",    "attn_v.weight",   "attn_output.weight",
+                                    "ffn_gate.weight",  "ffn_up.weight",   "ffn_down.weight"};
+  if (c.attention_bias) names.insert(names.end(), {"attn_q.bias", "attn_k.bias", "attn_v.bias"});
+  if (c.qk_norm) names.insert(names.end(), {"attn_q_norm.weight", "attn_k_norm.weight"});
+  return names;
+}
 
 // The Hugging Face tensors checked against config.json. Rotary `inv_freq` buffers, which older
 // checkpoints saved, are ignored as transformers ignores them: they are recomputed from head_dim
@@ -266,7 +280,7 @@ void check_hf_tensors(const SafetensorsModel& st, const LlamaConfig& c, const st
   TensorNaming naming{"model.layers.",
                       "num_hidden_layers",
                       {"model.embed_tokens.weight", "model.norm.weight"},
-                      kHfLayerTensors};
+                      hf_layer_tensors(c)};
   if (!c.tie_word_embeddings) {
     if (st.find("lm_head.weight") == nullptr) {
       EDGELM_FAIL("[load] ", dir, ": no tensor 'lm_head.weight' but ", config_path,
@@ -292,8 +306,11 @@ void check_hf_tensors(const SafetensorsModel& st, const LlamaConfig& c, const st
 // The GGUF tensors checked against the llama.* metadata. rope_freqs.weight was read by
 // load_gguf_config; nothing else is ignored.
 void check_gguf_tensors(const GgufFile& gguf, const LlamaConfig& c) {
-  TensorNaming naming{
-      "blk.", "llama.block_count", {"token_embd.weight", "output_norm.weight"}, kGgufLayerTensors};
+  const std::string count_key = c.architecture + ".block_count";
+  TensorNaming naming{"blk.",
+                      count_key.c_str(),
+                      {"token_embd.weight", "output_norm.weight"},
+                      gguf_layer_tensors(c)};
   if (!c.tie_word_embeddings) naming.global.push_back("output.weight");
   if (gguf.find_tensor("rope_freqs.weight") != nullptr)
     naming.global.push_back("rope_freqs.weight");
@@ -353,8 +370,9 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, Backend& converter
     release_if_copied(*stored.file, stored.data, stored.nbytes, {loaded_matrix});
     return loaded_matrix;
   };
-  auto load_norm = [&](const std::string& name) {
-    return convert(backend, converter, raw(name, {c.hidden_size}), DType::F32, name, dir);
+  auto load_norm = [&](const std::string& name, int64_t size = 0) {
+    return convert(backend, converter, raw(name, {size > 0 ? size : c.hidden_size}), DType::F32,
+                   name, dir);
   };
 
   LlamaWeights& w = loaded.weights;
@@ -388,6 +406,15 @@ LoadedModel load_hf(const std::string& dir, Backend& backend, Backend& converter
         load_projection(p + "mlp.up_proj.weight", matrix(c.intermediate_size, c.hidden_size));
     layer.w_down =
         load_projection(p + "mlp.down_proj.weight", matrix(c.hidden_size, c.intermediate_size));
+    if (c.attention_bias) {
+      layer.bq = load_norm(p + "self_attn.q_proj.bias", c.q_dim());
+      layer.bk = load_norm(p + "self_attn.k_proj.bias", c.kv_dim());
+      layer.bv = load_norm(p + "self_attn.v_proj.bias", c.kv_dim());
+    }
+    if (c.qk_norm) {
+      layer.q_norm = load_norm(p + "self_attn.q_norm.weight", c.head_dim);
+      layer.k_norm = load_norm(p + "self_attn.k_norm.weight", c.head_dim);
+    }
     w.layers.push_back(std::move(layer));
   }
   backend.synchronize();
@@ -448,9 +475,14 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, Backend& conver
     if (permuted) t = unpermute_rows(backend, t, c.head_dim);
     return convert(backend, converter, t, matrix_type(name), name, path);
   };
-  auto load_norm = [&](const std::string& name) {
-    return convert(backend, converter, raw(name, {c.hidden_size}), DType::F32, name, path);
+  auto load_norm = [&](const std::string& name, int64_t size = 0) {
+    return convert(backend, converter, raw(name, {size > 0 ? size : c.hidden_size}), DType::F32,
+                   name, path);
   };
+  // llama.cpp's converter reorders Llama's q and k rows for its rotation of adjacent pairs, and
+  // they are put back in Hugging Face's order (unpermute_rows); Qwen's files keep Hugging Face's
+  // order, which llama.cpp rotates as NEOX (pairs half a head apart), this model's rotation.
+  const bool permuted_qk = c.architecture == "llama";
   auto load_projection = [&](const std::string& name, Shape shape, bool permuted) {
     Tensor matrix = load_matrix(name, shape, permuted);
     census.projection(matrix.dtype());
@@ -481,8 +513,8 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, Backend& conver
     LlamaLayerWeights layer;
     layer.attn_norm = load_norm(p + "attn_norm.weight");
     layer.ffn_norm = load_norm(p + "ffn_norm.weight");
-    layer.wq = load_projection(p + "attn_q.weight", matrix(c.q_dim(), c.hidden_size), true);
-    layer.wk = load_projection(p + "attn_k.weight", matrix(c.kv_dim(), c.hidden_size), true);
+    layer.wq = load_projection(p + "attn_q.weight", matrix(c.q_dim(), c.hidden_size), permuted_qk);
+    layer.wk = load_projection(p + "attn_k.weight", matrix(c.kv_dim(), c.hidden_size), permuted_qk);
     layer.wv = load_projection(p + "attn_v.weight", matrix(c.kv_dim(), c.hidden_size), false);
     layer.wo = load_projection(p + "attn_output.weight", matrix(c.hidden_size, c.q_dim()), false);
     layer.w_gate =
@@ -491,6 +523,15 @@ LoadedModel load_gguf(const std::string& path, Backend& backend, Backend& conver
         load_projection(p + "ffn_up.weight", matrix(c.intermediate_size, c.hidden_size), false);
     layer.w_down =
         load_projection(p + "ffn_down.weight", matrix(c.hidden_size, c.intermediate_size), false);
+    if (c.attention_bias) {
+      layer.bq = load_norm(p + "attn_q.bias", c.q_dim());
+      layer.bk = load_norm(p + "attn_k.bias", c.kv_dim());
+      layer.bv = load_norm(p + "attn_v.bias", c.kv_dim());
+    }
+    if (c.qk_norm) {
+      layer.q_norm = load_norm(p + "attn_q_norm.weight", c.head_dim);
+      layer.k_norm = load_norm(p + "attn_k_norm.weight", c.head_dim);
+    }
     w.layers.push_back(std::move(layer));
   }
   backend.synchronize();

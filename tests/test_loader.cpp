@@ -122,8 +122,38 @@ TEST_F(LoaderChecksTest, RefusesConfigFieldsOfAnotherNetwork) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"qwen2 architecture", [](json& c) { c["architectures"] = {"Qwen2ForCausalLM"}; },
-       "unsupported architectures entry \"Qwen2ForCausalLM\" (supported: LlamaForCausalLM)"},
+      {"qwen2 class for a llama", [](json& c) { c["architectures"] = {"Qwen2ForCausalLM"}; },
+       "unsupported architectures entry \"Qwen2ForCausalLM\" for model_type 'llama' (supported: "
+       "LlamaForCausalLM)"},
+      {"qwen2 with llama's class",
+       [](json& c) {
+         c["model_type"] = "qwen2";
+         c["architectures"] = {"LlamaForCausalLM"};
+       },
+       "for model_type 'qwen2' (supported: Qwen2ForCausalLM)"},
+      {"sliding window",
+       [](json& c) {
+         c["model_type"] = "qwen2";
+         c["architectures"] = {"Qwen2ForCausalLM"};
+         c["use_sliding_window"] = true;
+       },
+       "use_sliding_window true is not supported"},
+      {"sliding layers",
+       [](json& c) {
+         c["model_type"] = "qwen3";
+         c["architectures"] = {"Qwen3ForCausalLM"};
+         c["layer_types"] = {"full_attention", "sliding_attention"};
+       },
+       "layer_types entry \"sliding_attention\" is not supported"},
+      {"qwen3 attention bias",
+       [](json& c) {
+         c["model_type"] = "qwen3";
+         c["architectures"] = {"Qwen3ForCausalLM"};
+         c["attention_bias"] = true;
+       },
+       "attention_bias true is not supported"},
+      {"qwen2 moe", [](json& c) { c["model_type"] = "qwen2_moe"; },
+       "model_type 'qwen2_moe' (supported: llama, qwen2, qwen3)"},
       {"architectures not a list", [](json& c) { c["architectures"] = "LlamaForCausalLM"; },
        "field 'architectures' must be a list"},
       {"gelu", [](json& c) { c["hidden_act"] = "gelu"; }, "unsupported hidden_act \"gelu\""},
