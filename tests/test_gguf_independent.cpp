@@ -52,7 +52,8 @@ void PrintTo(const Case& c, std::ostream* out) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* model : {"tiny-gqa-llama3", "tiny-odd-heads", "tiny-untied-mha"}) {
+  for (const char* model :
+       {"tiny-gqa-llama3", "tiny-odd-heads", "tiny-untied-mha", "tiny-qwen2", "tiny-qwen3"}) {
     for (const char* type : {"f32", "f16", "q8_0"}) out.push_back({model, type});
   }
   return out;
@@ -75,6 +76,10 @@ TEST_P(IndependentGguf, LogitsMatchTheReference) {
   EXPECT_EQ(loaded.config.n_layers, expected.n_layers);
   EXPECT_EQ(loaded.config.head_dim, expected.head_dim);
   EXPECT_EQ(loaded.config.tie_word_embeddings, expected.tie_word_embeddings);
+  EXPECT_EQ(loaded.config.architecture, expected.architecture);
+  EXPECT_EQ(loaded.config.attention_bias, expected.attention_bias);
+  EXPECT_EQ(loaded.config.qk_norm, expected.qk_norm);
+  EXPECT_EQ(loaded.config.rope.theta, expected.rope.theta);
   LlamaModel model(backend(), std::move(loaded.config), std::move(loaded.weights), 130);
   const int64_t vocab = model.config().vocab_size;
 
