@@ -19,12 +19,16 @@ namespace edgelm::test {
 // scripts/fixtures/make_llama_cpp_reference.py's output for the fetched file, or the one
 // EDGELM_LLAMA_CPP_FIXTURE names (with EDGELM_SMOLLM2, a local check of another file: the same
 // script's output for it).
+inline std::string llama_cpp_fixture_path() {
+  const char* env = std::getenv("EDGELM_LLAMA_CPP_FIXTURE");
+  return env != nullptr
+             ? env
+             : std::string(EDGELM_FIXTURE_DIR) + "/llama_cpp/smollm2-135m-instruct-q4_1.json";
+}
+
 inline const nlohmann::json& llama_cpp_fixture() {
   static const nlohmann::json data = [] {
-    const char* env = std::getenv("EDGELM_LLAMA_CPP_FIXTURE");
-    const std::string path = env != nullptr ? env
-                                            : std::string(EDGELM_FIXTURE_DIR) +
-                                                  "/llama_cpp/smollm2-135m-instruct-q4_1.json";
+    const std::string path = llama_cpp_fixture_path();
     std::ifstream in(path);
     EXPECT_TRUE(in.good()) << path;
     return nlohmann::json::parse(in);

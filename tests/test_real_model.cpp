@@ -42,6 +42,7 @@ namespace {
 
 using nlohmann::json;
 using test::llama_cpp_fixture;
+using test::llama_cpp_fixture_path;
 using test::real_model_path;
 
 // How far the logits of llama.cpp's eight best tokens may lie from llama.cpp's, in logits (this
@@ -168,6 +169,49 @@ TEST(RealModel, OpenClFollowsLlamaCpp) {
   REQUIRE_REAL_MODEL(path);
   const std::unique_ptr<Backend> opencl = create_backend("opencl", {});
   expect_close_to_llama_cpp(*opencl, path, "opencl", 99, 99);
+}
+
+// The tokenizer corpus (tests/fixtures/tokenizer/corpus.jsonl, 2,444 lines of prose, code, CJK,
+// emoji, numbers, whitespace runs and special tokens) as llama.cpp tokenizes it under this file's
+// vocabulary: one digest per line beside the fixture (<fixture>-corpus.json, made by
+// scripts/fixtures/make_llama_cpp_corpus_ids.py), every line's ids equal.
+TEST(RealModel, CorpusTokenizesAsLlamaCpp) {
+  const std::string path = real_model_path();
+  REQUIRE_REAL_MODEL(path);
+  std::string corpus_fixture = llama_cpp_fixture_path();
+  corpus_fixture.replace(corpus_fixture.size() - 5, 5, "-corpus.json");
+  std::ifstream fixture_in(corpus_fixture);
+  ASSERT_TRUE(fixture_in.good()) << corpus_fixture;
+  const json expected = json::parse(fixture_in);
+  EXPECT_EQ(expected["model_sha256"], llama_cpp_fixture()["model_sha256"]) << corpus_fixture;
+  const Tokenizer tokenizer = Tokenizer::from_model_path(path);
+  std::ifstream corpus(std::string(EDGELM_FIXTURE_DIR) + "/tokenizer/corpus.jsonl",
+                       std::ios::binary);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(corpus, line);) lines.push_back(json::parse(line));
+  const json& digests = expected["line_digests"];
+  ASSERT_EQ(lines.size(), digests.size());
+  std::vector<size_t> differ;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    // FNV-1a 64 over the id count, then the ids, as little-endian uint32.
+    uint64_t h = 0xCBF29CE484222325ull;
+    const auto mix = [&](uint32_t value) {
+      for (int b = 0; b < 4; ++b) h = (h ^ ((value >> (8 * b)) & 0xFF)) * 0x100000001B3ull;
+    };
+    const std::vector<int32_t> ids = tokenizer.encode(lines[i], /*add_bos=*/true);
+    mix(static_cast<uint32_t>(ids.size()));
+    for (const int32_t id : ids) mix(static_cast<uint32_t>(id));
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+    if (digests[i].get<std::string>() != hex) differ.push_back(i);
+  }
+  std::string first;
+  for (size_t k = 0; k < std::min<size_t>(differ.size(), 5); ++k) {
+    first += " " + std::to_string(differ[k]) + ": " + json(lines[differ[k]]).dump().substr(0, 60);
+  }
+  EXPECT_TRUE(differ.empty()) << differ.size() << " of " << lines.size()
+                              << " corpus lines tokenize otherwise than llama.cpp's; first:"
+                              << first;
 }
 
 // llama-perplexity's estimate over the fixture's text (-c 128, 4 windows) on the default table.
