@@ -262,7 +262,8 @@ struct ModelSummary {
 };
 
 ModelSummary summarize(const edgelm::LlamaWeights& weights, edgelm::DType weight_type,
-                       bool tied_embeddings) {
+                       const edgelm::LlamaConfig& config) {
+  const bool tied_embeddings = config.tie_word_embeddings;
   ModelSummary summary;
   auto count = [&](const edgelm::Tensor& t) {
     summary.bytes += t.nbytes();
@@ -274,8 +275,9 @@ ModelSummary summarize(const edgelm::LlamaWeights& weights, edgelm::DType weight
   if (!tied_embeddings) count(weights.output);
   for (const edgelm::LlamaLayerWeights& w : weights.layers) {
     for (const edgelm::Tensor* t :
-         {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down}) {
-      count(*t);
+         {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down,
+          &w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm}) {
+      if (t->defined()) count(*t);
     }
   }
   std::string dtype = edgelm::dtype_name(weight_type);
@@ -288,7 +290,7 @@ ModelSummary summarize(const edgelm::LlamaWeights& weights, edgelm::DType weight
   } else {
     std::snprintf(size, sizeof size, "%.0fK", static_cast<double>(summary.params) / 1e3);
   }
-  summary.type = edgelm::str_cat("llama ", size, " ", dtype);
+  summary.type = edgelm::str_cat(config.architecture, " ", size, " ", dtype);
   return summary;
 }
 
@@ -581,8 +583,7 @@ int run(int argc, char** argv) {
       const edgelm::Stopwatch load_time;
       edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *load_backend, load_options);
       const double load_s = load_time.seconds();
-      const ModelSummary summary =
-          summarize(loaded.weights, loaded.weight_type, loaded.config.tie_word_embeddings);
+      const ModelSummary summary = summarize(loaded.weights, loaded.weight_type, loaded.config);
       const std::string model_name = std::filesystem::path(model_path).filename().string();
       std::fprintf(stderr, "bench: loaded %s (%s, %s, %s) in %.2f s\n", model_name.c_str(),
                    loaded.format.c_str(), summary.type.c_str(),
