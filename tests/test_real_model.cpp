@@ -207,7 +207,9 @@ TEST(RealModel, CorpusTokenizesAsLlamaCpp) {
   }
   std::string first;
   for (size_t k = 0; k < std::min<size_t>(differ.size(), 5); ++k) {
-    first += " " + std::to_string(differ[k]) + ": " + json(lines[differ[k]]).dump().substr(0, 60);
+    // Appended piece by piece: GCC 12 warns (-Wrestrict) on a chain of string temporaries here.
+    first.append(" ").append(std::to_string(differ[k])).append(": ");
+    first.append(json(lines[differ[k]]).dump().substr(0, 60));
   }
   EXPECT_TRUE(differ.empty()) << differ.size() << " of " << lines.size()
                               << " corpus lines tokenize otherwise than llama.cpp's; first:"
