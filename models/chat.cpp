@@ -36,6 +36,11 @@ struct Recognizer {
 constexpr Recognizer kRecognizers[] = {
     // ChatML, but not Phi-4 (<|im_sep|>), GLM, or the thinking templates of Qwen3, QwQ and
     // SmolLM3, which write <think> blocks and metadata into the turns.
+    // Qwen3's hybrid thinking template: replies' reasoning kept only after the last user
+    // message, and the enable_thinking switch; not SmolLM3's, which adds metadata and /think.
+    {"qwen3",
+     {"last_query_index", "enable_thinking is false", "'<think>\n\n</think>\n\n'"},
+     {"custom_instructions", "<|im_sep|>", "[gMASK]"}},
     {"chatml", {"<|im_start|>"}, {"<|im_sep|>", "<think>", "[gMASK]"}},
     {"llama3.2", {"<|start_header_id|>", "Cutting Knowledge Date:", "strftime_now"}},
     {"llama3.1", {"<|start_header_id|>", "Cutting Knowledge Date:"}},
@@ -393,6 +398,18 @@ std::string_view ChatTemplate::name() const {
   return format_->name;
 }
 
+bool ChatTemplate::has_thinking_switch() const {
+  return !format_->generation_prompt_no_thinking.empty();
+}
+
+void ChatTemplate::set_thinking(bool enabled) {
+  if (!enabled && !has_thinking_switch()) {
+    EDGELM_FAIL("[chat] ", format_->name,
+                ": the template has no thinking switch (enable_thinking); only qwen3's has one");
+  }
+  thinking_ = enabled;
+}
+
 bool ChatTemplate::prefix_stable() const {
   return format_->prefix_stable;
 }
@@ -404,7 +421,8 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages,
                           .knowledge_cutoff = knowledge_cutoff_,
                           .date = date_,
                           .default_system = default_system_,
-                          .write_bos = write_bos_};
+                          .write_bos = write_bos_,
+                          .thinking = thinking_};
   return render_chat_format(*format_, tokens, messages, add_generation_prompt);
 }
 

@@ -74,10 +74,18 @@ class ChatTemplate {
   // clock); override it for reproducible prompts, as transformers' date_string argument does.
   void set_date(std::string date) { date_ = std::move(date); }
   const std::string& date() const { return date_; }
+  // Whether the template has a thinking switch (Qwen3's enable_thinking).
+  bool has_thinking_switch() const;
+  // enable_thinking: false writes the generation prompt with an empty reasoning block, so that
+  // the model answers without thinking first (Qwen3's "non-thinking mode"). Throws edgelm::Error
+  // "[chat] <name>: ..." for false when the template has no such switch. True by default, as the
+  // template's own default.
+  void set_thinking(bool enabled);
+  bool thinking() const { return thinking_; }
   // True when rendering a conversation that grew by messages at its end extends the earlier
   // rendering (plus the reply as generated). False for formats that move or drop earlier text:
   // Mistral v3 (the system message goes with the last user message), DeepSeek-R1 (earlier replies
-  // lose their reasoning). ChatSession checks the prefix either way.
+  // and Qwen3 lose their reasoning). ChatSession checks the prefix either way.
   bool prefix_stable() const;
 
  private:
@@ -88,6 +96,7 @@ class ChatTemplate {
   std::string knowledge_cutoff_;
   std::string date_;
   bool write_bos_ = false;
+  bool thinking_ = true;
 };
 
 // The names by_name() accepts, in a stable order (for --list-chat-templates).

@@ -291,9 +291,26 @@ constexpr ChatFormat kDeepseekR1{
     .other = kSkip,
     .system_rule = SystemRule::Leading,
     .unsupported_roles = "tool",
-    .drop_reasoning = true,
+    .reasoning = Reasoning::Drop,
     .generation_prompt = "<｜Assistant｜><think>\n",
     .end_of_turn = "<｜end▁of▁sentence｜>",
+    .prefix_stable = false,
+};
+
+// Qwen3-0.6B ... 32B, Qwen3-30B-A3B (the hybrid thinking models): ChatML turns without a default
+// system message, other roles skipped, replies' reasoning written only after the last user
+// message, and the enable_thinking switch.
+constexpr ChatFormat kQwen3{
+    .name = "qwen3",
+    .system = kChatmlTurn,
+    .user = kChatmlTurn,
+    .assistant = kChatmlTurn,
+    .other = kSkip,
+    .unsupported_roles = "tool",
+    .reasoning = Reasoning::ThinkAfterLastQuery,
+    .generation_prompt = "<|im_start|>assistant\n",
+    .generation_prompt_no_thinking = "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+    .end_of_turn = "<|im_end|>",
     .prefix_stable = false,
 };
 
@@ -319,6 +336,7 @@ constexpr std::array kFormats = {
     // Llama-3.2-1B/3B-Instruct
     with_todays_date(kLlama31, "llama3.2"),
     kChatml,
+    kQwen3,
     kLlama2,
     kMistralV01,
     kMixtralV01,
@@ -376,6 +394,13 @@ uint32_t char_at(std::string_view text, size_t i, size_t& length) {
   return code;
 }
 
+// Python's str.lstrip('\n') (leading), str.rstrip('\n') (trailing), or both.
+std::string_view strip_newlines(std::string_view text, bool leading, bool trailing) {
+  while (leading && text.starts_with('\n')) text.remove_prefix(1);
+  while (trailing && text.ends_with('\n')) text.remove_suffix(1);
+  return text;
+}
+
 bool has_word(std::string_view words, std::string_view word) {
   while (!words.empty()) {
     const size_t space = words.find(' ');
@@ -421,6 +446,17 @@ class Renderer {
       append_turn(format_.system, "system", tokens_.default_system);
     }
 
+    // Qwen3's last query: the last user message that is not a tool response.
+    const ChatMessage* last_query = messages.data() + messages.size() - 1;
+    for (size_t i = messages.size(); i-- > 0;) {
+      const std::string_view content = messages[i].content;
+      if (messages[i].role == "user" &&
+          !(content.starts_with("<tool_response>") && content.ends_with("</tool_response>"))) {
+        last_query = messages.data() + i;
+        break;
+      }
+    }
+
     for (size_t i = 0; i < loop.size(); ++i) {
       const ChatMessage& message = loop[i];
       if (!format_.alternation_error.empty() && (message.role == "user") != (i % 2 == 0)) {
@@ -438,12 +474,7 @@ class Renderer {
         }
         append_user(message.content, fold, system);
       } else if (message.role == "assistant") {
-        std::string_view content = message.content;
-        if (format_.drop_reasoning) {
-          const size_t end = content.rfind("</think>");
-          if (end != std::string_view::npos) content.remove_prefix(end + 8);
-        }
-        append_turn(format_.assistant, "assistant", content);
+        append_assistant(message.content, i + 1 == loop.size(), loop.data() + i > last_query);
       } else if (message.role == "system" && !extracts && rule != SystemRule::Refuse) {
         if (rule == SystemRule::Leading || rule == SystemRule::LeadingJoined) continue;
         if (rule == SystemRule::TurnIfNonEmpty && message.content.empty()) continue;
@@ -453,7 +484,10 @@ class Renderer {
       }
     }
 
-    if (add_generation_prompt || format_.generation_prompt_always) {
+    if (add_generation_prompt && !tokens_.thinking &&
+        !format_.generation_prompt_no_thinking.empty()) {
+      append_expanded(format_.generation_prompt_no_thinking, "assistant");
+    } else if (add_generation_prompt || format_.generation_prompt_always) {
       append_expanded(format_.generation_prompt, "assistant");
     } else {
       append_expanded(format_.without_generation_prompt, "assistant");
@@ -510,6 +544,33 @@ class Renderer {
     append_expanded(style.prefix, role);
     out_ += style.strip ? python_strip(content) : content;
     append_expanded(style.suffix, role);
+  }
+
+  // An assistant message, its reasoning treated as the row says; `after_last_query`: it follows
+  // the last user message that is not a tool response.
+  void append_assistant(std::string_view content, bool last, bool after_last_query) {
+    constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+    const size_t close = content.find(kClose);
+    if (format_.reasoning == Reasoning::Keep) return append_turn(format_.assistant, "assistant", content);
+    std::string_view reply = content;
+    if (close != std::string_view::npos) reply = content.substr(content.rfind(kClose) + kClose.size());
+    if (format_.reasoning == Reasoning::Drop) return append_turn(format_.assistant, "assistant", reply);
+    // Reasoning::ThinkAfterLastQuery, as Qwen3's template splits the text.
+    std::string_view reasoning;
+    if (close != std::string_view::npos) {
+      reply = strip_newlines(reply, true, false);
+      reasoning = strip_newlines(content.substr(0, close), false, true);
+      if (const size_t open = reasoning.rfind(kOpen); open != std::string_view::npos) {
+        reasoning.remove_prefix(open + kOpen.size());
+      }
+      reasoning = strip_newlines(reasoning, true, false);
+    }
+    if (!after_last_query || (!last && reasoning.empty())) {
+      return append_turn(format_.assistant, "assistant", reply);
+    }
+    append_turn(format_.assistant, "assistant",
+                str_cat("<think>\n", strip_newlines(reasoning, true, true), "\n</think>\n\n",
+                        strip_newlines(reply, true, false)));
   }
 
   // A user message, with the system message folded in front of it when `fold` is set.

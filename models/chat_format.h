@@ -49,6 +49,17 @@ enum class SystemRule : uint8_t {
   LeadingJoined,    // the same with every system message, joined by "\n\n" (DeepSeek-V3)
 };
 
+// What happens to reasoning (<think>...</think>) in an assistant message's content.
+enum class Reasoning : uint8_t {
+  Keep,  // written as given
+  Drop,  // only what follows the last </think> is written (DeepSeek-R1)
+  // Qwen3: the reasoning (after the last <think> of the text before the first </think>) and the
+  // reply (after the last </think>) are split; replies before the last user message are written
+  // without their reasoning, later ones as "<think>\n{reasoning}\n</think>\n\n{reply}" when
+  // they are the last message or have reasoning.
+  ThinkAfterLastQuery,
+};
+
 struct ChatFormat {
   std::string_view name;
   bool bos = false;  // BOS first (where the template always writes it)
@@ -62,10 +73,13 @@ struct ChatFormat {
   // the template's message otherwise.
   std::string_view alternation_error;
   std::string_view unsupported_roles;  // space-separated: roles the template renders specially
-  bool drop_reasoning = false;  // assistant content keeps only what follows the last </think>
+  Reasoning reasoning = Reasoning::Keep;  // what a reply's <think> block becomes
   std::string_view generation_prompt;
   bool generation_prompt_always = false;       // written whether asked for or not
   std::string_view without_generation_prompt;  // written when no generation prompt is asked for
+  // Non-empty: the template's thinking switch (enable_thinking=false) writes this generation
+  // prompt instead, which opens and closes an empty reasoning block (Qwen3).
+  std::string_view generation_prompt_no_thinking;
   std::string_view end_of_turn;       // space-separated token texts; {eos} for the EOS text
   std::string_view knowledge_cutoff;  // {cutoff}
   std::string_view date;              // {date} by default; empty: today's date ("%d %b %Y")
@@ -83,6 +97,7 @@ struct ChatTokens {
   std::string_view knowledge_cutoff, date;
   std::string_view default_system;
   bool write_bos = false;  // BOS first, for rows whose `bos` the template text decides
+  bool thinking = true;    // the template's enable_thinking (rows with a thinking switch)
 };
 
 // Renders `messages` as the row's template does. Throws edgelm::Error "[chat] <name>: ...".

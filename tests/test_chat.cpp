@@ -108,13 +108,15 @@ TEST(ChatTemplates, RendersExactlyAsTransformers) {
   for (const json& entry : expected()["templates"]) {
     if (entry["format"].is_null()) continue;
     const std::string file = entry["file"];
-    const ChatTemplate chat = fixture_template(entry);
     for (const json& render : entry["renders"]) {
+      ChatTemplate chat = fixture_template(entry);
+      const bool thinking = render.value("enable_thinking", true);
+      chat.set_thinking(thinking);
       const std::vector<ChatMessage> messages = conversation(render["conversation"]);
       const bool generation_prompt = render["add_generation_prompt"];
       const std::string where = file + ", conversation " + render["conversation"].dump() +
                                 (generation_prompt ? ", with" : ", without") +
-                                " the generation prompt";
+                                " the generation prompt" + (thinking ? "" : ", thinking off");
       if (render.contains("error")) {
         const std::string message = error_of([&] { chat.render(messages, generation_prompt); });
         EXPECT_NE(message.find(render["error"].get<std::string>()), std::string::npos)
@@ -500,6 +502,47 @@ TEST(ChatSession, StartsOverWhereTheRenderingMovesEarlierText) {
   const Played played =
       play(r1, {"a", "b", "c"}, {"<think>\nhm\n</think>\n\nAnswer.", "Plain answer."});
   EXPECT_EQ(played.from_scratch, 2);
+}
+
+TEST(ChatTemplates, ThinkingSwitch) {
+  ChatTemplate qwen3 = ChatTemplate::by_name("qwen3", "", "<|im_end|>");
+  EXPECT_TRUE(qwen3.has_thinking_switch());
+  const std::vector<ChatMessage> question = {{"user", "Hi"}};
+  EXPECT_EQ(qwen3.render(question, true), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  qwen3.set_thinking(false);
+  EXPECT_EQ(qwen3.render(question, true),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(qwen3.render(question, false), "<|im_start|>user\nHi<|im_end|>\n");
+  // Every other format has no switch: asking to turn it off is an error, not ignored.
+  for (const std::string& name : chat_template_names()) {
+    if (name == "qwen3") continue;
+    ChatTemplate chat = ChatTemplate::by_name(name, "<s>", "</s>");
+    EXPECT_FALSE(chat.has_thinking_switch()) << name;
+    chat.set_thinking(true);
+    EXPECT_NE(error_of([&] { chat.set_thinking(false); })
+                  .find("[chat] " + name + ": the template has no thinking switch"),
+              std::string::npos)
+        << name;
+  }
+}
+
+TEST(ChatSession, Qwen3StartsOverAfterAReplyWithReasoning) {
+  // Earlier replies lose their reasoning (and, without thinking, the empty block the generation
+  // prompt opened): the next turn is fed from scratch.
+  for (const bool thinking : {true, false}) {
+    ChatTemplate chat = ChatTemplate::by_name("qwen3", "", "<|im_end|>");
+    chat.set_thinking(thinking);
+    ChatSession session(chat, "Be brief.");
+    EXPECT_EQ(session.system_prefix(), "<|im_start|>system\nBe brief.<|im_end|>\n");
+    session.add_user("Capital of France?");
+    session.add_reply(thinking ? "<think>\nEasy.\n</think>\n\nParis." : "Paris.");
+    const ChatSession::Feed next = session.add_user("And Spain?");
+    EXPECT_TRUE(next.from_scratch) << thinking;
+    EXPECT_NE(next.text.find("<|im_start|>assistant\nParis.<|im_end|>\n<|im_start|>user\nAnd "
+                             "Spain?<|im_end|>\n<|im_start|>assistant\n"),
+              std::string::npos)
+        << next.text;
+  }
 }
 
 TEST(ChatSession, ToleratesWhitespaceAroundReplies) {
