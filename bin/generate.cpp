@@ -175,13 +175,15 @@ int run(int argc, char** argv) {
         "--interactive)");
   }
   if (chat && !prompt_ids_text.empty()) EDGELM_FAIL("--chat needs a text --prompt");
-  if ((!chat_template_name.empty() || !system_prompt.empty()) && !chat && !interactive)
-    EDGELM_FAIL("--chat-template and --system need --chat or --interactive");
+  if ((!chat_template_name.empty() || !system_prompt.empty() || flags.no_think) && !chat &&
+      !interactive)
+    EDGELM_FAIL("--chat-template, --system and --no-think need --chat or --interactive");
   // The chat template, before the weights load: a model without one, an unknown name or a system
   // message the template refuses ends here, at once.
   std::optional<edgelm::ChatTemplate> chat_template;
   if (chat || interactive) {
     chat_template = edgelm::ChatTemplate::from_model_path(model_path, chat_template_name);
+    if (flags.no_think) chat_template->set_thinking(false);
     if (!system_prompt.empty()) {
       const std::vector<edgelm::ChatMessage> probe = {{"system", system_prompt}, {"user", "-"}};
       chat_template->render(probe, true);
@@ -373,7 +375,11 @@ int run(int argc, char** argv) {
   edgelm::GenerationSession session(model, cache, &manager, std::move(settings),
                                     stream_text ? &*tokenizer : nullptr, std::move(callbacks));
   if (chat_template) {
-    std::fprintf(stderr, "chat template: %s\n", std::string(chat_template->name()).c_str());
+    std::fprintf(stderr, "chat template: %s%s\n", std::string(chat_template->name()).c_str(),
+                 chat_template->has_thinking_switch()
+                     ? (chat_template->thinking() ? " (thinking on; --no-think turns it off)"
+                                                  : " (thinking off)")
+                     : "");
     for (const std::string& text : chat_template->end_of_turn_texts()) {
       if (!tokenizer->token_id(text)) {
         edgelm::log_warn("[chat] the template ends turns with '", text,

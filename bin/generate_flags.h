@@ -29,6 +29,7 @@ struct GenerateFlags {
   bool chat = false;
   std::string chat_template_name;
   bool list_chat_templates = false;
+  bool no_think = false;
   bool interactive = false;
   bool print_ids = false;
   int n_generate = 128;
@@ -81,6 +82,9 @@ inline void add_generate_flags(CLI::App& app, GenerateFlags& f) {
   app.add_flag("--list-chat-templates", f.list_chat_templates,
                "List the chat template names, then exit");
   app.add_option("--system", f.system_prompt, "System message for --chat / --interactive");
+  app.add_flag("--no-think", f.no_think,
+               "Answer without a reasoning block first, where the template has that switch "
+               "(Qwen3's enable_thinking=false)");
   app.add_flag("-i,--interactive", f.interactive, "Multi-turn chat on stdin (/reset, /quit)");
   app.add_flag("--print-ids", f.print_ids, "Stream token ids instead of text");
   app.add_option(flag::kPredict, f.n_generate,

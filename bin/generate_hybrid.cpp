@@ -163,11 +163,13 @@ int run(int argc, char** argv) {
   if (f.prompt.empty() && f.prompt_ids_text.empty())
     EDGELM_FAIL("give a prompt with -p/--prompt TEXT, -f/--file FILE or --prompt-ids 1,2,3");
   if (f.chat && !f.prompt_ids_text.empty()) EDGELM_FAIL("--chat needs a text --prompt");
-  if ((!f.chat_template_name.empty() || !f.system_prompt.empty()) && !f.chat)
-    EDGELM_FAIL("--chat-template and --system need --chat");
+  if ((!f.chat_template_name.empty() || !f.system_prompt.empty() || f.no_think) && !f.chat)
+    EDGELM_FAIL("--chat-template, --system and --no-think need --chat");
   std::optional<edgelm::ChatTemplate> chat_template;
-  if (f.chat)
+  if (f.chat) {
     chat_template = edgelm::ChatTemplate::from_model_path(f.model_path, f.chat_template_name);
+    if (f.no_think) chat_template->set_thinking(false);
+  }
   std::vector<int32_t> prompt_ids;
   if (!f.prompt_ids_text.empty())
     prompt_ids = edgelm::cli::parse_id_list(f.prompt_ids_text, "--prompt-ids");

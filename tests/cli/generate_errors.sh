@@ -67,8 +67,15 @@ d=$(broken gemma_template); cp "$chat_fixtures/gemma2.jinja" "$d/chat_template.j
 expect_error "system message the template refuses" \
   "[chat] gemma: the template refuses this conversation: System role not supported" \
   --model-path "$d" --prompt Hi --chat --system "Be brief."
-expect_error "--chat-template without --chat" "--chat-template and --system need --chat or --interactive" \
+expect_error "--chat-template without --chat" \
+  "--chat-template, --system and --no-think need --chat or --interactive" \
   --model-path "$gguf" --prompt Hi --chat-template llama3
+expect_error "--no-think without --chat" \
+  "--chat-template, --system and --no-think need --chat or --interactive" \
+  --model-path "$gguf" --prompt Hi --no-think
+expect_error "--no-think on a template without the switch" \
+  "[chat] chatml: the template has no thinking switch (enable_thinking)" \
+  --model-path "$gguf" --prompt Hi --chat --chat-template chatml --no-think
 expect_error "no prompt" "--prompt" --model-path "$gguf"
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
@@ -243,6 +250,16 @@ if "$generate" --model-path "$gguf" --prompt "Hi" --chat --chat-template llama3 
   ok "chat prompt"
 else
   fail "chat prompt"
+fi
+# Qwen3's template, with its thinking switch off.
+d=$(broken qwen3_template); cp "$chat_fixtures/qwen3.jinja" "$d/chat_template.jinja"
+if "$generate" --model-path "$d" --prompt "Hi" --chat -n 2 -q > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q '^chat template: qwen3 (thinking on; --no-think turns it off)$' "$work/err.txt" &&
+  "$generate" --model-path "$d" --prompt "Hi" --chat --no-think -n 2 -q > "$work/out.txt" 2> "$work/err.txt" &&
+  grep -q '^chat template: qwen3 (thinking off)$' "$work/err.txt"; then
+  ok "qwen3 template and --no-think"
+else
+  fail "qwen3 template and --no-think"
 fi
 # A ChatML template on a vocabulary without <|im_end|>: it runs, and says it stops on EOS only.
 d=$(broken chatml_template); cp "$chat_fixtures/smollm2.jinja" "$d/chat_template.jinja"
