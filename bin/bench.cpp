@@ -4,8 +4,9 @@
 // prompt + generation tests (pp<p>+tg<n>: both, timed together, tokens/s counting p + n tokens),
 // each after d tokens already in the KV cache (-d; that prefill is not timed). Each test runs once
 // untimed to warm up, then -r times on a fresh KV cache, and reports the mean and standard
-// deviation of tokens/s. In edgelm's tools -p is prompt text, so the prompt lengths of pp tests
-// are --n-prompt (llama-bench's -p).
+// deviation of tokens/s. The flags are llama-bench's, with its meaning: -m, -p (also --n-prompt;
+// -p is prompt text in edgelm's other tools), -n, -pg, -d, -r, -t and -o, lists comma-separated
+// where llama-bench takes lists.
 //
 // Rows also carry the load time, the peak resident memory (without bench's own bandwidth buffer),
 // and for tg tests the fraction of the memory-bandwidth limit reached: bench measures the
@@ -18,7 +19,7 @@
 // every measurement (a tiny model then benches in seconds; rows carry no limit or fraction), and
 // --bw-mib shrinks the buffer.
 //
-//   bench -m model-q4_0.gguf --n-prompt 128,512 -n 128 -t 1,2 -r 3
+//   bench -m model-q4_0.gguf -p 128,512 -n 128 -t 1,2 -r 3
 //   bench -m a.gguf,b.gguf --backend cpu:avx2,cpu:avx512 --n-prompt 0 -n 64 -d 0,1024 -o json
 //   bench -m model.gguf -pg 512,128 --no-bw-probe
 #include <unistd.h>
@@ -424,8 +425,8 @@ int run(int argc, char** argv) {
       ->required()
       ->delimiter(',');
   app.add_option("--n-prompt", prompts,
-                 "Prompt lengths, a pp test each (0: none; default 512); llama-bench's -p (in "
-                 "edgelm's tools -p is prompt text)")
+                 "-p N,...: prompt lengths, a pp test each (0: none; default 512), as "
+                 "llama-bench's -p (in edgelm's other tools -p is prompt text)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option(std::string(flag::kPredict) + ",--n-gen", gens,
@@ -477,7 +478,7 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("-o,--output", output, "md|json (default md)")
       ->check(CLI::IsMember({"md", "json"}));
-  if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
+  if (!edgelm::cli::parse_flags(app, argc, argv, edgelm::cli::kLlamaBenchAliases)) return 0;
 
   // Everything that can be checked without loading a model, first.
   for (const std::string& path : models) {
@@ -524,7 +525,7 @@ int run(int argc, char** argv) {
       if (pg.tokens() > 0) tests.push_back(pg);
     }
   }
-  if (tests.empty()) EDGELM_FAIL("--n-prompt, -n and -pg are all 0: no test to run");
+  if (tests.empty()) EDGELM_FAIL("-p/--n-prompt, -n and -pg are all 0: no test to run");
 
   // Bandwidth once per thread count, before any model is mapped, so nothing else competes.
   std::optional<BandwidthProbe> probe;

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -32,7 +33,8 @@ namespace edgelm::cli {
 // name, then long), followed by edgelm's older names, which stay as aliases. A tool that takes one
 // of these declares it with exactly this name list, plus aliases of its own where it had others
 // (bench's -n is also --n-gen); parse_flags refuses a tool whose flags give any of these names
-// another meaning, so "-p" is prompt text wherever it is accepted.
+// another meaning, so "-p" is prompt text wherever a tool declares it. The one exception is not
+// declared but rewritten: bench takes llama-bench's -p for its prompt lengths (kLlamaBenchAliases).
 namespace flag {
 inline constexpr const char* kModel = "-m,--model,--model-path";        // .gguf file or HF folder
 inline constexpr const char* kPrompt = "-p,--prompt";                   // prompt text
@@ -51,6 +53,32 @@ inline constexpr const char* kIgnoreEos = "--ignore-eos";
 inline constexpr const char* kAll[] = {kModel,   kPrompt, kFile, kPredict,   kCtxSize,
                                        kThreads, kSeed,   kTemp, kBatchSize, kIgnoreEos};
 }  // namespace flag
+
+// ---- spellings CLI11 cannot declare ----
+
+// A spelling of a flag that CLI11 cannot declare, and the long flag it stands for. parse_flags
+// rewrites the spelling to the long flag before anything else reads the arguments, so the rest of
+// the parse (and --help's footer, which lists them) sees one flag.
+struct FlagAlias {
+  const char* alias;
+  const char* long_name;
+};
+
+// llama.cpp's multi-letter short flags that edgelm takes, in every tool that has the long flag:
+// CLI11 knows only one-letter short names.
+inline constexpr FlagAlias kMultiLetterAliases[] = {
+    {"-pg", "--pg"},         // llama-bench: a prompt + generation test
+    {"-nr", "--no-repack"},  // keep weights in their stored layout
+};
+
+// llama-bench's spellings that bench takes beyond those, passed to parse_flags by bench alone:
+// -p is llama-bench's prompt length, where it is the prompt text in every other edgelm tool (a
+// tool with --n-prompt that does not pass these refuses -p with a hint). With them, bench takes
+// llama-bench's -m, -p, -n, -pg, -d, -r, -t and -o with llama-bench's meaning, and comma-separated
+// lists where llama-bench takes lists.
+inline constexpr FlagAlias kLlamaBenchAliases[] = {
+    {"-p", "--n-prompt"},  // prompt lengths, a pp test each
+};
 
 namespace detail {
 
@@ -93,18 +121,6 @@ inline void check_vocabulary(const CLI::App& app) {
     }
   }
 }
-
-// llama.cpp's multi-letter short flags that edgelm takes, and the long flag each stands for. CLI11
-// knows only one-letter short names, so parse_flags rewrites these before it parses, in a tool
-// that has the long flag.
-struct MultiLetterAlias {
-  const char* alias;
-  const char* long_name;
-};
-inline constexpr MultiLetterAlias kMultiLetterAliases[] = {
-    {"-pg", "--pg"},         // llama-bench: a prompt + generation test
-    {"-nr", "--no-repack"},  // keep weights in their stored layout
-};
 
 // What to use instead of a flag a tool does not take: flags of llama.cpp's tools (and the old
 // meaning of a few short names). A hint applies in a tool that has the flag `needs` (any tool when
@@ -177,18 +193,51 @@ inline int values_taken(const CLI::Option& option) {
   return std::max(0, option.get_items_expected_min());
 }
 
+// The aliases that apply in `app`: `own` (the tool's, as passed to parse_flags), then the
+// multi-letter aliases whose long flag the tool has.
+inline std::vector<FlagAlias> aliases_of(const CLI::App& app, std::span<const FlagAlias> own) {
+  std::vector<FlagAlias> aliases(own.begin(), own.end());
+  for (const FlagAlias& alias : kMultiLetterAliases) {
+    if (app.get_option_no_throw(alias.long_name) != nullptr) aliases.push_back(alias);
+  }
+  return aliases;
+}
+
+// Rewrites `token` to the long flag of the alias it spells, "-pg" -> "--pg"; a one-letter alias
+// also with its value attached, as CLI11 takes "-t4": "-p512" -> "--n-prompt=512". Any other
+// token stays as it is.
+inline void rewrite_alias(std::string& token, std::span<const FlagAlias> aliases) {
+  for (const FlagAlias& alias : aliases) {
+    if (token == alias.alias) {
+      token = alias.long_name;
+      return;
+    }
+  }
+  for (const FlagAlias& alias : aliases) {
+    const std::string_view name = alias.alias;
+    if (name.size() == 2 && token.size() > 2 && token.starts_with(name) &&
+        std::isdigit(static_cast<unsigned char>(token[2]))) {
+      token = edgelm::str_cat(alias.long_name, "=", token.substr(2));
+      return;
+    }
+  }
+}
+
 // The pre-parse of parse_flags. Walks the arguments as CLI11 will, skipping the values of
-// options, and fails on a flag the tool does not have: in particular a single-dash token of two or
-// more letters, which CLI11 2.x would otherwise read as a one-letter flag and a value ("-ngl 99"
-// as "-n gl") or as several one-letter switches. Known multi-letter aliases are rewritten to their
-// long flags. Returns the arguments to parse, argv[0] first.
-inline std::vector<std::string> preparse(const CLI::App& app, int argc, char** argv) {
+// options, rewrites the aliases that apply (aliases_of) to their long flags, and fails on a flag
+// the tool does not have: in particular a single-dash token of two or more letters, which CLI11
+// 2.x would otherwise read as a one-letter flag and a value ("-ngl 99" as "-n gl") or as several
+// one-letter switches. Returns the arguments to parse, argv[0] first.
+inline std::vector<std::string> preparse(const CLI::App& app, int argc, char** argv,
+                                         std::span<const FlagAlias> own_aliases = {}) {
+  const std::vector<FlagAlias> aliases = aliases_of(app, own_aliases);
   std::vector<std::string> args(argv, argv + argc);
   for (size_t i = 1; i < args.size(); ++i) {
     std::string& token = args[i];
     const char* next = i + 1 < args.size() ? args[i + 1].c_str() : nullptr;
     if (token == "--") break;  // the rest is positional
     if (token.size() < 2 || token[0] != '-' || is_number(token)) continue;  // a value
+    rewrite_alias(token, aliases);
     const CLI::Option* option = nullptr;
     bool value_attached = token.find('=') != std::string::npos;
     if (token[1] == '-') {
@@ -200,15 +249,7 @@ inline std::vector<std::string> preparse(const CLI::App& app, int argc, char** a
       }
     } else if (std::isalpha(static_cast<unsigned char>(token[1])) && token.size() > 2 &&
                std::isalpha(static_cast<unsigned char>(token[2]))) {
-      for (const MultiLetterAlias& alias : kMultiLetterAliases) {
-        if (token == alias.alias) option = app.get_option_no_throw(alias.long_name);
-        if (option != nullptr) {
-          token = alias.long_name;
-          break;
-        }
-      }
-      if (option == nullptr) fail_unknown_flag(app, token, next);
-      value_attached = false;
+      fail_unknown_flag(app, token, next);
     } else {
       option = app.get_option_no_throw(token.substr(0, 2));
       if (option == nullptr) fail_unknown_flag(app, token.substr(0, 2), next);
@@ -223,21 +264,22 @@ inline std::vector<std::string> preparse(const CLI::App& app, int argc, char** a
 
 // Parses the flags: true to go on, false after --help printed the usage (exit 0). Every tool calls
 // this once. It checks the tool's flags against the vocabulary above, then runs the pre-parse
-// (unknown flags, with a hint where edgelm has an equivalent of a llama.cpp flag; multi-letter
-// aliases such as -pg), then CLI11. A bad flag throws edgelm::Error with the reason, so it ends as
-// one line on stderr with exit 1, like every other error of the tools.
-inline bool parse_flags(CLI::App& app, int argc, char** argv) {
+// (aliases rewritten: the multi-letter ones such as -pg, and `own_aliases`, spellings that only
+// this tool takes, such as bench's kLlamaBenchAliases; unknown flags, with a hint where edgelm
+// has an equivalent of a llama.cpp flag), then CLI11. A bad flag throws edgelm::Error with the
+// reason, so it ends as one line on stderr with exit 1, like every other error of the tools.
+inline bool parse_flags(CLI::App& app, int argc, char** argv,
+                        std::span<const FlagAlias> own_aliases = {}) {
   detail::check_vocabulary(app);
   std::string aliases;  // named in --help, since CLI11 cannot list them beside their flags
-  for (const detail::MultiLetterAlias& alias : detail::kMultiLetterAliases) {
-    if (app.get_option_no_throw(alias.long_name) == nullptr) continue;
+  for (const FlagAlias& alias : detail::aliases_of(app, own_aliases)) {
     aliases += edgelm::str_cat(aliases.empty() ? "" : ", ", alias.alias, " = ", alias.long_name);
   }
   if (!aliases.empty()) {
     const std::string footer = app.get_footer();
     app.footer((footer.empty() ? "" : footer + "\n") + "Also taken, as in llama.cpp: " + aliases);
   }
-  const std::vector<std::string> args = detail::preparse(app, argc, argv);
+  const std::vector<std::string> args = detail::preparse(app, argc, argv, own_aliases);
   std::vector<const char*> pointers;
   for (const std::string& arg : args) pointers.push_back(arg.c_str());
   try {

@@ -108,6 +108,49 @@ TEST(CliUtil, MultiLetterAliasInAToolWithItsLongFlag) {
   EXPECT_EQ(parse_error(tool.app, {"-pg", "8,4"}), "unknown flag '-pg' (--help lists the flags)");
 }
 
+// A bench-like tool that passes llama-bench's spellings: -p is its prompt lengths, beside the
+// multi-letter -pg; --help names both.
+TEST(CliUtil, ToolAliasesAreRewrittenForThatToolAlone) {
+  CLI::App app{"bench-like tool"};
+  std::vector<int64_t> n_prompt, n_gen;
+  std::vector<std::string> pg;
+  app.add_option("--n-prompt", n_prompt)->delimiter(',');
+  app.add_option(flag::kPredict, n_gen)->delimiter(',');
+  app.add_option("--pg", pg);
+  auto parse = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "tool");
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    try {
+      edgelm::cli::parse_flags(app, static_cast<int>(argv.size()), argv.data(),
+                               edgelm::cli::kLlamaBenchAliases);
+      return std::string();
+    } catch (const edgelm::Error& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(parse({"-p", "128,512", "-n", "32", "-pg", "8,4"}), "");
+  EXPECT_EQ(n_prompt, (std::vector<int64_t>{128, 512}));
+  EXPECT_EQ(n_gen, std::vector<int64_t>{32});
+  EXPECT_EQ(pg, std::vector<std::string>{"8,4"});
+  EXPECT_EQ(parse({"-p64"}), "");  // a value attached, as CLI11 takes -n7
+  EXPECT_EQ(n_prompt, std::vector<int64_t>{64});
+  EXPECT_NE(app.get_footer().find("-p = --n-prompt"), std::string::npos) << app.get_footer();
+  EXPECT_NE(app.get_footer().find("-pg = --pg"), std::string::npos) << app.get_footer();
+  // A value that spells the alias stays a value: -pg's pair is not rewritten.
+  EXPECT_EQ(parse({"--pg", "-p"}), "");
+  EXPECT_EQ(pg, std::vector<std::string>{"-p"});
+  // Bad values name the long flag, which --help lists -p beside.
+  EXPECT_NE(parse({"-p", "x"}).find("--n-prompt"), std::string::npos);
+  // Without the tool's aliases, -p is the prompt text's name and refused with the hint.
+  CLI::App plain{"eviction_bench-like tool"};
+  std::vector<int64_t> lengths;
+  plain.add_option("--n-prompt", lengths);
+  EXPECT_EQ(parse_error(plain, {"-p", "8"}),
+            "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use "
+            "--n-prompt 8 for the prompt length");
+}
+
 TEST(CliUtil, PromptLengthHintNamesTheValue) {
   CLI::App app{"bench-like tool"};
   std::vector<int64_t> n_prompt;

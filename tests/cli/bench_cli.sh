@@ -2,8 +2,9 @@
 # `bench` on tiny models: the JSON rows (llama-bench's field names, values consistent with their
 # own samples, the bandwidth measured around every decode run) checked by check_bench_json; the
 # markdown table; llama-bench's -pg rows; runs without the bandwidth probe; the flag vocabulary
-# (-p is prompt text in edgelm's tools, so bench -p is refused with a hint to use --n-prompt);
-# and bad input ending in one clear line on stderr with a non-zero exit and no crash. Speeds are
+# (llama-bench's spellings -m -p -n -pg -d -r -t -o give the same rows as the long ones, and --help
+# lists them; -p is bench's prompt lengths though it is prompt text in edgelm's other tools); and
+# bad input ending in one clear line on stderr with a non-zero exit and no crash. Speeds are
 # not checked: tests carry no timing thresholds.
 # Usage: bench_cli.sh <bench> <make_model> <check_bench_json> <work dir>
 set -u
@@ -111,7 +112,7 @@ else
   cat "$work/check.txt" "$work/out.md" 2> /dev/null; fail "--no-bw-probe"
 fi
 
-# The vocabulary: aliases give the same rows; -p (prompt text elsewhere) is refused with a hint.
+# The vocabulary: aliases give the same rows.
 for names in "-m -n -b" "--model --n-gen --batch-size" "--model-path --n-predict --chunk"; do
   read -r model_flag gen_flag batch_flag <<< "$names"
   "$bench" "$model_flag" "$gguf" --n-prompt 0 "$gen_flag" 3 "$batch_flag" 16 -t 1 -r 1 \
@@ -125,9 +126,44 @@ if [ "$(cat "$work/alias-m.txt")" = "\"model_filename\":\"$gguf\",\"n_ubatch\":1
 else
   cat "$work"/alias-*.txt; fail "-m -n -b = --model --n-gen --batch-size = --model-path --n-predict --chunk"
 fi
-expect_flag_error "$bench" bench "-p 5 refused" \
-  "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use --n-prompt 5" \
-  -m "$gguf" -p 5
+
+# llama-bench's spellings, as a llama-bench user types them: -p (bench's prompt lengths, prompt
+# text in edgelm's other tools), -n, -pg, -r, -t, -m, -o, lists where llama-bench takes lists;
+# the same rows as the long spellings, and --help names each.
+llama_bench_rows() {  # the tests and thread counts of bench's JSON on stdin, one line
+  grep -E '"(test|n_threads|n_prompt|n_gen|repetitions)"' | tr -d ' \n'
+}
+if "$bench" -m "$gguf" -p 8 -n 4 -pg 8,4 -r 1 -t 1 --no-bw-probe -o json > "$work/short.json" \
+    2> "$work/err.txt" &&
+  "$check" "$work/short.json" 3 1 > "$work/check.txt" &&
+  "$bench" --model "$gguf" --n-prompt 8 --n-gen 4 --pg 8,4 --repetitions 1 --threads 1 \
+    --no-bw-probe --output json > "$work/long.json" 2> "$work/err.txt" &&
+  [ "$(llama_bench_rows < "$work/short.json")" = "$(llama_bench_rows < "$work/long.json")" ] &&
+  [ "$(grep -o '"test": "[^"]*"' "$work/short.json" | tr '\n' ' ')" = \
+    '"test": "pp8" "test": "tg4" "test": "pp8+tg4" ' ]; then
+  ok "-p 8 -n 4 -pg 8,4 -r 1 -t 1 = --n-prompt 8 --n-gen 4 --pg 8,4 --repetitions 1 --threads 1"
+else
+  cat "$work/check.txt" 2> /dev/null; fail "-p 8 -n 4 -pg 8,4 -r 1 -t 1"
+fi
+if "$bench" -m "$gguf" -p 6,8 -n 2,4 -t 1,2 -r 1 --no-bw-probe -o md > "$work/out.md" \
+    2> "$work/err.txt" &&
+  [ "$(grep -cE '^\| llama .* \| [12] \| (pp6|pp8|tg2|tg4) \| ' "$work/out.md")" -eq 8 ]; then
+  ok "-p 6,8 -n 2,4 -t 1,2: lists, as llama-bench takes them"
+else
+  cat "$work/out.md"; fail "-p 6,8 -n 2,4 -t 1,2"
+fi
+if "$bench" --help > "$work/help.txt" 2> "$work/err.txt" &&
+  grep -q -- '-p N,...: prompt lengths' "$work/help.txt" && grep -q -- '-p = --n-prompt' "$work/help.txt" &&
+  grep -q -- '-pg = --pg' "$work/help.txt" && grep -q -- '-pg PP,TG' "$work/help.txt" &&
+  grep -q -- '-n,--n-predict,--n-gen' "$work/help.txt" && grep -q -- '-r,--repetitions' "$work/help.txt" &&
+  grep -q -- '-t,--threads' "$work/help.txt" && grep -q -- '-m,--model' "$work/help.txt" &&
+  grep -q -- '-o,--output' "$work/help.txt" && grep -q -- '-d,--n-depth' "$work/help.txt"; then
+  ok "--help lists -p, -n, -pg, -r, -t, -m, -o, -d"
+else
+  cat "$work/help.txt"; fail "--help lists -p, -n, -pg, -r, -t, -m, -o, -d"
+fi
+expect_flag_error "$bench" bench "-p not a number" "--n-prompt" -m "$gguf" -p x
+expect_flag_error "$bench" bench "--prompt with a hint" "use --n-prompt 5" -m "$gguf" --prompt 5
 expect_flag_error "$bench" bench "-ub with a hint" "-b/--batch-size" -m "$gguf" -ub 512
 expect_unknown_short_flags "$bench" bench -m "$gguf" --no-bw-probe
 
