@@ -1,0 +1,112 @@
+// The setup every tool runs before its own loop, and the Python bindings with them: one Settings
+// struct in which each setting has one owner, and Runtime::load, which turns it into a backend, a
+// loaded model and its tokenizer, and then, per conversation, the cache manager (its policy built
+// once, from the KV budget resolved once) and a KV cache sized for it.
+//
+//   Settings settings{.model_path = "SmolLM2-135M-Instruct.Q4_1.gguf"};
+//   settings.eviction.policy = "h2o";
+//   settings.budget_bytes = 8 << 20;  // or settings.eviction.kv_budget = 256 (slots)
+//   Runtime runtime = Runtime::load(settings);
+//   CacheManager manager = runtime.make_manager();
+//   KvCache cache = runtime.make_cache(manager);
+//   GenerationSession session(runtime.model(), cache, &manager, ...);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backends/registry.h"
+#include "core/dtype.h"
+#include "core/kv_cache.h"
+#include "eviction/cache_manager.h"
+#include "eviction/policy.h"
+#include "models/llama.h"
+#include "models/tokenizer.h"
+
+namespace edgelm {
+
+struct Settings {
+  // The model: a Hugging Face folder or a GGUF file.
+  std::string model_path;
+  // The backend by registry name ("cpu", "cpu:<isa>", "opencl"; backend_names()) and its options
+  // (threads, pinning, OpenCL device, profiling, repacking).
+  std::string backend = "cpu";
+  BackendOptions backend_options;
+  // Type of every matrix after loading; nullopt: each as stored (LoadOptions::weight_type).
+  std::optional<DType> weight_type;
+  // The most tokens one forward step takes (-b/--batch-size).
+  int64_t max_chunk = kDefaultPrefillChunk;
+
+  // The tokenizer: not loaded at all, loaded when the model has one, or required (load throws
+  // the tokenizer's error without one).
+  bool load_tokenizer = true;
+  bool require_tokenizer = true;
+  TokenizerOptions tokenizer_options;  // model_vocab_size is set by load
+
+  // The KV cache: element type, logical context (positions, RoPE: -c/--ctx-size) and slots
+  // allocated (0: what the eviction limit needs, CacheManager::capacity_for).
+  DType kv_type = DType::F16;
+  int64_t context = 2048;
+  int64_t kv_capacity = 0;
+  // Eviction: the policy and its settings. The budget is eviction.kv_budget (slots per layer) or
+  // budget_bytes (bytes of K and V over all layers), never both; load resolves bytes into slots
+  // once, and eviction.kv_budget is then the one value every part reads.
+  EvictionConfig eviction;
+  uint64_t budget_bytes = 0;
+  // A simulated memory monitor (SimulatedMonitor::parse) instead of /proc/meminfo.
+  std::string simulate_memory;
+};
+
+// What loading found, for the tools' report lines and JSON.
+struct ModelInfo {
+  std::string format;        // "hf" or "gguf"
+  DType weight_type{};       // the projections' type after loading (LoadedModel::weight_type)
+  DType weight_layout{};     // how the backend holds them (a repacked layout, or weight_type)
+  std::string weight_types;  // every matrix's type in words (LoadedModel::weight_types)
+  double load_seconds = 0;   // backend creation, weights, tokenizer
+};
+
+class Runtime {
+ public:
+  // Checks the settings that need no file (the budget, the cache's shape), then creates the
+  // backend, loads the model and its tokenizer. Throws edgelm::Error with one line naming the
+  // setting (by its flag), the file or the field at fault.
+  static Runtime load(Settings settings);
+
+  Runtime(Runtime&&) noexcept;
+  Runtime& operator=(Runtime&&) noexcept;
+  ~Runtime();
+
+  // The settings as resolved: eviction.kv_budget in slots where budget_bytes gave it.
+  const Settings& settings() const { return settings_; }
+  Backend& backend() const { return *backend_; }
+  LlamaModel& model() const { return *model_; }
+  const ModelInfo& info() const { return info_; }
+  // The tokenizer; null when the model has none and it was not required (tokenizer_error() then
+  // says why).
+  const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  const std::string& tokenizer_error() const { return tokenizer_error_; }
+
+  // A cache manager for one conversation: the policy built from the resolved settings (the first
+  // manager gets the one load built to check them), and the memory monitor (simulated, or
+  // /proc/meminfo when a policy is set).
+  CacheManager make_manager();
+  // A KV cache for `manager`'s limits: kv_capacity slots, else what the manager needs for the
+  // context; positions up to the context.
+  KvCache make_cache(const CacheManager& manager) const;
+
+ private:
+  Runtime() = default;
+  Settings settings_;
+  std::unique_ptr<Backend> converter_;  // before backend_: it may convert onto its memory
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<LlamaModel> model_;
+  std::optional<Tokenizer> tokenizer_;
+  std::string tokenizer_error_;
+  ModelInfo info_;
+  std::unique_ptr<EvictionPolicy> first_policy_;
+};
+
+}  // namespace edgelm

@@ -1,0 +1,132 @@
+// Runtime::load, the one setup of every tool: the settings checked before the model loads, the
+// budget in bytes resolved into slots once, the cache sized for the manager, the tokenizer
+// optional or required.
+#include "runtime/setup.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "core/error.h"
+#include "models/make_model.h"
+
+namespace edgelm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// make_model's tiny preset as a GGUF file with its tokenizer, and as one without (ids only).
+const std::string& model_path() {
+  static const std::string path =
+      make_model({.preset = "tiny",
+                  .format = "gguf",
+                  .quant = DType::Q8_0,
+                  .seed = 0,
+                  .out_dir = (fs::path(::testing::TempDir()) /
+                              ("edgelm_setup_" + std::to_string(::getpid())))
+                                 .string()});
+  return path;
+}
+
+Settings tiny_settings() {
+  Settings settings;
+  settings.model_path = model_path();
+  settings.backend = "cpu:portable";
+  settings.backend_options.n_threads = 1;
+  settings.context = 64;
+  settings.max_chunk = 8;
+  return settings;
+}
+
+std::string error_of(const Settings& settings) {
+  try {
+    Runtime::load(settings);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Runtime, LoadsTheModelItsTokenizerAndACacheForTheContext) {
+  Runtime runtime = Runtime::load(tiny_settings());
+  EXPECT_EQ(runtime.info().format, "gguf");
+  EXPECT_EQ(runtime.info().weight_type, DType::Q8_0);
+  ASSERT_NE(runtime.tokenizer(), nullptr);
+  EXPECT_EQ(runtime.model().max_chunk(), 8);
+  CacheManager manager = runtime.make_manager();
+  EXPECT_FALSE(manager.policy().evicts());
+  const KvCache cache = runtime.make_cache(manager);
+  EXPECT_EQ(cache.capacity(), 64);  // no eviction: the whole context
+  EXPECT_EQ(cache.max_positions(), 64);
+  EXPECT_EQ(cache.dtype(), DType::F16);
+}
+
+TEST(Runtime, ResolvesABudgetInBytesIntoSlotsOnce) {
+  Settings settings = tiny_settings();
+  settings.eviction.policy = "h2o";
+  settings.eviction.kv_budget = 16;
+  Runtime probe = Runtime::load(settings);
+  const LlamaConfig& config = probe.model().config();
+  const size_t slot = KvCache::slot_bytes(config.n_layers, config.n_kv_heads, config.head_dim,
+                                          DType::F16);
+  settings.eviction.kv_budget = 0;
+  settings.budget_bytes = 20 * slot + slot / 2;  // 20.5 slots: 20 fit
+  Runtime runtime = Runtime::load(settings);
+  EXPECT_EQ(runtime.settings().eviction.kv_budget, 20);
+  CacheManager manager = runtime.make_manager();
+  EXPECT_EQ(manager.config().kv_budget, 20);
+  const KvCache cache = runtime.make_cache(manager);
+  EXPECT_LE(cache.memory_bytes(), settings.budget_bytes);
+  EXPECT_EQ(cache.capacity(), 20);
+  // A second conversation builds its own policy from the same resolved settings.
+  CacheManager again = runtime.make_manager();
+  EXPECT_EQ(again.config().kv_budget, 20);
+  EXPECT_NE(&again.policy(), &manager.policy());
+}
+
+TEST(Runtime, BadSettingsNameTheirFlagBeforeLoading) {
+  Settings settings = tiny_settings();
+  settings.model_path = "/nonexistent/model.gguf";  // never reached: the flag is checked first
+  settings.kv_capacity = 65;
+  EXPECT_NE(error_of(settings).find("--kv-capacity 65 is above -c/--ctx-size 64"),
+            std::string::npos);
+  settings.kv_capacity = 0;
+  settings.eviction.kv_budget = 8;
+  settings.budget_bytes = 1024;
+  EXPECT_NE(error_of(settings).find("--kv-budget and --budget-bytes are exclusive"),
+            std::string::npos);
+  settings.budget_bytes = 0;
+  settings.eviction.kv_budget = 0;
+  settings.eviction.policy = "h2o";
+  EXPECT_NE(error_of(settings).find("--kv-budget"), std::string::npos);  // h2o needs one
+  settings.eviction.policy = "none";
+  settings.kv_type = DType::Q8_0;
+  EXPECT_NE(error_of(settings).find("--kv-type"), std::string::npos);
+  settings.kv_type = DType::F16;
+  settings.simulate_memory = "0:abc";
+  EXPECT_NE(error_of(settings).find("simulate"), std::string::npos) << error_of(settings);
+  settings.simulate_memory.clear();
+  EXPECT_NE(error_of(settings).find("/nonexistent/model.gguf"), std::string::npos);
+}
+
+TEST(Runtime, ABudgetInBytesTooSmallForOneSlotIsAnError) {
+  Settings settings = tiny_settings();
+  settings.eviction.policy = "h2o";
+  settings.budget_bytes = 1;
+  EXPECT_NE(error_of(settings).find("--budget-bytes"), std::string::npos) << error_of(settings);
+}
+
+TEST(Runtime, TheTokenizerIsOptionalWhereNotRequired) {
+  // Not loaded at all when not asked for (an ids-only run).
+  Settings settings = tiny_settings();
+  settings.load_tokenizer = false;
+  settings.require_tokenizer = false;
+  Runtime runtime = Runtime::load(settings);
+  EXPECT_EQ(runtime.tokenizer(), nullptr);
+  EXPECT_TRUE(runtime.tokenizer_error().empty());
+}
+
+}  // namespace
+}  // namespace edgelm
