@@ -28,6 +28,7 @@
 #include "models/tokenizer.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/setup.h"
 
 namespace {
 
@@ -192,23 +193,30 @@ int run(int argc, char** argv) {
   std::vector<int32_t> prompt_ids;
   if (!prompt_ids_text.empty())
     prompt_ids = edgelm::cli::parse_id_list(prompt_ids_text, "--prompt-ids");
-  const edgelm::DType kv_type =
-      edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
-  edgelm::LoadOptions load_options;
+  edgelm::Settings settings_in{
+      .model_path = model_path,
+      .backend = backend_name,
+      .backend_options = {.n_threads = threads,
+                          .cpus = cpus,
+                          .cl_platform = cl_platform,
+                          .cl_device = cl_device,
+                          .profile = profile,
+                          .repack_weights = !no_repack},
+      .max_chunk = chunk,
+      .kv_type = edgelm::cli::parse_dtype(kv_type_text, "--kv-type",
+                                          {edgelm::DType::F32, edgelm::DType::F16}),
+      .context = max_seq_len,
+      .kv_capacity = kv_capacity,
+      .eviction = eviction,
+      .budget_bytes = budget_bytes,
+      .simulate_memory = simulate_memory};
   if (!weight_type_text.empty()) {
-    load_options.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
+    settings_in.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
   }
   if (app.count("--kv-budget") > 0 && eviction.kv_budget == 0)
     EDGELM_FAIL("--kv-budget 0 keeps nothing: give at least 1 slot (or leave the flag out)");
-  if (app.count("--budget-bytes") > 0) {
-    if (app.count("--kv-budget") > 0) EDGELM_FAIL("--kv-budget and --budget-bytes are exclusive");
-    if (budget_bytes == 0)
-      EDGELM_FAIL("--budget-bytes 0 keeps nothing: give the bytes K and V may take");
-  }
-  // A budget in bytes becomes slots once the model's geometry is known; the other settings are
-  // checked now.
-  std::unique_ptr<edgelm::EvictionPolicy> policy;
-  if (budget_bytes == 0) policy = edgelm::make_policy(eviction);
+  if (app.count("--budget-bytes") > 0 && budget_bytes == 0)
+    EDGELM_FAIL("--budget-bytes 0 keeps nothing: give the bytes K and V may take");
   // A setting the policy ignores is most likely a mistake (e.g. --kv-budget without a policy, which
   // runs with the whole cache); say so, but run, so that one flag set can serve every policy.
   for (const std::string& flag : edgelm::eviction_flags()) {
@@ -229,81 +237,49 @@ int run(int argc, char** argv) {
     edgelm::log_warn("[eviction] --budget-bytes has no effect with --eviction-policy ",
                      eviction.policy);
   }
-  // The memory monitor of a conversation (made again by /reset).
-  auto make_monitor = [&]() -> std::unique_ptr<edgelm::SystemMonitor> {
-    if (!simulate_memory.empty()) return edgelm::SimulatedMonitor::parse(simulate_memory);
-    if (eviction.policy != "none") return std::make_unique<edgelm::LinuxSystemMonitor>();
-    return nullptr;
-  };
-  std::unique_ptr<edgelm::SystemMonitor> monitor = make_monitor();
-
   std::ofstream profile_csv;
   if (!profile_out.empty()) {
     profile_csv.open(profile_out);
     if (!profile_csv) EDGELM_FAIL("--profile-out: cannot write ", profile_out);
     profile_csv << "phase,op,kernel,calls,total_ms,bytes\n";
   }
-  const edgelm::Stopwatch load_time;
-  auto backend = edgelm::create_backend(backend_name, {.n_threads = threads,
-                                                       .cpus = cpus,
-                                                       .cl_platform = cl_platform,
-                                                       .cl_device = cl_device,
-                                                       .profile = profile,
-                                                       .repack_weights = !no_repack});
-  const auto converter =
-      edgelm::create_weight_converter(backend_name, {.n_threads = threads, .cpus = cpus});
-  load_options.converter = converter.get();
-  edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
-  const edgelm::DType weight_type = loaded.weight_type;
-  // How the backend holds the projections: the weight type, or a repacked layout of it.
-  const edgelm::DType weight_layout =
-      loaded.weights.layers.empty() ? weight_type : loaded.weights.layers[0].w_gate.dtype();
-  const std::string format = loaded.format;
-  const std::string weight_types = loaded.weight_types;  // "q4_1 (token embedding q8_0)"
-  edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
-  if (budget_bytes > 0) {  // the budget in bytes, as slots of this model's cache
-    const edgelm::LlamaConfig& shape = model.config();
-    eviction.kv_budget = edgelm::kv_budget_from_bytes(
-        budget_bytes,
-        edgelm::KvCache::slot_bytes(shape.n_layers, shape.n_kv_heads, shape.head_dim, kv_type));
-    policy = edgelm::make_policy(eviction);
+  // The tokenizer is needed for text in or out; a model without one still runs on ids.
+  const bool protect_template = (protect & edgelm::kProtectTemplate) != 0;
+  settings_in.load_tokenizer = !prompt.empty() || interactive || !print_ids || protect_template;
+  settings_in.require_tokenizer = !prompt.empty() || interactive;
+  settings_in.tokenizer_options = tokenizer_options;
+  edgelm::Runtime runtime = edgelm::Runtime::load(std::move(settings_in));
+  if (protect_template && runtime.tokenizer() == nullptr) {
+    EDGELM_FAIL(
+        "--protect template needs the model's tokenizer, which knows the special "
+        "tokens: ",
+        runtime.tokenizer_error());
   }
-  const bool can_evict = policy->evicts();
-  edgelm::CacheManager manager(eviction, std::move(policy), std::move(monitor));
-  // With an eviction limit the cache allocates what the limit holds; -c stays the logical context
-  // (the positions, RoPE) either way.
-  if (kv_capacity > max_seq_len) {
-    EDGELM_FAIL("--kv-capacity ", kv_capacity, " is above -c/--ctx-size ", max_seq_len,
-                ": slots past the logical context are never used");
-  }
+  const edgelm::Settings& resolved = runtime.settings();
+  eviction = resolved.eviction;  // the budget in slots, where it was given in bytes
+  const edgelm::DType kv_type = resolved.kv_type;
+  edgelm::Backend* backend = &runtime.backend();
+  edgelm::LlamaModel& model = runtime.model();
+  const edgelm::ModelInfo& info = runtime.info();
+  const edgelm::DType weight_type = info.weight_type;
+  const edgelm::DType weight_layout = info.weight_layout;
+  const std::string& format = info.format;
+  const std::string& weight_types = info.weight_types;
+  edgelm::CacheManager manager = runtime.make_manager();
+  const bool can_evict = manager.policy().evicts();
   if (can_evict && eviction.kv_budget >= max_seq_len) {
     edgelm::log_warn("[eviction] --kv-budget ", eviction.kv_budget, " is not below -c/--ctx-size ",
                      max_seq_len, ": the context never fills it");
   }
-  const int64_t capacity = kv_capacity > 0
-                               ? kv_capacity
-                               : manager.capacity_for(max_seq_len, chunk, model.config().n_layers);
-  edgelm::KvCache cache = model.make_cache(capacity, kv_type, max_seq_len);
-  // The tokenizer is needed for text in or out; a model without one still runs on ids.
+  edgelm::KvCache cache = runtime.make_cache(manager);
   std::optional<edgelm::Tokenizer> tokenizer;
-  const bool protect_template = (protect & edgelm::kProtectTemplate) != 0;
-  if (!prompt.empty() || interactive || !print_ids || protect_template) {
-    try {
-      tokenizer_options.model_vocab_size = model.config().vocab_size;
-      tokenizer = edgelm::Tokenizer::from_model_path(model_path, tokenizer_options);
-    } catch (const edgelm::Error& e) {
-      if (protect_template) {
-        EDGELM_FAIL(
-            "--protect template needs the model's tokenizer, which knows the special "
-            "tokens: ",
-            e.what());
-      }
-      if (!prompt.empty() || interactive) throw;
-      std::fprintf(stderr, "note: no tokenizer (%s); printing token ids\n", e.what());
-    }
+  if (runtime.tokenizer() != nullptr) {
+    tokenizer = *runtime.tokenizer();
+  } else if (!runtime.tokenizer_error().empty()) {
+    std::fprintf(stderr, "note: no tokenizer (%s); printing token ids\n",
+                 runtime.tokenizer_error().c_str());
   }
-  backend->synchronize();
-  const double load_s = load_time.seconds();
+  const double load_s = info.load_seconds;
   // Transfers are counted per phase; on a zero-copy backend all of them stay at 0.
   const uint64_t copy_bytes_load = backend->host_device_copy_bytes();
   backend->reset_op_timings();
@@ -369,7 +345,7 @@ int run(int argc, char** argv) {
     };
   }
   callbacks.on_reset = [&] {  // a new conversation: the policy starts over too
-    manager = edgelm::CacheManager(eviction, edgelm::make_policy(eviction), make_monitor());
+    manager = runtime.make_manager();
     if (protect_template) manager.tokens().set_special_ids(special_ids);
   };
   edgelm::GenerationSession session(model, cache, &manager, std::move(settings),

@@ -9,12 +9,11 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "backends/registry.h"
 #include "bin/cli_util.h"
 #include "core/error.h"
 #include "eval/perplexity.h"
-#include "models/loader.h"
 #include "models/tokenizer.h"
+#include "runtime/setup.h"
 
 namespace {
 
@@ -76,31 +75,33 @@ int run(int argc, char** argv) {
   if (app.count("--chunks") > 0 && max_chunks < 1)
     EDGELM_FAIL("--chunks ", max_chunks, ": must be at least 1");
   if (batch < 1) EDGELM_FAIL("-b/--batch-size ", batch, ": must be at least 1");
-  const edgelm::DType kv_type =
-      edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
-  edgelm::LoadOptions load_options;
+  const int64_t step_tokens = std::min(batch, n_ctx);
+  edgelm::Settings settings{
+      .model_path = model_path,
+      .backend = backend_name,
+      .backend_options = {.n_threads = threads},
+      .max_chunk = step_tokens,
+      .kv_type = edgelm::cli::parse_dtype(kv_type_text, "--kv-type",
+                                          {edgelm::DType::F32, edgelm::DType::F16}),
+      .context = n_ctx};
   if (!weight_type_text.empty()) {
-    load_options.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
+    settings.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
   }
   const std::string text = read_text(file);
 
-  const int64_t step_tokens = std::min(batch, n_ctx);
-  auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
-  const auto converter = edgelm::create_weight_converter(backend_name, {.n_threads = threads});
-  load_options.converter = converter.get();
-  edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
-  const edgelm::DType weight_type = loaded.weight_type;
-  const std::string format = loaded.format;
-  const std::string weight_types = loaded.weight_types;  // "q4_1 (token embedding q8_0)"
-  edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights),
-                           step_tokens);
+  const edgelm::Runtime runtime = edgelm::Runtime::load(std::move(settings));
+  const edgelm::DType kv_type = runtime.settings().kv_type;
+  edgelm::Backend* backend = &runtime.backend();
+  edgelm::LlamaModel& model = runtime.model();
+  const edgelm::DType weight_type = runtime.info().weight_type;
+  const std::string& format = runtime.info().format;
+  const std::string& weight_types = runtime.info().weight_types;  // "q4_1 (token embedding q8_0)"
   const edgelm::LlamaConfig& config = model.config();
   if (n_ctx > config.max_position_embeddings) {
     EDGELM_FAIL("-c/--ctx-size ", n_ctx, " is beyond the model's context of ",
                 config.max_position_embeddings, " tokens");
   }
-  const edgelm::Tokenizer tokenizer =
-      edgelm::Tokenizer::from_model_path(model_path, {.model_vocab_size = config.vocab_size});
+  const edgelm::Tokenizer& tokenizer = *runtime.tokenizer();
   std::fprintf(stderr, "model: %s (%s; weights %s)\n%s\nbackend: %s\ntokenizer: %s\n",
                model_path.c_str(), format.c_str(), weight_types.c_str(), config.describe().c_str(),
                backend->device().c_str(), tokenizer.describe().c_str());
