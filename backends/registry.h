@@ -44,8 +44,8 @@ std::unique_ptr<Backend> create_backend(const std::string& name,
 
 // The backend that converts a model's weights on the host while they load onto the backend named
 // `name` (LoadOptions::converter in models/loader.h): null for a CPU backend, which converts its
-// own; for any other, the CPU backend ("cpu": EDGELM_CPU_ISA or the best table) with the threads
-// and pinning of `options`, so loading uses what the user chose.
+// own; for any other, the CPU backend ("cpu": the best table) with the threads and pinning of
+// `options`, so loading uses what the user chose.
 std::unique_ptr<Backend> create_weight_converter(const std::string& name,
                                                  const BackendOptions& options = {});
 

@@ -15,7 +15,6 @@ machine, never in CI.
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -39,8 +38,8 @@ PROMPTS = [
 ]
 
 
-def run(cmd, env=None):
-    result = subprocess.run(cmd, capture_output=True, env=env)
+def run(cmd):
+    result = subprocess.run(cmd, capture_output=True)
     if result.returncode != 0:
         sys.exit(f"llama_cpp_parity: {' '.join(map(str, cmd[:3]))} ... failed:\n"
                  f"{result.stderr.decode(errors='replace')[-2000:]}")
@@ -77,15 +76,12 @@ def first_difference(a, b):
 
 
 def edgelm_greedy(args, prompt):
-    env = dict(os.environ)
-    if args.isa:
-        env["EDGELM_CPU_ISA"] = args.isa
     cmd = [args.build / "bin/generate", "-m", args.model, "-p", prompt, "-n", str(args.n),
            "--greedy", "--ignore-eos", "--json", "-q", "-t", str(args.threads), "--kv-type",
-           args.kv_type]
+           args.kv_type, "--backend", f"cpu:{args.isa}" if args.isa else "cpu"]
     if args.no_repack:
         cmd.append("--no-repack")
-    return json.loads(run(cmd, env=env).decode().strip().splitlines()[-1])["tokens"]
+    return json.loads(run(cmd).decode().strip().splitlines()[-1])["tokens"]
 
 
 def llama_greedy(args, prompt):
@@ -126,7 +122,7 @@ def hf_greedy(args):
 def compare_greedy(args):
     edgelm = [edgelm_greedy(args, p) for p in PROMPTS]
     llama = [llama_greedy(args, p) for p in PROMPTS]
-    setting = f"EDGELM_CPU_ISA={args.isa or '(default)'}, --kv-type {args.kv_type}" + (
+    setting = f"--backend cpu{':' + args.isa if args.isa else ''}, --kv-type {args.kv_type}" + (
         ", --no-repack" if args.no_repack else "")
     print(f"## Greedy text\n\n{len(PROMPTS)} prompts, {args.n} tokens, edgelm with {setting}.\n")
     same = [first_difference(e, l) for e, l in zip(edgelm, llama)]
@@ -182,7 +178,7 @@ def main():
     parser.add_argument("-n", type=int, default=64, help="greedy tokens per prompt")
     parser.add_argument("-c", "--ctx", type=int, default=512)
     parser.add_argument("-t", "--threads", type=int, default=2)
-    parser.add_argument("--isa", default="", help="EDGELM_CPU_ISA for edgelm's greedy runs")
+    parser.add_argument("--isa", default="", help="kernel table of edgelm's greedy runs (--backend cpu:ISA)")
     parser.add_argument("--no-repack", action="store_true")
     parser.add_argument("--kv-type", default="f16")
     parser.add_argument("--hf", action="store_true", help="add transformers as the reference")

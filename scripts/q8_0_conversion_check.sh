@@ -3,7 +3,7 @@
 # OpenCL, docs/model.md) does to the model, and what it buys:
 #   1. the conversion error of every such matrix (scripts/q8_0_conversion_error.py);
 #   2. greedy generation on a few prompts, compared in pairs: the exact portable kernels on the
-#      weights converted (EDGELM_CPU_ISA=portable --weight-type q8_0, the same bytes the loader
+#      weights converted (--backend cpu:portable --weight-type q8_0, the same bytes the loader
 #      makes) and the default table (converted, 8-bit activations) each against the portable
 #      kernels on the weights as stored (exact); OpenCL (converted) against the default table; and,
 #      for scale, the avx2 table against the default one where that is avx512 (the same bytes,
@@ -46,16 +46,16 @@ run() {  # run NAME PROMPT_INDEX ENV... -- FLAGS...: generate into $work/NAME_i.
 }
 pairs=(portable_q8_0:portable default:portable)
 "$build/bin/generate" --list-devices 2> /dev/null | grep -q '^[0-9]' && pairs+=(opencl:default)
-EDGELM_CPU_ISA=avx512 "$build/bin/generate" --model-path "$model" --prompt-ids 1 -n 1 -q \
+"$build/bin/generate" --backend cpu:avx512 --model-path "$model" --prompt-ids 1 -n 1 -q \
   > /dev/null 2>&1 && pairs+=(avx2:default)
 for i in "${!prompts[@]}"; do
-  run portable "$i" EDGELM_CPU_ISA=portable --
-  run portable_q8_0 "$i" EDGELM_CPU_ISA=portable -- --weight-type q8_0
+  run portable "$i" -- --backend cpu:portable
+  run portable_q8_0 "$i" -- --backend cpu:portable --weight-type q8_0
   run default "$i" --
   for pair in "${pairs[@]}"; do
     case $pair in
       opencl:*) run opencl "$i" -- --backend opencl ;;
-      avx2:*) run avx2 "$i" EDGELM_CPU_ISA=avx2 -- ;;
+      avx2:*) run avx2 "$i" -- --backend cpu:avx2 ;;
     esac
   done
 done

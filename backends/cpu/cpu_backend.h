@@ -21,7 +21,7 @@ namespace edgelm::cpu {
 
 struct CpuOptions {
   int n_threads = 0;      // 0: the default of plan_cpu_threads (core/cpu_topology.h)
-  std::string isa;        // empty: EDGELM_CPU_ISA or the best available (see select_kernels)
+  std::string isa;        // empty: the best available (see select_kernels)
   std::vector<int> cpus;  // pin thread i to cpus[i % size]; empty: the big cores where the machine
                           // has slower ones (plan_cpu_threads), else no
   // Let the loader repack weights into the table's faster layouts (KernelTable::matmul_layout);

@@ -292,22 +292,23 @@ std::vector<const KernelTable*> available_kernel_tables() {
 }
 
 const KernelTable& select_kernels(const std::string& isa) {
-  std::string wanted = isa;
-  if (wanted.empty()) {
-    if (const char* env = std::getenv("EDGELM_CPU_ISA")) wanted = env;
-  }
   const std::vector<const KernelTable*> tables = available_kernel_tables();
-  if (wanted.empty()) return *tables.back();  // the most capable one is listed last
   std::string names;
   for (const KernelTable* table : tables) {
-    if (wanted == table->isa) return *table;
     names += names.empty() ? table->isa : std::string(", ") + table->isa;
   }
-  EDGELM_FAIL(
-      "[cpu] instruction set '", wanted,
-      "' (--backend cpu:<isa>, or EDGELM_CPU_ISA for --backend cpu) is not available in this build "
-      "on this CPU; available: ",
-      names);
+  // The table has one spelling, cpu:<isa>. The variable that once chose it is refused rather than
+  // ignored, so that a run meant for one table never silently uses another.
+  if (std::getenv("EDGELM_CPU_ISA") != nullptr) {
+    EDGELM_FAIL("[cpu] EDGELM_CPU_ISA is not read: name the table with --backend cpu:<isa> (",
+                names, ") and unset the variable");
+  }
+  if (isa.empty()) return *tables.back();  // the most capable one is listed last
+  for (const KernelTable* table : tables) {
+    if (isa == table->isa) return *table;
+  }
+  EDGELM_FAIL("[cpu] instruction set '", isa, "' (--backend cpu:", isa,
+              ") is not available in this build on this CPU; available: ", names);
 }
 
 bool decode_prefetch_wanted() {

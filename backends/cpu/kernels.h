@@ -151,9 +151,10 @@ const KernelTable& portable_kernels();
 // Every table compiled into this binary whose instruction set this CPU has, portable first.
 std::vector<const KernelTable*> available_kernel_tables();
 
-// The table to use: the one named by `isa` if not empty, else by the environment variable
-// EDGELM_CPU_ISA (portable|avx2|avx512|neon), else the best available. Throws edgelm::Error when
-// the named ISA is unknown, not built, or not supported by this CPU.
+// The table to use: the one named by `isa` (--backend cpu:<isa>) if not empty, else the best
+// available. Throws edgelm::Error when the named ISA is unknown, not built, or not supported by
+// this CPU, and when the environment still sets EDGELM_CPU_ISA (no longer read: refused, not
+// ignored).
 const KernelTable& select_kernels(const std::string& isa = "");
 
 // Whether decode should use the decode_pairs_prefetch kernels: the environment variable

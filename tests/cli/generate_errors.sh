@@ -77,6 +77,13 @@ expect_error "--no-think on a template without the switch" \
   "[chat] chatml: the template has no thinking switch (enable_thinking)" \
   --model-path "$gguf" --prompt Hi --chat --chat-template chatml --no-think
 expect_error "no prompt" "--prompt" --model-path "$gguf"
+# The kernel table has one spelling, --backend cpu:<isa>; the variable that once chose it is
+# refused, not ignored.
+EDGELM_CPU_ISA=portable expect_error "EDGELM_CPU_ISA set" \
+  "[cpu] EDGELM_CPU_ISA is not read: name the table with --backend cpu:<isa> (portable" \
+  --model-path "$gguf" --prompt-ids 1
+expect_error "unknown kernel table" "[cpu] instruction set 'sse9' (--backend cpu:sse9) is not available" \
+  --model-path "$gguf" --prompt-ids 1 --backend cpu:sse9
 expect_error "eviction flag" "--kv-budget" --model-path "$gguf" --prompt-ids 1 --eviction-policy h2o
 expect_error "unknown eviction policy" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --eviction-policy lru
 # The attention-free policies and the wrappers: one line naming the flag for each bad setting.

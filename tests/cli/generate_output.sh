@@ -16,15 +16,14 @@ start_cli_test "$4"
 make_tiny_models "$make_model" q8_0
 hf=$work/hf
 # The checker recomputes the logits with the portable kernels and an F32 cache: generate uses the
-# same, so that the rows agree to float noise.
-export EDGELM_CPU_ISA=portable
+# same (--backend cpu:portable), so that the rows agree to float noise.
 
 # check_run <name> <stop> <prompt ids> <generate args...>: generate --json --dump-logits, then the
 # checker on its output.
 check_run() {
   local name=$1 stop=$2 ids=$3
   shift 3
-  if "$generate" -m "$hf" --prompt-ids "$ids" --greedy --kv-type f32 -q --json \
+  if "$generate" -m "$hf" --backend cpu:portable --prompt-ids "$ids" --greedy --kv-type f32 -q --json \
       --dump-logits "$work/$name.npy" "$@" > "$work/$name.json" 2> "$work/err.txt" &&
     "$check" "$work/$name.json" "$hf" "$ids" "$work/$name.npy" "$stop" > "$work/check.txt"; then
     ok "$name: $(tr '\n' ' ' < "$work/check.txt")"
@@ -38,7 +37,7 @@ check_run "stop at the length" length 1,2,3 -n 6 --ignore-eos
 check_run "stop at a full context" context_full 1,2,3 -n 20 -c 9 --ignore-eos
 check_run "stop at a full cache" context_full 5,6,7,8 -n 20 --kv-capacity 7 -c 40 --ignore-eos
 # With eviction and a text prompt (the text key, kv_budget).
-if "$generate" -m "$hf" -p "Hello there" -n 16 --greedy --ignore-eos --kv-type f32 -q --json \
+if "$generate" -m "$hf" --backend cpu:portable -p "Hello there" -n 16 --greedy --ignore-eos --kv-type f32 -q --json \
     --eviction-policy sliding --kv-budget 8 --eviction-window 6 > "$work/evict.json" 2> "$work/err.txt" &&
   "$check" "$work/evict.json" "$hf" - - \
     > "$work/check.txt" 2>&1; then
@@ -48,7 +47,7 @@ else
 fi
 
 # The checker itself catches a dump of another step and a key it does not know.
-"$generate" -m "$hf" --prompt-ids 1,2,3 --greedy --kv-type f32 -q --json -n 4 --ignore-eos \
+"$generate" -m "$hf" --backend cpu:portable --prompt-ids 1,2,3 --greedy --kv-type f32 -q --json -n 4 --ignore-eos \
   --dump-logits "$work/other.npy" > "$work/other.json" 2> "$work/err.txt"
 if ! "$check" "$work/other.json" "$hf" 1,2,4 "$work/other.npy" length > "$work/check.txt"; then
   ok "checker: logits of another prompt are caught"
@@ -78,7 +77,8 @@ expect_error_from "$generate" generate "tokenizer past the model's vocabulary" \
 repl() {
   local name=$1
   shift
-  timeout 120 "$generate" -m "$hf" -i --chat-template llama3 --greedy --print-ids "$@" \
+  timeout 120 "$generate" -m "$hf" --backend cpu:portable -i --chat-template llama3 --greedy \
+    --print-ids "$@" \
     < "$work/$name.in" > "$work/$name.out" 2> "$work/$name.err"
   rc=$?
 }
