@@ -3,7 +3,9 @@
 # bench's pp/tg rows run once with each build, the order alternating from turn to turn, so that a
 # noisy or shared machine disturbs both sides alike. Prints a markdown table per tool: the median
 # of the turns for each side and the after/before ratio of the medians (> 1: after is faster for
-# throughput rows).
+# throughput rows). The same tables go to OUT_DIR as data files for the docs' tables
+# (summary_micro_bench.json, summary_bench.json: one record per row with the machine's CPU and the
+# date; results/README.md).
 #
 # Usage: scripts/ab_bench.sh BEFORE_BIN AFTER_BIN OUT_DIR [TURNS] [MODEL.gguf...]
 #   BEFORE_BIN, AFTER_BIN: folders holding micro_bench and bench (copies of build/bin)
@@ -56,9 +58,12 @@ for turn in $(seq 1 "$turns"); do
   fi
 done
 
-python3 - "$out" <<'PY' | tee "$out/summary.md"
-import glob, json, os, statistics, sys
+PYTHONPATH="$(dirname "$0")" python3 - "$out" <<'PY' | tee "$out/summary.md"
+import datetime, glob, json, os, statistics, sys
+import make_docs_tables
 out = sys.argv[1]
+machine = make_docs_tables.cpu_name()
+date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
 def collect(pattern, rows_of):
     values = {}
     for side in ("before", "after"):
@@ -73,10 +78,11 @@ def micro_rows(doc):
 def bench_rows(doc):
     for r in doc:
         yield (os.path.basename(r["model_filename"]), r["backend"], r["n_threads"], r["test"]), r["avg_ts"]
-def table(title, unit, values, better_low):
+def table(tool, title, unit, values):
     print(f"\n### {title}\n")
     print(f"| row | before ({unit}) | after ({unit}) | after/before | turns |")
     print("|---|---:|---:|---:|---:|")
+    records = []
     for key in sorted(values):
         b, a = values[key]["before"], values[key]["after"]
         if not b or not a:
@@ -85,8 +91,18 @@ def table(title, unit, values, better_low):
         ratio = ma / mb
         name = key if isinstance(key, str) else " ".join(str(k) for k in key)
         print(f"| {name} | {mb:.4g} | {ma:.4g} | {ratio:.3f} | {min(len(a), len(b))} |")
-table("micro_bench (time per call, median of turns; ratio < 1: after faster)", "us",
-      collect("micro_{side}_*.json", micro_rows), True)
-table("bench (tokens/s, median of turns; ratio > 1: after faster)", "tok/s",
-      collect("bench_{side}_*.json", bench_rows), False)
+        records.append({"machine": machine, "date": date, "tool": tool, "row": name, "unit": unit,
+                        "before": mb, "after": ma, "turns": min(len(a), len(b))})
+    layout = {"ratios": {"after_over_before": ["after", "before"]}, "columns": [
+        {"header": "row", "cell": "{row}"},
+        {"header": f"before ({unit})", "align": "right", "cell": "{before:.4g}"},
+        {"header": f"after ({unit})", "align": "right", "cell": "{after:.4g}"},
+        {"header": "after/before", "align": "right", "cell": "{after_over_before:.3f}"},
+        {"header": "turns", "align": "right", "cell": "{turns}"}]}
+    make_docs_tables.write_data(os.path.join(out, f"summary_{tool}.json"),
+                                f"scripts/ab_bench.sh on {machine}: {title}", layout, records)
+table("micro_bench", "micro_bench (time per call, median of turns; ratio < 1: after faster)",
+      "us", collect("micro_{side}_*.json", micro_rows))
+table("bench", "bench (tokens/s, median of turns; ratio > 1: after faster)", "tok/s",
+      collect("bench_{side}_*.json", bench_rows))
 PY

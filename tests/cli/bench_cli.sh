@@ -163,6 +163,23 @@ else
   cat "$work/help.txt"; fail "--help lists -p, -n, -pg, -r, -t, -m, -o, -d"
 fi
 expect_flag_error "$bench" bench "-p not a number" "--n-prompt" -m "$gguf" -p x
+
+# bench's JSON feeds scripts/bench_compare.py (as llama-bench's does), whose --json data file
+# scripts/make_docs_tables.py writes as the very table bench_compare prints: the way a measurement
+# becomes a table of the docs (results/README.md).
+scripts=$(cd "$(dirname "$0")/../../scripts" && pwd)
+if ! command -v python3 > /dev/null; then
+  echo "skip bench_compare.py --json: no python3"
+elif python3 "$scripts/bench_compare.py" "$work/short.json" "$work/long.json" \
+    --json "$work/data.json" --machine "Test CPU" > "$work/compare.md" 2> "$work/err.txt" &&
+  printf '<!-- table: %s -->\n<!-- end table -->\n' "$work/data.json" > "$work/doc.md" &&
+  python3 "$scripts/make_docs_tables.py" "$work/doc.md" > /dev/null 2> "$work/err.txt" &&
+  [ "$(grep '^|' "$work/doc.md")" = "$(sed ':a; s/|  |/| |/; ta' "$work/compare.md")" ] &&
+  [ "$(grep -c '"machine": "Test CPU", "date": "20' "$work/data.json")" -eq 3 ]; then
+  ok "bench_compare.py --json: records that make_docs_tables.py writes as the same table"
+else
+  cat "$work/compare.md" "$work/doc.md" 2> /dev/null; fail "bench_compare.py --json"
+fi
 expect_flag_error "$bench" bench "--prompt with a hint" "use --n-prompt 5" -m "$gguf" --prompt 5
 expect_flag_error "$bench" bench "-ub with a hint" "-b/--batch-size" -m "$gguf" -ub 512
 expect_unknown_short_flags "$bench" bench -m "$gguf" --no-bw-probe
