@@ -308,7 +308,8 @@ int run(int argc, char** argv) {
   if (!budget_bytes_text.empty()) {
     for (const std::string& item : split_list(budget_bytes_text, "--budget-bytes")) {
       const int64_t bytes = parse_bytes(item, "--budget-bytes");
-      options.budgets.push_back(edgelm::budget_slots_from_bytes(bytes, slot_bytes));
+      options.budgets.push_back(edgelm::kv_budget_from_bytes(static_cast<uint64_t>(bytes),
+                                                             static_cast<size_t>(slot_bytes)));
       std::fprintf(stderr,
                    "--budget-bytes %s: %lld slots per layer and kv head (%lld bytes each)\n",
                    item.c_str(), static_cast<long long>(options.budgets.back()),

@@ -71,16 +71,8 @@ int32_t greedy_token(std::span<const float> logits) {
 int64_t kv_bytes_per_slot(const LlamaConfig& config, DType kv_type) {
   EDGELM_CHECK(kv_type == DType::F32 || kv_type == DType::F16, "[eviction_eval] KV type ",
                dtype_name(kv_type), " is not f32 or f16");
-  const int64_t element = kv_type == DType::F32 ? 4 : 2;
-  return 2 * config.n_layers * config.n_kv_heads * config.head_dim * element;
-}
-
-int64_t budget_slots_from_bytes(int64_t bytes, int64_t bytes_per_slot) {
-  EDGELM_CHECK(bytes_per_slot > 0, "[eviction_eval] a slot of ", bytes_per_slot, " bytes");
-  EDGELM_CHECK(bytes >= bytes_per_slot, "[eviction_eval] --budget-bytes ", bytes,
-               " holds no slot: one slot of every layer and kv head takes ", bytes_per_slot,
-               " bytes of K and V");
-  return bytes / bytes_per_slot;
+  return static_cast<int64_t>(
+      KvCache::slot_bytes(config.n_layers, config.n_kv_heads, config.head_dim, kv_type));
 }
 
 EvictionConfig budget_config(const std::string& name, int64_t budget, const BudgetShares& shares) {

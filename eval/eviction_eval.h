@@ -39,12 +39,9 @@ class Tokenizer;
 
 // ---- budgets ----
 
-// Bytes of K and V that one slot of every layer and kv head takes: 2 x n_layers x n_kv_heads x
-// head_dim x the element size of kv_type.
+// Bytes of K and V that one slot of every layer and kv head takes (KvCache::slot_bytes); a budget
+// in bytes becomes slots by kv_budget_from_bytes (eviction/cache_manager.h), as everywhere.
 int64_t kv_bytes_per_slot(const LlamaConfig& config, DType kv_type);
-// The slots per layer and kv head that `bytes` of K and V hold (rounded down). Throws
-// edgelm::Error naming --budget-bytes when not even one slot fits.
-int64_t budget_slots_from_bytes(int64_t bytes, int64_t bytes_per_slot);
 
 // The settings every budget is shared out by (docs/kv_cache.md): each policy gets the whole budget
 // as its --kv-budget, and the parts it reserves are carved out of it.

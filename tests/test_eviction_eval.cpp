@@ -272,8 +272,8 @@ TEST(EvictionEvalBudget, SharesTheBudgetOut) {
   smol.n_kv_heads = 3;
   smol.head_dim = 64;
   EXPECT_EQ(kv_bytes_per_slot(smol, DType::F16), 23040);
-  EXPECT_EQ(budget_slots_from_bytes(23040 * 64 + 5, 23040), 64);
-  EXPECT_THROW(budget_slots_from_bytes(23039, 23040), Error);
+  EXPECT_EQ(kv_budget_from_bytes(23040 * 64 + 5, 23040), 64);
+  EXPECT_THROW(kv_budget_from_bytes(23039, 23040), Error);
 }
 
 // One line naming the setting, for each bad setting; nothing runs.

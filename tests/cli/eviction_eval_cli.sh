@@ -87,7 +87,7 @@ expect_error "prefill step beyond half the budget" "-b/--batch-size 9 is more th
   "${base[@]}" --budgets 16 -b 9
 expect_error "continuation longer than a window" "+ 1 is longer than a text window" "${base[@]}" \
   --budgets 16
-expect_error "budget bytes holding no slot" "--budget-bytes 100 holds no slot" "${base[@]}" \
+expect_error "budget bytes holding no slot" "--budget-bytes 100 holds no KV slot" "${base[@]}" \
   --budget-bytes 100
 expect_error "budget bytes not a size" "--budget-bytes: '4 MiB' is not a size" "${base[@]}" \
   --budget-bytes "4 MiB"
