@@ -11,13 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backends/registry.h"
 #include "bin/cli_util.h"
 #include "core/error.h"
 #include "eviction/cache_manager.h"
-#include "models/loader.h"
 #include "models/make_model.h"
 #include "runtime/generator.h"
+#include "runtime/setup.h"
 
 namespace {
 
@@ -77,11 +76,8 @@ int run(int argc, char** argv) {
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
   base.window = window;
   if (app.count("--sink-tokens") > 0) base.sink_tokens = sink_tokens;
-  if (app.count("--budget-bytes") > 0) {
-    if (app.count("--kv-budget") > 0) EDGELM_FAIL("--kv-budget and --budget-bytes are exclusive");
-    if (budget_bytes == 0)
-      EDGELM_FAIL("--budget-bytes 0 keeps nothing: give the bytes K and V may take");
-  }
+  if (app.count("--budget-bytes") > 0 && budget_bytes == 0)
+    EDGELM_FAIL("--budget-bytes 0 keeps nothing: give the bytes K and V may take");
   if (prompt_tokens + generate_tokens > capacity) {
     EDGELM_FAIL("--n-prompt ", prompt_tokens, " and -n ", generate_tokens,
                 " tokens pass the logical context, -c/--ctx-size ", capacity);
@@ -108,17 +104,20 @@ int run(int argc, char** argv) {
                                      .seed = 1,
                                      .out_dir = dir.string()});
   }
-  auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
-  const auto converter = edgelm::create_weight_converter(backend_name, {.n_threads = threads});
-  edgelm::LoadedModel loaded =
-      edgelm::load_llama(model_path, *backend, {.converter = converter.get()});
-  edgelm::LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights), chunk);
-  const edgelm::LlamaConfig& shape = model.config();
-  if (budget_bytes > 0) {
-    base.kv_budget = edgelm::kv_budget_from_bytes(
-        budget_bytes, edgelm::KvCache::slot_bytes(shape.n_layers, shape.n_kv_heads, shape.head_dim,
-                                                  edgelm::DType::F16));
-  }
+  // The model and the budget, set up as every tool does; each policy then runs on the budget in
+  // slots (the windowed ones on their own limit).
+  edgelm::Runtime runtime = edgelm::Runtime::load({.model_path = model_path,
+                                                   .backend = backend_name,
+                                                   .backend_options = {.n_threads = threads},
+                                                   .max_chunk = chunk,
+                                                   .require_tokenizer = false,
+                                                   .kv_type = edgelm::DType::F16,
+                                                   .context = capacity,
+                                                   .eviction = base,
+                                                   .budget_bytes = budget_bytes});
+  base = runtime.settings().eviction;
+  edgelm::Backend* backend = &runtime.backend();
+  edgelm::LlamaModel& model = runtime.model();
   std::vector<int32_t> prompt;
   for (int64_t i = 0; i < prompt_tokens; ++i)
     prompt.push_back(static_cast<int32_t>((i * 7919 + 17) % (model.config().vocab_size - 8)));

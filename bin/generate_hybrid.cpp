@@ -24,6 +24,7 @@
 #include "models/tokenizer.h"
 #include "runtime/hybrid.h"
 #include "runtime/session.h"
+#include "runtime/setup.h"
 
 namespace {
 
@@ -179,19 +180,22 @@ int run(int argc, char** argv) {
   if (!f.weight_type_text.empty()) weight_type = edgelm::cli::parse_weight_type(f.weight_type_text);
   if (app.count("--kv-budget") > 0 && f.eviction.kv_budget == 0)
     EDGELM_FAIL("--kv-budget 0 keeps nothing: give at least 1 slot (or leave the flag out)");
-  if (app.count("--budget-bytes") > 0) {
-    if (app.count("--kv-budget") > 0) EDGELM_FAIL("--kv-budget and --budget-bytes are exclusive");
-    if (f.budget_bytes == 0)
-      EDGELM_FAIL("--budget-bytes 0 keeps nothing: give the bytes K and V may take");
-  }
+  if (app.count("--budget-bytes") > 0 && f.budget_bytes == 0)
+    EDGELM_FAIL("--budget-bytes 0 keeps nothing: give the bytes K and V may take");
   if (f.eviction.policy != "none" && !f.eviction.protect.empty() &&
       (edgelm::parse_protect_classes(f.eviction.protect) & ~unsigned{edgelm::kProtectSinks}) != 0) {
     EDGELM_FAIL(
         "--protect: generate_hybrid protects sinks only; system and template are "
         "generate's (they need its chat bookkeeping)");
   }
-  std::unique_ptr<edgelm::EvictionPolicy> policy;
-  if (f.budget_bytes == 0) policy = edgelm::make_policy(f.eviction);
+  // The cache's settings, checked now; the budget in bytes becomes slots once the shape is known.
+  edgelm::KvPlan plan({.max_chunk = f.chunk,
+                       .kv_type = kv_type,
+                       .context = f.max_seq_len,
+                       .kv_capacity = f.kv_capacity,
+                       .eviction = f.eviction,
+                       .budget_bytes = f.budget_bytes,
+                       .simulate_memory = f.simulate_memory});
   for (const std::string& flag : edgelm::eviction_flags()) {
     if (app.count(flag) > 0 && !edgelm::policy_reads(f.eviction, flag)) {
       edgelm::log_warn("[eviction] ", flag, " has no effect with --eviction-policy ",
@@ -218,23 +222,11 @@ int run(int argc, char** argv) {
                                             .weight_type = weight_type,
                                             .max_chunk = f.chunk});
   const edgelm::LlamaConfig& config = hybrid.config();
-  if (f.budget_bytes > 0) {
-    f.eviction.kv_budget = edgelm::kv_budget_from_bytes(
-        f.budget_bytes,
-        edgelm::KvCache::slot_bytes(config.n_layers, config.n_kv_heads, config.head_dim, kv_type));
-    policy = edgelm::make_policy(f.eviction);
-  }
-  const bool can_evict = policy->evicts();
-  edgelm::CacheManager manager(
-      f.eviction, std::move(policy),
-      f.eviction.policy != "none" || !f.simulate_memory.empty() ? memory_monitor() : nullptr);
-  if (f.kv_capacity > f.max_seq_len) {
-    EDGELM_FAIL("--kv-capacity ", f.kv_capacity, " is above -c/--ctx-size ", f.max_seq_len,
-                ": slots past the logical context are never used");
-  }
-  const int64_t capacity = f.kv_capacity > 0
-                               ? f.kv_capacity
-                               : manager.capacity_for(f.max_seq_len, f.chunk, config.n_layers);
+  plan.resolve(config);
+  f.eviction = plan.settings().eviction;  // the budget in slots, where it was given in bytes
+  edgelm::CacheManager manager = plan.make_manager();
+  const bool can_evict = manager.policy().evicts();
+  const int64_t capacity = plan.capacity(manager);
   edgelm::KvCache cache = hybrid.make_cache(capacity, kv_type, f.max_seq_len);
   std::optional<edgelm::Tokenizer> tokenizer;
   if (!f.prompt.empty() || !f.print_ids) {

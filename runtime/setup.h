@@ -59,6 +59,34 @@ struct Settings {
   std::string simulate_memory;
 };
 
+// The KV cache's side of Settings for any model over one cache (a Runtime's, generate_hybrid's
+// pair of backends): the settings checked at construction, before a model loads; resolve() turns
+// a budget in bytes into slots for the model's shape, once; then each conversation gets a cache
+// manager and a capacity.
+class KvPlan {
+ public:
+  // Checks the cache and eviction settings (by their flags) and, when the budget is in slots,
+  // builds the policy. Throws edgelm::Error.
+  explicit KvPlan(const Settings& settings);
+  KvPlan(KvPlan&&) noexcept = default;
+  // For a model of `config`: budget_bytes as slots (eviction.kv_budget) and the policy built from
+  // them. Throws edgelm::Error naming --budget-bytes when not one slot fits.
+  void resolve(const LlamaConfig& config);
+  // The settings as resolved.
+  const Settings& settings() const { return settings_; }
+  // A cache manager for one conversation: the policy built from the resolved settings (the first
+  // manager gets the one already built to check them), and the memory monitor (simulated, or
+  // /proc/meminfo when a policy is set).
+  CacheManager make_manager();
+  // The slots to allocate: kv_capacity, else what `manager` needs for the context.
+  int64_t capacity(const CacheManager& manager) const;
+
+ private:
+  Settings settings_;
+  int64_t n_layers_ = 0;  // set by resolve()
+  std::unique_ptr<EvictionPolicy> first_policy_;
+};
+
 // What loading found, for the tools' report lines and JSON.
 struct ModelInfo {
   std::string format;        // "hf" or "gguf"
@@ -89,9 +117,7 @@ class Runtime {
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
   const std::string& tokenizer_error() const { return tokenizer_error_; }
 
-  // A cache manager for one conversation: the policy built from the resolved settings (the first
-  // manager gets the one load built to check them), and the memory monitor (simulated, or
-  // /proc/meminfo when a policy is set).
+  // A cache manager for one conversation (KvPlan::make_manager).
   CacheManager make_manager();
   // A KV cache for `manager`'s limits: kv_capacity slots, else what the manager needs for the
   // context; positions up to the context.
@@ -106,7 +132,7 @@ class Runtime {
   std::optional<Tokenizer> tokenizer_;
   std::string tokenizer_error_;
   ModelInfo info_;
-  std::unique_ptr<EvictionPolicy> first_policy_;
+  std::unique_ptr<KvPlan> plan_;
 };
 
 }  // namespace edgelm
