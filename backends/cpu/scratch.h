@@ -9,7 +9,9 @@
 
 namespace edgelm::cpu {
 
-enum class Scratch { kActivations, kScores, kAccumulators, kCount };
+// kWeightPanels, kUnitSums: the sub-block matmuls' unpacked weight panels and sums of x
+// (simd/block_matmul.h).
+enum class Scratch { kActivations, kScores, kAccumulators, kWeightPanels, kUnitSums, kCount };
 void* scratch(Scratch slot, size_t bytes);
 
 }  // namespace edgelm::cpu

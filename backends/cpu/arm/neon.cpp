@@ -110,8 +110,16 @@ struct NeonDot16 {
   static int32x4_t dot16(int8x16_t w, int8x16_t x) {
     return vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(x)), w, x));
   }
+  // acc + per lane the four products of its bytes: the sixteen products (at most 63·127) in 16
+  // bits, added in pairs (below 2^15), then pairwise into the lanes.
+  static int32x4_t dot4(int32x4_t acc, int8x16_t w, int8x16_t x) {
+    const int16x8_t low = vmull_s8(vget_low_s8(w), vget_low_s8(x));
+    const int16x8_t high = vmull_high_s8(w, x);
+    return vpadalq_s16(acc, vpaddq_s16(low, high));
+  }
 };
 using BlockQuants = Quants128x2<NeonDot16>;
+using BlockPanel = Panel128x2<NeonDot16>;
 
 void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
                     int64_t m_end) {

@@ -198,8 +198,10 @@ void x8_matmul(const QuantizedX& xq, const void* w, float* y, int64_t M, int64_t
 #include "backends/cpu/simd/vec_neon.h"
 struct SdotDot16 {
   static int32x4_t dot16(int8x16_t w, int8x16_t x) { return vdotq_s32(vdupq_n_s32(0), w, x); }
+  static int32x4_t dot4(int32x4_t acc, int8x16_t w, int8x16_t x) { return vdotq_s32(acc, w, x); }
 };
 using BlockQuants = Quants128x2<SdotDot16>;
+using BlockPanel = Panel128x2<SdotDot16>;
 
 void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
                     int64_t m_end) {

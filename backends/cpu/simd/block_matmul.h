@@ -7,7 +7,8 @@
 // again: the only difference from the portable oracle is the rounding of x to 8 bits, done as
 // GGML's reference dot product for the type does it (DTypeInfo::activation): 8 bits per 32-block
 // for Q4_1/Q5_0/Q5_1 (Q8_0 rounding, with the block sums Q8_1 carries), one step per 256 values
-// for the K-quants (Q8_K).
+// for the K-quants (Q8_K). Decode multiplies each weight row as stored; prefill first unpacks the
+// rows into panels of interleaved rows (below: the same integers and scales in another order).
 //
 // The contract `Quants` (simd/vec_avx2.h Quants256, simd/vec_neon.h Quants128x2) supplies:
 //   Q: 32 quants of one sub-block in element order; Sums: integer partial sums of one sub-block's
@@ -25,13 +26,22 @@
 //     acc + scale_low·Σ (elements 0..15) + scale_high·Σ (elements 16..31); sum(acc): one float;
 //   kSumScale: QuantizedX's per-block integer is kSumScale·Σ x_q (x86 8, NEON -8);
 //   half(bits): an IEEE half as float; prefetch(p); kPrefetchBytes (how far ahead of the block
-//     being multiplied the weights are prefetched); kChunkBytes (weights per chunk, bands.h).
+//     being multiplied the weights are prefetched); kChunkBytes (weights per chunk, bands.h);
+//   transpose8, store: for the prefill panels (below, with the panel contract `Panel`).
 //
 // Textual header: include it inside the instruction set's own anonymous namespace after the
-// contract, simd/bands.h and simd/x_block_scale.h, with `scratch` and `Scratch` in scope (see
+// contracts, simd/bands.h and simd/x_block_scale.h, with `scratch` and `Scratch` in scope (see
 // simd/vec_avx2.h), and kBlock (32) defined. Needs <cmath>, <cstring> and <type_traits>.
 
 namespace block_matmul {
+
+// Rows of x from which a matmul unpacks the weights into panels (panel_matmul) instead of
+// multiplying them row by row as stored (row_matmul); the unpacking costs about one pass of the
+// row kernel over the weights. On the Zen 5 VM (Qwen2.5-0.5B's Q5_0, Q4_K and Q6_K shapes and
+// SmolLM2's Q4_1, weights in cache, one thread) panels were faster from 3 rows on with both the
+// AVX2 and the AVX-512 table (1.1-2.8x at 3, 1.3-3.5x at 4 and 6), and at 2 rows faster for some
+// types and slower for others (0.7-2.0x).
+constexpr int64_t kPanelMinRows = 3;
 
 // Rows of x quantized for one matmul, in the buffer layout every ISA shares (kernels.h,
 // quantized_x_bytes): [M·K values, element order][M·blocks float steps][M·blocks int32 sums].
@@ -116,18 +126,29 @@ struct XTile {
   }
 };
 
-// Each format: Block, kElements (per block), and accumulate<MR>(block, x, first x block, acc,
-// offset): adds the block's products with MR rows of x to acc[i] (scaled sums) and offset[i] (the
-// offset terms, summed in float).
+// Each format: Block; kElements (per block); kUnit (the elements one scale covers: 32, or Q6_K's
+// 16); quants(block, s): sub-block s's 32 stored integers, unsigned, in element order, at most
+// kMaxQuant (15, 31 or 63);
+// scales(block, scale, offset): per unit u of the block, value = scale[u]·q + offset[u] (each an
+// exact float: a half times a small integer); accumulate<MR>(block, x, first x block, acc,
+// offset): the decode path, adding the block's products with MR rows of x to acc[i] (scaled sums)
+// and offset[i] (the offset terms, summed in float).
 
 template <class Quants>
 struct Q4_1Format {
   using Block = BlockQ4_1;
   static constexpr int kElements = 32;
+  static constexpr int kUnit = 32;
+  static constexpr int kMaxQuant = 15;
+  static typename Quants::Q quants(const Block& w, int /*s*/) { return Quants::nibbles(w.qs); }
+  static void scales(const Block& w, float* scale, float* offset) {
+    scale[0] = Quants::half(w.d);
+    offset[0] = Quants::half(w.m);
+  }
   template <int MR>
   static void accumulate(const Block& w, const XTile<Quants, MR>& x, int64_t b,
                          typename Quants::Acc* acc, float* offset) {
-    const typename Quants::Q q = Quants::nibbles(w.qs);
+    const typename Quants::Q q = quants(w, 0);
     const float d = Quants::half(w.d), m = Quants::half(w.m);
     for (int i = 0; i < MR; ++i) {
       const float step = x.scale[i][b];
@@ -144,15 +165,24 @@ inline uint32_t high_bits(const uint8_t* qh) {
   return bits;
 }
 
+// Q5_0: q stored biased by 16 (value = d·(q - 16)).
 template <class Quants>
 struct Q5_0Format {
   using Block = BlockQ5_0;
   static constexpr int kElements = 32;
+  static constexpr int kUnit = 32;
+  static constexpr int kMaxQuant = 31;
+  static typename Quants::Q quants(const Block& w, int /*s*/) {
+    return Quants::or_(Quants::nibbles(w.qs), Quants::bits_16(high_bits(w.qh)));
+  }
+  static void scales(const Block& w, float* scale, float* offset) {
+    scale[0] = Quants::half(w.d);
+    offset[0] = -16.0f * scale[0];
+  }
   template <int MR>
   static void accumulate(const Block& w, const XTile<Quants, MR>& x, int64_t b,
                          typename Quants::Acc* acc, float* /*offset*/) {
-    const typename Quants::Q q =
-        Quants::minus(Quants::or_(Quants::nibbles(w.qs), Quants::bits_16(high_bits(w.qh))), 16);
+    const typename Quants::Q q = Quants::minus(quants(w, 0), 16);
     const float d = Quants::half(w.d);
     for (int i = 0; i < MR; ++i)
       acc[i] = Quants::fma(Quants::dot_signed(q, x.at(i, b)), d * x.scale[i][b], acc[i]);
@@ -163,11 +193,19 @@ template <class Quants>
 struct Q5_1Format {
   using Block = BlockQ5_1;
   static constexpr int kElements = 32;
+  static constexpr int kUnit = 32;
+  static constexpr int kMaxQuant = 31;
+  static typename Quants::Q quants(const Block& w, int /*s*/) {
+    return Quants::or_(Quants::nibbles(w.qs), Quants::bits_16(high_bits(w.qh)));
+  }
+  static void scales(const Block& w, float* scale, float* offset) {
+    scale[0] = Quants::half(w.d);
+    offset[0] = Quants::half(w.m);
+  }
   template <int MR>
   static void accumulate(const Block& w, const XTile<Quants, MR>& x, int64_t b,
                          typename Quants::Acc* acc, float* offset) {
-    const typename Quants::Q q =
-        Quants::or_(Quants::nibbles(w.qs), Quants::bits_16(high_bits(w.qh)));
+    const typename Quants::Q q = quants(w, 0);
     const float d = Quants::half(w.d), m = Quants::half(w.m);
     for (int i = 0; i < MR; ++i) {
       const float step = x.scale[i][b];
@@ -183,6 +221,23 @@ template <class Quants, bool kFifthBit>
 struct QK_4_5Format {
   using Block = std::conditional_t<kFifthBit, BlockQ5_K, BlockQ4_K>;
   static constexpr int kElements = 256;
+  static constexpr int kUnit = 32;
+  static constexpr int kMaxQuant = kFifthBit ? 31 : 15;
+  static typename Quants::Q quants(const Block& w, int s) {
+    const uint8_t* packed = w.qs + 32 * (s / 2);
+    typename Quants::Q q = s % 2 == 0 ? Quants::low_nibbles(packed) : Quants::high_nibbles(packed);
+    if constexpr (kFifthBit) q = Quants::or_(q, Quants::bit_plane_16(w.qh, s));
+    return q;
+  }
+  static void scales(const Block& w, float* scale, float* offset) {
+    KScales sm;
+    unpack_k_scales(w.scales, sm);
+    const float d = Quants::half(w.d), dmin = Quants::half(w.dmin);
+    for (int s = 0; s < 8; ++s) {
+      scale[s] = d * static_cast<float>(sm.scale[s]);
+      offset[s] = -(dmin * static_cast<float>(sm.min[s]));
+    }
+  }
   template <int MR>
   static void accumulate(const Block& w, const XTile<Quants, MR>& x, int64_t b0,
                          typename Quants::Acc* acc, float* offset) {
@@ -190,10 +245,7 @@ struct QK_4_5Format {
     unpack_k_scales(w.scales, sm);
     const float d = Quants::half(w.d), dmin = Quants::half(w.dmin);
     for (int s = 0; s < 8; ++s) {
-      const uint8_t* packed = w.qs + 32 * (s / 2);
-      typename Quants::Q q =
-          s % 2 == 0 ? Quants::low_nibbles(packed) : Quants::high_nibbles(packed);
-      if constexpr (kFifthBit) q = Quants::or_(q, Quants::bit_plane_16(w.qh, s));
+      const typename Quants::Q q = quants(w, s);
       const float scale = d * static_cast<float>(sm.scale[s]);
       const float min = dmin * static_cast<float>(sm.min[s]);
       const int64_t b = b0 + s;
@@ -211,33 +263,43 @@ using Q4_KFormat = QK_4_5Format<Quants, false>;
 template <class Quants>
 using Q5_KFormat = QK_4_5Format<Quants, true>;
 
-// Q6_K: half h (128 elements) reads ql[64h ...] and qh[32h ...]; its quarter k (32 elements) takes
-// the low (k < 2) or high nibbles of ql[64h + 32·(k % 2) ...] and bits 2k, 2k + 1 of qh[32h + l];
-// q is stored biased by 32, and each 16 elements have their own signed 8-bit scale.
+// Q6_K: half h (128 elements) reads ql[64h ...] and qh[32h ...]; its quarter k (32 elements, sub-
+// block 4h + k) takes the low (k < 2) or high nibbles of ql[64h + 32·(k % 2) ...] and bits 2k,
+// 2k + 1 of qh[32h + l]; q is stored biased by 32, and each 16 elements have their own signed 8-bit
+// scale: value = d·scales[j]·(q - 32) for the elements 16j..16j+15.
 template <class Quants>
 struct Q6_KFormat {
   using Block = BlockQ6_K;
   static constexpr int kElements = 256;
+  static constexpr int kUnit = 16;
+  static constexpr int kMaxQuant = 63;
+  static typename Quants::Q quants(const Block& w, int s) {
+    const int h = s / 4, k = s % 4;
+    const uint8_t* packed = w.ql + 64 * h + 32 * (k % 2);
+    const typename Quants::Q low =
+        k < 2 ? Quants::low_nibbles(packed) : Quants::high_nibbles(packed);
+    return Quants::or_(low, Quants::two_bits_16(w.qh + 32 * h, 2 * k));
+  }
+  static void scales(const Block& w, float* scale, float* offset) {
+    const float d = Quants::half(w.d);
+    for (int j = 0; j < 16; ++j) {
+      scale[j] = d * static_cast<float>(w.scales[j]);
+      offset[j] = -32.0f * scale[j];
+    }
+  }
   template <int MR>
   static void accumulate(const Block& w, const XTile<Quants, MR>& x, int64_t b0,
                          typename Quants::Acc* acc, float* /*offset*/) {
     const float d = Quants::half(w.d);
-    for (int h = 0; h < 2; ++h) {
-      for (int k = 0; k < 4; ++k) {
-        const uint8_t* packed = w.ql + 64 * h + 32 * (k % 2);
-        const typename Quants::Q low =
-            k < 2 ? Quants::low_nibbles(packed) : Quants::high_nibbles(packed);
-        const typename Quants::Q q =
-            Quants::minus(Quants::or_(low, Quants::two_bits_16(w.qh + 32 * h, 2 * k)), 32);
-        const int sub = 8 * h + 2 * k;  // the first of the quarter's two 16-element scales
-        const float scale_low = d * static_cast<float>(w.scales[sub]);
-        const float scale_high = d * static_cast<float>(w.scales[sub + 1]);
-        const int64_t b = b0 + 4 * h + k;
-        for (int i = 0; i < MR; ++i) {
-          const float step = x.scale[i][b];
-          acc[i] = Quants::fma_halves(Quants::dot_signed(q, x.at(i, b)), scale_low * step,
-                                      scale_high * step, acc[i]);
-        }
+    for (int s = 0; s < 8; ++s) {
+      const typename Quants::Q q = Quants::minus(quants(w, s), 32);
+      const float scale_low = d * static_cast<float>(w.scales[2 * s]);
+      const float scale_high = d * static_cast<float>(w.scales[2 * s + 1]);
+      const int64_t b = b0 + s;
+      for (int i = 0; i < MR; ++i) {
+        const float step = x.scale[i][b];
+        acc[i] = Quants::fma_halves(Quants::dot_signed(q, x.at(i, b)), scale_low * step,
+                                    scale_high * step, acc[i]);
       }
     }
   }
@@ -264,11 +326,11 @@ void tile(const XRows& x, const typename Format::Block* w_row, float* y, int64_t
   for (int i = 0; i < MR; ++i) y[(m0 + i) * N + n] = Quants::sum(acc[i]) + offset[i];
 }
 
-// Rows [n_begin, n_end) of y = x · Wᵀ, in chunks of weight rows that stay in cache while every
-// band of x passes over them.
+// Rows [n_begin, n_end) of y = x · Wᵀ one weight row at a time, in chunks of weight rows that stay
+// in cache while every band of x passes over them (decode, and prefill steps of few rows).
 template <class Quants, class Format>
-void matmul(const XRows& x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-            int64_t n_begin, int64_t n_end) {
+void row_matmul(const XRows& x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                int64_t n_begin, int64_t n_end) {
   using Block = typename Format::Block;
   const auto* blocks = static_cast<const Block*>(w);
   const int64_t row_blocks = K / Format::kElements;
@@ -281,6 +343,174 @@ void matmul(const XRows& x, const void* w, float* y, int64_t M, int64_t N, int64
         tile<Quants, Format, MR>(x, blocks + n * row_blocks, y, N, K, m, n, Quants::kPrefetchBytes);
       }
     });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill: each chunk of weight rows is unpacked once into panels of Panel::kRows interleaved rows
+// (the same integers and scales, in another order), which every band of x then multiplies with
+// one row of y per lane: no horizontal reduction, and the per-block float work (a conversion, two
+// multiply-adds) shared by all the panel's rows, where the row kernel spends it on each row.
+//
+// The panel contract `Panel` (simd/vec_avx2.h Panel256, simd/vec_avx512.h Panel512,
+// simd/vec_neon.h Panel128x2<Dot>) supplies:
+//   kRows (rows per panel, a multiple of 8); Sums (kRows 32-bit sums); Acc (kRows floats);
+//   dot<MR, kChunks, kMaxQuant>(w, x, sums): for each of MR rows of x, sums[i] = per row r, Σ over
+//     chunks c of the four unsigned bytes (at most kMaxQuant) of row r in chunk c (w + c·4·kRows +
+//     4r) times the signed bytes x[i][4c .. 4c + 3];
+//   zero(); fma(sums, scale, step, acc): acc + sums·(scale[r]·step); fma_offset(offset, v, acc):
+//     acc + offset[r]·v; store(y, rows, acc): the first `rows` lanes at y.
+// and the byte contract `Quants` two more: transpose8(q): eight rows' Q (32 quants each) into
+// eight chunks (chunk c: bytes 4c..4c+3 of each row, row r at 4r); store(p, q): 32 bytes at p.
+
+// A panel is, for each unit u of K (kUnit elements with one scale per row), a record: the unit's
+// kUnit / 4 chunks of 4·kRows bytes (chunk c: elements 4c..4c+3 of each row), then kRows scales
+// and kRows offsets (value = scale·q + offset, per row).
+template <class Panel, class Format>
+struct PanelLayout {
+  static constexpr int kUnit = Format::kUnit;
+  static constexpr int kChunks = kUnit / 4;
+  static constexpr size_t kChunkBytes = 4 * Panel::kRows;
+  static constexpr size_t kScaleBytes = Panel::kRows * sizeof(float);
+  static constexpr size_t kRecordBytes = kChunks * kChunkBytes + 2 * kScaleBytes;
+};
+
+// Weight rows [0, rows) of `w` (rows of row_blocks blocks) into consecutive panels at `out`. A
+// last panel's missing rows repeat the last row (their outputs are never stored).
+template <class Quants, class Panel, class Format>
+void pack_panels(const typename Format::Block* w, int64_t row_blocks, int64_t rows, uint8_t* out) {
+  using Layout = PanelLayout<Panel, Format>;
+  constexpr int kSubBlocks = Format::kElements / kBlock;
+  constexpr int kUnits = Format::kElements / Layout::kUnit;  // per block
+  const int64_t units = row_blocks * kUnits;
+  for (int64_t first = 0; first < rows; first += Panel::kRows) {
+    uint8_t* panel = out + (first / Panel::kRows) * units * Layout::kRecordBytes;
+    for (int group = 0; group < Panel::kRows / 8; ++group) {
+      const typename Format::Block* row_at[8];
+      for (int r = 0; r < 8; ++r) {
+        const int64_t row = first + group * 8 + r;
+        row_at[r] = w + (row < rows ? row : rows - 1) * row_blocks;
+      }
+      for (int64_t b = 0; b < row_blocks; ++b) {
+        uint8_t* block_records = panel + b * kUnits * Layout::kRecordBytes;
+        typename Quants::Q q[kSubBlocks][8];
+        for (int r = 0; r < 8; ++r) {
+          const typename Format::Block& block = row_at[r][b];
+          const char* ahead = reinterpret_cast<const char*>(&block) + Quants::kPrefetchBytes;
+          for (size_t line = 0; line < sizeof(block); line += 64) Quants::prefetch(ahead + line);
+          for (int s = 0; s < kSubBlocks; ++s) q[s][r] = Format::quants(block, s);
+          float scale[kUnits], offset[kUnits];
+          Format::scales(block, scale, offset);
+          for (int u = 0; u < kUnits; ++u) {
+            auto* scales = reinterpret_cast<float*>(block_records + u * Layout::kRecordBytes +
+                                                    Layout::kChunks * Layout::kChunkBytes);
+            scales[group * 8 + r] = scale[u];
+            scales[Panel::kRows + group * 8 + r] = offset[u];
+          }
+        }
+        for (int s = 0; s < kSubBlocks; ++s) {
+          Quants::transpose8(q[s]);
+          for (int c = 0; c < 8; ++c) {
+            // Chunk c of sub-block s: elements 32s + 4c.. of the block, in unit (32s + 4c) / kUnit.
+            const int element = kBlock * s + 4 * c;
+            const int unit = element / Layout::kUnit;
+            const int chunk = element % Layout::kUnit / 4;
+            Quants::store(block_records + unit * Layout::kRecordBytes +
+                              chunk * Layout::kChunkBytes + group * 32,
+                          q[s][c]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// step·Σx_q of each unit of each row of x (the factor of a unit's offsets), [M, K / kUnit].
+template <class Quants, int kUnit>
+void unit_sums(const XRows& x, int64_t M, int64_t K, float* out) {
+  const int64_t units = K / kUnit;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t b = m * x.blocks + u * kUnit / kBlock;
+      int32_t sum;
+      if constexpr (kUnit == kBlock) {
+        sum = x.sums[b] / Quants::kSumScale;  // exact: kSumScale·Σ x_q
+      } else {
+        const int8_t* q = x.qs + m * K + u * kUnit;
+        sum = 0;
+        for (int k = 0; k < kUnit; ++k) sum += q[k];
+      }
+      out[m * units + u] = x.scale[b] * static_cast<float>(sum);
+    }
+  }
+}
+
+// y[m0 + i, n0 .. n0 + rows) for i < MR: one panel against MR rows of x.
+template <class Panel, class Format, int MR>
+void panel_tile(const XRows& x, const float* sums_x, const uint8_t* panel, int64_t units, float* y,
+                int64_t N, int64_t K, int64_t m0, int64_t n0, int64_t rows) {
+  using Layout = PanelLayout<Panel, Format>;
+  typename Panel::Acc acc[MR];
+  for (int i = 0; i < MR; ++i) acc[i] = Panel::zero();
+  const int8_t* x_rows[MR];
+  for (int i = 0; i < MR; ++i) x_rows[i] = x.qs + (m0 + i) * K;
+  for (int64_t u = 0; u < units; ++u) {
+    const uint8_t* record = panel + u * Layout::kRecordBytes;
+    const int8_t* x_at[MR];
+    for (int i = 0; i < MR; ++i) x_at[i] = x_rows[i] + u * Layout::kUnit;
+    typename Panel::Sums sums[MR];
+    Panel::template dot<MR, Layout::kChunks, Format::kMaxQuant>(record, x_at, sums);
+    const auto* scale =
+        reinterpret_cast<const float*>(record + Layout::kChunks * Layout::kChunkBytes);
+    const float* offset = scale + Panel::kRows;
+    const int64_t b = u * Layout::kUnit / kBlock;
+    for (int i = 0; i < MR; ++i) {
+      acc[i] = Panel::fma(sums[i], scale, x.scale[(m0 + i) * x.blocks + b], acc[i]);
+      acc[i] = Panel::fma_offset(offset, sums_x[(m0 + i) * units + u], acc[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) Panel::store(y + (m0 + i) * N + n0, rows, acc[i]);
+}
+
+template <class Quants, class Panel, class Format>
+void panel_matmul(const XRows& x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                  int64_t n_begin, int64_t n_end) {
+  using Layout = PanelLayout<Panel, Format>;
+  const auto* blocks = static_cast<const typename Format::Block*>(w);
+  const int64_t row_blocks = K / Format::kElements;
+  const int64_t units = K / Layout::kUnit;
+  const size_t panel_bytes = static_cast<size_t>(units) * Layout::kRecordBytes;
+  // Whole panels per chunk, about kChunkBytes of them.
+  const int64_t chunk =
+      (weight_chunk_rows<Quants::kChunkBytes>(panel_bytes / Panel::kRows) + Panel::kRows - 1) /
+      Panel::kRows * Panel::kRows;
+  auto* sums_x = static_cast<float*>(
+      scratch(Scratch::kUnitSums, static_cast<size_t>(M * units) * sizeof(float)));
+  unit_sums<Quants, Layout::kUnit>(x, M, K, sums_x);
+  auto* panels = static_cast<uint8_t*>(
+      scratch(Scratch::kWeightPanels, static_cast<size_t>(chunk / Panel::kRows) * panel_bytes));
+  for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
+    const int64_t rows = min_of(chunk, n_end - chunk_begin);
+    pack_panels<Quants, Panel, Format>(blocks + chunk_begin * row_blocks, row_blocks, rows, panels);
+    for_each_band(M, [&]<int MR>(int64_t m) {
+      for (int64_t first = 0; first < rows; first += Panel::kRows) {
+        panel_tile<Panel, Format, MR>(x, sums_x, panels + (first / Panel::kRows) * panel_bytes,
+                                      units, y, N, K, m, chunk_begin + first,
+                                      min_of(Panel::kRows, rows - first));
+      }
+    });
+  }
+}
+
+// Rows [n_begin, n_end) of y = x · Wᵀ: by panels from kPanelMinRows rows of x on, where unpacking
+// the weights once more per call costs less than the panels save, else row by row.
+template <class Quants, class Panel, class Format>
+void matmul(const XRows& x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+            int64_t n_begin, int64_t n_end) {
+  if (M >= kPanelMinRows) {
+    panel_matmul<Quants, Panel, Format>(x, w, y, M, N, K, n_begin, n_end);
+  } else {
+    row_matmul<Quants, Format>(x, w, y, M, N, K, n_begin, n_end);
   }
 }
 

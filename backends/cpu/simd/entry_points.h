@@ -12,7 +12,8 @@
 //                           files; float matmuls and element-wise entries then left out)
 //   EDGELM_SIMD_BLOCK_QUANT the sub-block matmuls of simd/block_matmul.h (q4_1, q5_0, q5_1, q4_k,
 //                           q5_k, q6_k: <type>_matmul and <type>_matmul_xq) and quantize_x_k,
-//                           over the file's byte contract, named BlockQuants, with x rounded by
+//                           over the file's byte and panel contracts, named BlockQuants and
+//                           BlockPanel, with x rounded by
 //                           the file's quantize_plain (Q8_0 rounding per 32-block, element order)
 //                           or, for the K-quants, as Q8_K
 // EDGELM_SIMD_QUANT_ONLY leaves the float matmuls and element-wise entries out of a file that has
@@ -162,7 +163,7 @@ void EDGELM_SIMD_ENTRY(quantize_x_k)(const float* x, void* xq, int64_t M, int64_
 #define EDGELM_SIMD_BLOCK_ENTRIES(type, Format, quantize)                                          \
   void EDGELM_SIMD_ENTRY(type##_matmul_xq)(const void* xq, const void* w, float* y, int64_t M,     \
                                            int64_t N, int64_t K, int64_t n_begin, int64_t n_end) { \
-    block_matmul::matmul<BlockQuants, block_matmul::Format<BlockQuants>>(                          \
+    block_matmul::matmul<BlockQuants, BlockPanel, block_matmul::Format<BlockQuants>>(              \
         block_matmul::view(xq, M, K), w, y, M, N, K, n_begin, n_end);                              \
   }                                                                                                \
   void EDGELM_SIMD_ENTRY(type##_matmul)(const float* x, const void* w, float* y, int64_t M,        \

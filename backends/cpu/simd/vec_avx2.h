@@ -205,6 +205,77 @@ struct Quants256 {
   static float sum(Acc acc) { return Vec256::sum(acc); }
   static float half(uint16_t bits) { return _cvtsh_ss(bits); }
   static void prefetch(const void* p) { Vec256::prefetch(p); }
+
+  // Eight rows' quants as eight 4-byte columns: q[c] = bytes 4c..4c+3 of q[0..8), row r in lane r
+  // (an 8 x 8 transpose of 32-bit lanes: pairs, then quads, then the 128-bit halves).
+  static void transpose8(Q* q) {
+    __m256i pair[8], quad[8];
+    for (int r = 0; r < 8; r += 2) {
+      pair[r] = _mm256_unpacklo_epi32(q[r], q[r + 1]);
+      pair[r + 1] = _mm256_unpackhi_epi32(q[r], q[r + 1]);
+    }
+    for (int r = 0; r < 8; r += 4) {
+      quad[r] = _mm256_unpacklo_epi64(pair[r], pair[r + 2]);
+      quad[r + 1] = _mm256_unpackhi_epi64(pair[r], pair[r + 2]);
+      quad[r + 2] = _mm256_unpacklo_epi64(pair[r + 1], pair[r + 3]);
+      quad[r + 3] = _mm256_unpackhi_epi64(pair[r + 1], pair[r + 3]);
+    }
+    for (int c = 0; c < 4; ++c) {
+      q[c] = _mm256_permute2x128_si256(quad[c], quad[c + 4], 0x20);
+      q[c + 4] = _mm256_permute2x128_si256(quad[c], quad[c + 4], 0x31);
+    }
+  }
+  static void store(uint8_t* p, Q q) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), q); }
+};
+
+// The panel contract of simd/block_matmul.h's prefill over 256-bit registers: eight rows a panel,
+// one per 32-bit lane. Each chunk's products come from maddubs (unsigned quants of at most
+// kMaxQuant times signed x of at most 127 in magnitude, so a lane's pair sum is at most
+// 2·127·kMaxQuant), as many chunks as stay below 2^15 are added in 16 bits (eight of 4-bit quants,
+// four of 5-bit, two of 6-bit), and each such run is widened by madd.
+struct Panel256 {
+  static constexpr int kRows = 8;
+  using Sums = __m256i;
+  using Acc = __m256;
+
+  template <int MR, int kChunks, int kMaxQuant>
+  static void dot(const uint8_t* w, const int8_t* const* x, Sums* sums) {
+    constexpr int kFit = 32767 / (2 * 127 * kMaxQuant);  // chunks a 16-bit lane holds
+    constexpr int kRun = kFit >= 8 ? 8 : kFit >= 4 ? 4 : 2;
+    static_assert(kFit >= 2 && kChunks % kRun == 0);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < MR; ++i) sums[i] = _mm256_setzero_si256();
+    for (int first = 0; first < kChunks; first += kRun) {
+      __m256i run[MR];
+      for (int c = first; c < first + kRun; ++c) {
+        const __m256i wc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * c));
+        for (int i = 0; i < MR; ++i) {
+          int32_t x4;
+          std::memcpy(&x4, x[i] + 4 * c, sizeof(x4));
+          const __m256i products = _mm256_maddubs_epi16(wc, _mm256_set1_epi32(x4));
+          run[i] = c == first ? products : _mm256_add_epi16(run[i], products);
+        }
+      }
+      for (int i = 0; i < MR; ++i)
+        sums[i] = _mm256_add_epi32(sums[i], _mm256_madd_epi16(run[i], ones));
+    }
+  }
+  static Acc zero() { return _mm256_setzero_ps(); }
+  // The sums stay below 2^24, so their conversion to float is exact.
+  static Acc fma(Sums s, const float* scale, float step, Acc acc) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
+                           _mm256_mul_ps(_mm256_loadu_ps(scale), _mm256_set1_ps(step)), acc);
+  }
+  static Acc fma_offset(const float* offset, float v, Acc acc) {
+    return _mm256_fmadd_ps(_mm256_loadu_ps(offset), _mm256_set1_ps(v), acc);
+  }
+  static void store(float* y, int64_t rows, Acc acc) {
+    if (rows == kRows) {
+      _mm256_storeu_ps(y, acc);
+    } else {
+      Vec256::store_tail(y, rows, acc);
+    }
+  }
 };
 
 // The sum of the 32-bit lanes of v (the x86 quantized kernels' block sums). Inline: files that

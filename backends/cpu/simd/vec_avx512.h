@@ -81,3 +81,45 @@ struct Vec512 {
   static float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 };
+
+// The panel contract of simd/block_matmul.h's prefill with AVX-512 VNNI: sixteen rows a panel, one
+// per 32-bit lane of a ZMM register (a chunk is the 32 bytes of rows 0..7, then those of 8..15),
+// each chunk's products summed straight into 32 bits by vpdpbusd (unsigned quants by signed x).
+// Two dependency chains per row of x, as the interleaved Q4_0/Q8_0 tiles, keep enough vpdpbusd in
+// flight.
+struct Panel512 {
+  static constexpr int kRows = 16;
+  using Sums = __m512i;
+  using Acc = __m512;
+
+  template <int MR, int kChunks, int /*kMaxQuant*/>
+  static void dot(const uint8_t* w, const int8_t* const* x, Sums* sums) {
+    static_assert(kChunks % 2 == 0);
+    __m512i odd[MR];
+    for (int i = 0; i < MR; ++i) sums[i] = odd[i] = _mm512_setzero_si512();
+    for (int c = 0; c < kChunks; c += 2) {
+      const __m512i w0 = _mm512_loadu_si512(w + 64 * c);
+      const __m512i w1 = _mm512_loadu_si512(w + 64 * c + 64);
+      for (int i = 0; i < MR; ++i) {
+        int32_t x0, x1;
+        std::memcpy(&x0, x[i] + 4 * c, sizeof(x0));
+        std::memcpy(&x1, x[i] + 4 * c + 4, sizeof(x1));
+        sums[i] = _mm512_dpbusd_epi32(sums[i], w0, _mm512_set1_epi32(x0));
+        odd[i] = _mm512_dpbusd_epi32(odd[i], w1, _mm512_set1_epi32(x1));
+      }
+    }
+    for (int i = 0; i < MR; ++i) sums[i] = _mm512_add_epi32(sums[i], odd[i]);
+  }
+  static Acc zero() { return _mm512_setzero_ps(); }
+  // The sums stay below 2^24, so their conversion to float is exact.
+  static Acc fma(Sums s, const float* scale, float step, Acc acc) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+                           _mm512_mul_ps(_mm512_loadu_ps(scale), _mm512_set1_ps(step)), acc);
+  }
+  static Acc fma_offset(const float* offset, float v, Acc acc) {
+    return _mm512_fmadd_ps(_mm512_loadu_ps(offset), _mm512_set1_ps(v), acc);
+  }
+  static void store(float* y, int64_t rows, Acc acc) {
+    _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << rows) - 1), acc);
+  }
+};

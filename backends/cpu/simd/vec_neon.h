@@ -149,4 +149,85 @@ struct Quants128x2 {
   static float sum(Acc acc) { return vaddvq_f32(acc); }
   static float half(uint16_t bits) { return Vec128::half_to_float(bits); }
   static void prefetch(const void* p) { __builtin_prefetch(p); }
+
+  // Eight rows' quants as eight 4-byte columns: q[c] = bytes 4c..4c+3 of q[0..8), rows 0..3 in
+  // the lanes of val[0] and rows 4..7 in those of val[1] (4 x 4 transposes of 32-bit lanes).
+  static void transpose8(Q* q) {
+    int32x4_t column[8][2];
+    for (int half = 0; half < 2; ++half) {    // columns 4·half .. 4·half + 3
+      for (int rows = 0; rows < 2; ++rows) {  // rows 4·rows .. 4·rows + 3
+        const int r = 4 * rows;
+        const int32x4x2_t ab = vtrnq_s32(vreinterpretq_s32_s8(q[r].val[half]),
+                                         vreinterpretq_s32_s8(q[r + 1].val[half]));
+        const int32x4x2_t cd = vtrnq_s32(vreinterpretq_s32_s8(q[r + 2].val[half]),
+                                         vreinterpretq_s32_s8(q[r + 3].val[half]));
+        column[4 * half][rows] = vcombine_s32(vget_low_s32(ab.val[0]), vget_low_s32(cd.val[0]));
+        column[4 * half + 1][rows] = vcombine_s32(vget_low_s32(ab.val[1]), vget_low_s32(cd.val[1]));
+        column[4 * half + 2][rows] =
+            vcombine_s32(vget_high_s32(ab.val[0]), vget_high_s32(cd.val[0]));
+        column[4 * half + 3][rows] =
+            vcombine_s32(vget_high_s32(ab.val[1]), vget_high_s32(cd.val[1]));
+      }
+    }
+    for (int c = 0; c < 8; ++c) {
+      q[c] = {{vreinterpretq_s8_s32(column[c][0]), vreinterpretq_s8_s32(column[c][1])}};
+    }
+  }
+  static void store(uint8_t* p, Q q) {
+    vst1q_s8(reinterpret_cast<int8_t*>(p), q.val[0]);
+    vst1q_s8(reinterpret_cast<int8_t*>(p + 16), q.val[1]);
+  }
+};
+
+// The panel contract of simd/block_matmul.h's prefill over pairs of Q registers: eight rows a
+// panel, rows 0..3 in the lanes of one register and 4..7 in the other. `Dot`, as for Quants128x2,
+// supplies dot4(acc, w, x): acc + per 32-bit lane the four products of w's bytes with x's (SDOT,
+// or SMULL and pairwise adds).
+template <class Dot>
+struct Panel128x2 {
+  static constexpr int kRows = 8;
+  struct Sums {
+    int32x4_t low;   // rows 0..3
+    int32x4_t high;  // rows 4..7
+  };
+  struct Acc {
+    float32x4_t low;
+    float32x4_t high;
+  };
+
+  template <int MR, int kChunks, int /*kMaxQuant*/>
+  static void dot(const uint8_t* w, const int8_t* const* x, Sums* sums) {
+    for (int i = 0; i < MR; ++i) sums[i] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+    for (int c = 0; c < kChunks; ++c) {
+      const int8x16_t low = vld1q_s8(reinterpret_cast<const int8_t*>(w + 32 * c));
+      const int8x16_t high = vld1q_s8(reinterpret_cast<const int8_t*>(w + 32 * c + 16));
+      for (int i = 0; i < MR; ++i) {
+        int32_t x4;
+        std::memcpy(&x4, x[i] + 4 * c, sizeof(x4));
+        const int8x16_t xv = vreinterpretq_s8_s32(vdupq_n_s32(x4));
+        sums[i].low = Dot::dot4(sums[i].low, low, xv);
+        sums[i].high = Dot::dot4(sums[i].high, high, xv);
+      }
+    }
+  }
+  static Acc zero() { return {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}; }
+  static Acc fma(Sums s, const float* scale, float step, Acc acc) {
+    return {vfmaq_f32(acc.low, vcvtq_f32_s32(s.low), vmulq_n_f32(vld1q_f32(scale), step)),
+            vfmaq_f32(acc.high, vcvtq_f32_s32(s.high), vmulq_n_f32(vld1q_f32(scale + 4), step))};
+  }
+  static Acc fma_offset(const float* offset, float v, Acc acc) {
+    return {vfmaq_n_f32(acc.low, vld1q_f32(offset), v),
+            vfmaq_n_f32(acc.high, vld1q_f32(offset + 4), v)};
+  }
+  static void store(float* y, int64_t rows, Acc acc) {
+    if (rows == kRows) {
+      vst1q_f32(y, acc.low);
+      vst1q_f32(y + 4, acc.high);
+      return;
+    }
+    float lanes[kRows];
+    vst1q_f32(lanes, acc.low);
+    vst1q_f32(lanes + 4, acc.high);
+    std::memcpy(y, lanes, sizeof(float) * static_cast<size_t>(rows));
+  }
 };

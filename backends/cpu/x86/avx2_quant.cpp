@@ -386,6 +386,7 @@ struct Avx2Dot {
   }
 };
 using BlockQuants = Quants256<Avx2Dot>;
+using BlockPanel = Panel256;
 
 // x for the sub-block family: Q8_0 rounding, element order.
 void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,

@@ -22,6 +22,7 @@ namespace {
 #include "backends/cpu/simd/bands.h"
 #include "backends/cpu/simd/quant_matmul.h"
 #include "backends/cpu/simd/vec_avx2.h"
+#include "backends/cpu/simd/vec_avx512.h"
 #include "backends/cpu/simd/x_block_scale.h"
 
 int32_t hsum_i32(__m512i v) {
@@ -401,6 +402,7 @@ struct VnniDot {
   }
 };
 using BlockQuants = Quants256<VnniDot>;
+using BlockPanel = Panel512;
 
 // x for the sub-block family: Q8_0 rounding, element order.
 void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
