@@ -59,12 +59,15 @@ inline XRows view(const void* buffer, int64_t M, int64_t K) {
           reinterpret_cast<const int32_t*>(scale + M * (K / kBlock)), K / kBlock};
 }
 
-// Q8_K rounding (GGML's quantize_row_q8_K): per 256 values, the value of largest magnitude v sets
-// the step d = 1/(-127/v) and every value rounds to nearest (ties to even) of x·(-127/v), at most
-// 127; a negative step with negated quants is the same product as GGML's. Stored per 32-block as
-// the other formats are (each of a super-block's eight blocks gets the same step), with the sums
-// the offset types need. Non-finite values and steps too small to invert follow x_block_scale:
-// NaN steps (every product NaN) or zero quants.
+// Q8_K rounding (GGML's quantize_row_q8_K): per 256 values, the value of largest magnitude v (the
+// first such) sets the step d = 1/(-127/v) and every value rounds to nearest (ties to even) of
+// x·(-127/v), at most 127; a negative step with negated quants is the same product as GGML's.
+// Stored per 32-block as the other formats are (each of a super-block's eight blocks gets the same
+// step), with the sums the offset types need. Non-finite values and steps too small to invert
+// follow x_block_scale: NaN steps (every product NaN) or zero quants. The magnitudes are compared
+// as bit patterns (the same order, NaN above infinity) and the first largest found by a minimum
+// of indices, so that every loop is one the compiler vectorizes (about half the time of the
+// scalar search on the Zen 5 VM).
 template <int kSumScale>
 void quantize_rows_k(const float* x, void* buffer, int64_t M, int64_t K, int64_t m_begin,
                      int64_t m_end) {
@@ -76,17 +79,23 @@ void quantize_rows_k(const float* x, void* buffer, int64_t M, int64_t K, int64_t
   for (int64_t m = m_begin; m < m_end; ++m) {
     for (int64_t first = 0; first < K; first += kSuper) {
       const float* src = x + m * K + first;
-      float max_abs = 0.0f, extreme = 0.0f;
-      bool finite = true;
+      uint32_t magnitude[kSuper];
+      uint32_t max_bits = 0;
       for (int i = 0; i < kSuper; ++i) {
-        finite &= std::isfinite(src[i]);
-        if (std::fabs(src[i]) > max_abs) {
-          max_abs = std::fabs(src[i]);
-          extreme = src[i];
-        }
+        uint32_t bits;
+        std::memcpy(&bits, src + i, sizeof(bits));
+        magnitude[i] = bits & 0x7fffffffu;
+        max_bits = magnitude[i] > max_bits ? magnitude[i] : max_bits;
       }
-      const XBlockScale check = x_block_scale(finite ? max_abs : NAN);
-      const float inverse = check.finite && check.inverse != 0.0f ? -127.0f / extreme : 0.0f;
+      int first_max = kSuper;
+      for (int i = 0; i < kSuper; ++i) {
+        const int at = magnitude[i] == max_bits ? i : kSuper;
+        first_max = at < first_max ? at : first_max;
+      }
+      float max_abs;
+      std::memcpy(&max_abs, &max_bits, sizeof(max_abs));
+      const XBlockScale check = x_block_scale(max_bits < 0x7f800000u ? max_abs : NAN);
+      const float inverse = check.finite && check.inverse != 0.0f ? -127.0f / src[first_max] : 0.0f;
       const float step = !check.finite ? check.scale : inverse != 0.0f ? 1.0f / inverse : 0.0f;
       int8_t* dst = qs + m * K + first;
       for (int b = 0; b < kSuper / kBlock; ++b) {
@@ -94,8 +103,9 @@ void quantize_rows_k(const float* x, void* buffer, int64_t M, int64_t K, int64_t
         for (int i = 0; i < kBlock; ++i) {
           const int at = b * kBlock + i;
           const float q = std::nearbyint(src[at] * inverse);
-          dst[at] = static_cast<int8_t>(q < 127.0f ? q : 127.0f);
-          sum += dst[at];
+          const auto value = static_cast<int8_t>(q < 127.0f ? q : 127.0f);
+          dst[at] = value;
+          sum += value;
         }
         const int64_t at = m * blocks + first / kBlock + b;
         scale[at] = step;
