@@ -167,6 +167,13 @@ void matmul_cases(std::vector<OpCase>& cases) {
     add_matmul_case(cases, dtype, {5, 24, 768}, Spoil::kNaN, "spoiled");
     add_matmul_case(cases, dtype, {17, 16, 256}, Spoil::kPositiveInf, "spoiled");
   }
+  // The sub-block types' prefill (3 rows of x and more) unpacks chunks of about 64-128 KiB of
+  // weight rows into panels of 8 or 16 interleaved rows (simd/block_matmul.h): weights of several
+  // chunks, the last one ending inside a panel.
+  for (DType dtype : {DType::Q4_1, DType::Q5_0, DType::Q5_1})
+    add_matmul_case(cases, dtype, MatmulShape{5, 200, 2080});
+  for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    add_matmul_case(cases, dtype, MatmulShape{3, 100, 4096});
   // Non-finite and tiny x, on every weight type and layout: one row (decode) and row blocks with
   // tails (prefill), the spoiled values in paired and unpaired blocks alike.
   std::vector<DType> layouts = kWeightTypes;
