@@ -83,7 +83,8 @@ void CacheManager::prepare(KvCache& cache) {
     stats_epoch_ = cache.slot_epoch();
   }
   policy_->prepare(cache.n_layers(), cache.n_kv_heads(), cache.capacity());
-  scores_.resize(static_cast<size_t>(cache.n_kv_heads() * cache.capacity()));
+  // Every layer's scores at once: evict_to scores all layers before it compacts any.
+  scores_.resize(static_cast<size_t>(cache.n_layers() * cache.n_kv_heads() * cache.capacity()));
   order_.resize(static_cast<size_t>(cache.capacity()));
   keep_ =
       Tensor::empty(cache.backend().memory(), DType::I32, {cache.n_kv_heads() * cache.capacity()});
@@ -337,22 +338,32 @@ EvictionEvent CacheManager::evict_to(KvCache& cache, Phase phase, const Targets&
   int64_t promised = 0;  // the most always-kept slots of one kv head beyond its layer's target
   int64_t promised_target = 0;
   cache.backend().synchronize();
+  // Every layer is scored before any is compacted, so that a policy that throws (a policy written
+  // in Python may raise) leaves the cache as it was.
+  const int64_t layer_scores = n_kv_heads * cache.capacity();
+  const auto score_start = std::chrono::steady_clock::now();
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
     const int64_t n_slots = cache.size(l);
     const int64_t n_keep = std::min(layer_target(cache, l, targets), n_slots);
     if (n_keep == n_slots) continue;
     const KvCache::View view = cache.view(l);
-    const auto* positions = view.kv_pos.data<int32_t>();
-    const LayerSlots slots{l,      n_slots, n_kv_heads, positions, cache.next_position(), incoming,
-                           n_keep, view.k,  view.v,     &tokens_,  layer_stats(cache, l)};
-    const auto score_start = std::chrono::steady_clock::now();
-    policy_->score(slots, phase, scores_.data());
+    const LayerSlots slots{l,      n_slots, n_kv_heads, view.kv_pos.data<int32_t>(),
+                           cache.next_position(),       incoming,
+                           n_keep, view.k,  view.v,     &tokens_,
+                           layer_stats(cache, l)};
+    policy_->score(slots, phase, scores_.data() + l * layer_scores);
+  }
+  event.score_seconds = seconds_between(score_start, std::chrono::steady_clock::now());
+  for (int64_t l = 0; l < cache.n_layers(); ++l) {
+    const int64_t n_slots = cache.size(l);
+    const int64_t n_keep = std::min(layer_target(cache, l, targets), n_slots);
+    if (n_keep == n_slots) continue;
     const auto select_start = std::chrono::steady_clock::now();
-    event.score_seconds += seconds_between(score_start, select_start);
+    const auto* positions = cache.view(l).kv_pos.data<int32_t>();
     Tensor keep = keep_.view(DType::I32, {n_kv_heads, n_keep});
     int32_t* keep_values = keep.data<int32_t>();
     for (int64_t g = 0; g < n_kv_heads; ++g) {
-      const float* score = scores_.data() + g * n_slots;
+      const float* score = scores_.data() + l * layer_scores + g * n_slots;
       const auto kept = static_cast<int64_t>(std::count(score, score + n_slots, kAlwaysKeep));
       if (kept > n_keep && kept - n_keep > promised - promised_target) {
         promised = kept;
