@@ -456,12 +456,10 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   app.add_option("--backend", backends, "Backends, e.g. cpu or cpu:portable,cpu:avx512")
       ->delimiter(',');
-  app.add_option("--weight-type", weight_type_text, edgelm::cli::kWeightTypeHelp);
+  edgelm::cli::add_shared(app, flag::kWeightTypeFlag, weight_type_text);
   bool no_repack = false;
-  app.add_flag("--no-repack", no_repack,
-               "Multiply weights as stored instead of in the backend's faster layout (the "
-               "CPU's Q4_0, Q8_0 and F16 with rows interleaved: the same values)");
-  app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
+  edgelm::cli::add_shared(app, flag::kNoRepackFlag, no_repack);
+  edgelm::cli::add_shared(app, flag::kKvTypeFlag, kv_type_text);
   app.add_option(flag::kBatchSize, chunk,
                  "Prompt tokens per prefill step (default " +
                      std::to_string(edgelm::kDefaultPrefillChunk) + ")")

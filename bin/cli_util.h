@@ -52,7 +52,41 @@ inline constexpr const char* kBatchSize = "-b,--batch-size,--chunk";  // tokens 
 inline constexpr const char* kIgnoreEos = "--ignore-eos";
 inline constexpr const char* kAll[] = {kModel,   kPrompt, kFile, kPredict,   kCtxSize,
                                        kThreads, kSeed,   kTemp, kBatchSize, kIgnoreEos};
+
+// The flags whose meaning is the same in every tool that takes them, with the one help text each
+// tool's --help shows: tools register them with add_shared(), and check_vocabulary() refuses a
+// tool that declares one with other names or another text. (A list of backends to compare, in
+// bench and test_backend, is another meaning: options taking several values are not checked.)
+struct Shared {
+  const char* names;
+  const char* help;
+};
+inline constexpr Shared kBackendFlag = {
+    "--backend",
+    "Backend: cpu (the best kernel table of this CPU), cpu:<isa> (one table: cpu:portable, "
+    "cpu:avx2, cpu:avx512, cpu:neon, ...), opencl"};
+inline constexpr Shared kThreadsFlag = {kThreads, kThreadsHelp};
+inline constexpr Shared kKvTypeFlag = {"--kv-type", "KV cache type: f32|f16 (default f16)"};
+inline constexpr Shared kWeightTypeFlag = {
+    "--weight-type",
+    "Convert every matrix on load: f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k (default: each "
+    "as stored; a conversion rounds the file's values again)"};
+inline constexpr Shared kNoRepackFlag = {
+    "--no-repack",
+    "Multiply weights as stored instead of in the backend's faster layout (the CPU's Q4_0, Q8_0 "
+    "and F16 with rows interleaved: the same values)"};
+inline constexpr Shared kShared[] = {kBackendFlag, kThreadsFlag, kKvTypeFlag, kWeightTypeFlag,
+                                     kNoRepackFlag};
 }  // namespace flag
+
+// Registers a flag of the shared table with its names and help.
+template <class T>
+CLI::Option* add_shared(CLI::App& app, const flag::Shared& shared, T& value) {
+  return app.add_option(shared.names, value, shared.help);
+}
+inline CLI::Option* add_shared(CLI::App& app, const flag::Shared& shared, bool& value) {
+  return app.add_flag(shared.names, value, shared.help);
+}
 
 // ---- spellings CLI11 cannot declare ----
 
@@ -117,6 +151,15 @@ inline void check_vocabulary(const CLI::App& app) {
       if (shares && !holds_all) {
         EDGELM_FAIL("[cli] flag ", option->get_name(), " must be declared as '", entry,
                     "' (one meaning per flag name across the tools)");
+      }
+    }
+    for (const flag::Shared& shared : flag::kShared) {
+      const std::vector<std::string> wanted = split_names(shared.names);
+      if (std::find(names.begin(), names.end(), wanted.back()) == names.end()) continue;
+      if (option->get_items_expected_max() > 1) continue;  // a list: another meaning
+      if (names != wanted || option->get_description() != shared.help) {
+        EDGELM_FAIL("[cli] flag ", option->get_name(), " must be registered with add_shared ",
+                    "(one spelling and help text across the tools)");
       }
     }
   }
@@ -381,8 +424,6 @@ inline DType parse_weight_type(const std::string& text) {
                      {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                       DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K});
 }
-inline constexpr const char* kWeightTypeHelp =
-    "Convert every matrix on load: f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k (default: each "
-    "as stored; a conversion rounds the file's values again)";
+inline constexpr const char* kWeightTypeHelp = flag::kWeightTypeFlag.help;
 
 }  // namespace edgelm::cli

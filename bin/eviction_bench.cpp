@@ -38,8 +38,8 @@ int run(int argc, char** argv) {
                  "Model (default: make_model's tiny-long preset in a temp folder)");
   app.add_option("--policies", policies_text,
                  "Comma-separated policies, of " + edgelm::policy_list() + " (default: all)");
-  app.add_option("--backend", backend_name, "Backend");
-  app.add_option(flag::kThreads, threads, flag::kThreadsHelp)->check(CLI::Range(0, 1024));
+  edgelm::cli::add_shared(app, flag::kBackendFlag, backend_name);
+  edgelm::cli::add_shared(app, flag::kThreadsFlag, threads)->check(CLI::Range(0, 1024));
   app.add_option("--n-prompt", prompt_tokens,
                  "Prompt tokens (default 256; in edgelm's tools -p is prompt text)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

@@ -226,10 +226,10 @@ int run(int argc, char** argv) {
                "Print the chat formats --chat-template takes, and exit");
   app.add_option("--answer-tokens", answer_tokens,
                  "Retrieval: greedy tokens per answer (default: digits + 4)");
-  app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
-  app.add_option(flag::kThreads, threads, flag::kThreadsHelp)->check(CLI::Range(0, 1024));
-  app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
-  app.add_option("--weight-type", weight_type_text, edgelm::cli::kWeightTypeHelp);
+  edgelm::cli::add_shared(app, flag::kKvTypeFlag, kv_type_text);
+  edgelm::cli::add_shared(app, flag::kThreadsFlag, threads)->check(CLI::Range(0, 1024));
+  edgelm::cli::add_shared(app, flag::kBackendFlag, backend_name);
+  edgelm::cli::add_shared(app, flag::kWeightTypeFlag, weight_type_text);
   app.add_option("--json", json_path, "Write one JSON object per cell (JSON lines) to this file");
   app.add_option("--csv", csv_path, "Write the cells' scalar fields as CSV to this file");
   app.add_flag("--no-hash", no_hash, "Do not compute the model file's sha256");

@@ -90,7 +90,7 @@ inline void add_generate_flags(CLI::App& app, GenerateFlags& f) {
   app.add_option(flag::kPredict, f.n_generate,
                  "Tokens to generate (per turn); a warning when the reply cannot fit in -c")
       ->check(CLI::Range(0, 1 << 30));
-  app.add_option("--backend", f.backend_name, "Backend: cpu, cpu:<isa>, opencl");
+  cli::add_shared(app, flag::kBackendFlag, f.backend_name);
   app.add_flag("--list-devices", f.list_devices,
                "List the OpenCL platforms and devices, then exit");
   app.add_option("--cl-platform", f.cl_platform,
@@ -105,14 +105,12 @@ inline void add_generate_flags(CLI::App& app, GenerateFlags& f) {
   app.add_option("--profile-out", f.profile_out,
                  "Also write the profile as CSV (phase,op,kernel,calls,total_ms,bytes); implies "
                  "--profile");
-  app.add_option(flag::kThreads, f.threads, flag::kThreadsHelp)->check(CLI::Range(0, 1024));
+  cli::add_shared(app, flag::kThreadsFlag, f.threads)->check(CLI::Range(0, 1024));
   app.add_option("--cpus", f.cpu_list,
                  "Pin CPU thread i to the i-th CPU of this list, e.g. 4-7 (a phone's big cores)");
-  app.add_option("--weight-type", f.weight_type_text, cli::kWeightTypeHelp);
-  app.add_flag("--no-repack", f.no_repack,
-               "Multiply weights as stored instead of in the backend's faster layout (the "
-               "CPU's Q4_0, Q8_0 and F16 with rows interleaved: the same values)");
-  app.add_option("--kv-type", f.kv_type_text, "KV cache type: f32|f16");
+  cli::add_shared(app, flag::kWeightTypeFlag, f.weight_type_text);
+  cli::add_shared(app, flag::kNoRepackFlag, f.no_repack);
+  cli::add_shared(app, flag::kKvTypeFlag, f.kv_type_text);
   app.add_option(flag::kCtxSize, f.max_seq_len,
                  "Logical context in tokens (default 2048): the most positions prompt and reply "
                  "take; also the KV cache's capacity unless an eviction limit sizes it")

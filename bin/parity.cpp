@@ -222,10 +222,10 @@ int run(int argc, char** argv) {
   app.add_option(flag::kModel, model_path, "Hugging Face model folder or .gguf file");
   app.add_option("--a", a.backend, "Backend of side a (default cpu:portable, the oracle)");
   app.add_option("--b", b.backend, "Backend of side b (default cpu, the default path)");
-  app.add_option("--weight-type", weight_type, "Weight type of both sides (see --a-weight-type)");
+  edgelm::cli::add_shared(app, flag::kWeightTypeFlag, weight_type);  // both sides
   app.add_option("--a-weight-type", a.weight_type, edgelm::cli::kWeightTypeHelp);
   app.add_option("--b-weight-type", b.weight_type, edgelm::cli::kWeightTypeHelp);
-  app.add_option("--kv-type", kv_type, "KV cache type of both sides: f32|f16 (default f16)");
+  edgelm::cli::add_shared(app, flag::kKvTypeFlag, kv_type);  // both sides
   app.add_option("--a-kv-type", a.kv_type, "KV cache type of side a: f32|f16");
   app.add_option("--b-kv-type", b.kv_type, "KV cache type of side b: f32|f16");
   app.add_option(flag::kFile, file, "Text to teacher-force through both");
@@ -235,7 +235,7 @@ int run(int argc, char** argv) {
   app.add_option(flag::kPredict, n_predict, "Greedy steps after the prompt (default 128)");
   app.add_flag(flag::kIgnoreEos, ignore_eos, "Do not stop the greedy run at EOS or end of turn");
   app.add_option(flag::kBatchSize, batch, "Tokens per teacher-forced step (default 128)");
-  app.add_option(flag::kThreads, threads, flag::kThreadsHelp)->check(CLI::Range(0, 1024));
+  edgelm::cli::add_shared(app, flag::kThreadsFlag, threads)->check(CLI::Range(0, 1024));
   app.add_flag("--layers", layers,
                "Compare every layer's output too and name the first that departs");
   app.add_option("--plant-fault", fault_text,

@@ -57,11 +57,11 @@ int run(int argc, char** argv) {
   app.add_option(
       edgelm::cli::flag::kBatchSize, batch,
       "Tokens per forward step, capped at -c (default " + std::to_string(kDefaultBatch) + ")");
-  app.add_option("--kv-type", kv_type_text, "KV cache type: f32|f16 (default f16)");
-  app.add_option(edgelm::cli::flag::kThreads, threads, edgelm::cli::flag::kThreadsHelp)
+  edgelm::cli::add_shared(app, edgelm::cli::flag::kKvTypeFlag, kv_type_text);
+  edgelm::cli::add_shared(app, edgelm::cli::flag::kThreadsFlag, threads)
       ->check(CLI::Range(0, 1024));
-  app.add_option("--backend", backend_name, "Backend: cpu, cpu:<isa>, opencl");
-  app.add_option("--weight-type", weight_type_text, edgelm::cli::kWeightTypeHelp);
+  edgelm::cli::add_shared(app, edgelm::cli::flag::kBackendFlag, backend_name);
+  edgelm::cli::add_shared(app, edgelm::cli::flag::kWeightTypeFlag, weight_type_text);
   app.add_flag("--json", json, "Print a JSON summary as the last line of stdout");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 

@@ -40,7 +40,7 @@ int run(int argc, char** argv) {
   app.add_option("--oracle", oracle_name,
                  "What to compare with: 'reference' (double-precision math) or a backend name");
   app.add_option("--filter", filter, "Only cases whose name contains this, e.g. matmul/q4_0");
-  app.add_option(edgelm::cli::flag::kThreads, threads, edgelm::cli::flag::kThreadsHelp)
+  edgelm::cli::add_shared(app, edgelm::cli::flag::kThreadsFlag, threads)
       ->check(CLI::Range(0, 1024));
   app.add_option(edgelm::cli::flag::kSeed, seed, "Seed of the random inputs")
       ->check(edgelm::cli::kUint64);

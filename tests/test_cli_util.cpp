@@ -42,7 +42,7 @@ struct Tool {
     app.add_option(flag::kPrompt, prompt);
     app.add_option(flag::kPredict, n_predict);
     app.add_option(flag::kTemp, temperature);
-    app.add_option("--backend", backend);
+    edgelm::cli::add_shared(app, flag::kBackendFlag, backend);
     app.add_option("--cl-platform", platform);
     app.add_flag("--json", json);
   }
@@ -100,7 +100,7 @@ TEST(CliUtil, MultiLetterAliasInAToolWithItsLongFlag) {
   std::vector<std::string> pg;
   bool no_repack = false;
   app.add_option("--pg", pg);
-  app.add_flag("--no-repack", no_repack);
+  edgelm::cli::add_shared(app, flag::kNoRepackFlag, no_repack);
   EXPECT_EQ(parse_error(app, {"-pg", "8,4", "-nr", "-pg", "5,3"}), "");
   EXPECT_EQ(pg, (std::vector<std::string>{"8,4", "5,3"}));
   EXPECT_TRUE(no_repack);
@@ -159,6 +159,33 @@ TEST(CliUtil, PromptLengthHintNamesTheValue) {
             "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use "
             "--n-prompt 512 for the prompt length");
   EXPECT_NE(parse_error(app, {"--prompt", "x"}).find("use --n-prompt N for"), std::string::npos);
+}
+
+TEST(CliUtil, SharedFlagsHaveOneSpellingAndHelp) {
+  // Registered from the table: accepted.
+  CLI::App good{"tool"};
+  std::string backend;
+  int threads = 0;
+  edgelm::cli::add_shared(good, flag::kBackendFlag, backend);
+  edgelm::cli::add_shared(good, flag::kThreadsFlag, threads);
+  EXPECT_EQ(parse_error(good, {"--backend", "cpu:portable", "-t", "2"}), "");
+  EXPECT_EQ(backend, "cpu:portable");
+  // The same flag with a help text of its own, or without a name of the entry: refused.
+  CLI::App other_help{"tool"};
+  other_help.add_option("--backend", backend, "Backend");
+  EXPECT_NE(parse_error(other_help, {}).find(
+                "[cli] flag --backend must be registered with add_shared (one spelling and help"),
+            std::string::npos);
+  CLI::App other_names{"tool"};
+  std::string kv;
+  other_names.add_option("-k,--kv-type", kv, flag::kKvTypeFlag.help);
+  EXPECT_NE(parse_error(other_names, {}).find("--kv-type must be registered with add_shared"),
+            std::string::npos);
+  // A list of backends to compare is another meaning, with a help of its own.
+  CLI::App list{"bench-like tool"};
+  std::vector<std::string> backends;
+  list.add_option("--backend", backends, "Backends to compare");
+  EXPECT_EQ(parse_error(list, {"--backend", "cpu,opencl"}), "");
 }
 
 TEST(CliUtil, VocabularyNameWithAnotherMeaningIsRefused) {
