@@ -99,6 +99,7 @@ void KvCache::append(int64_t layer_index, const Tensor& k, const Tensor& v,
   backend_->kv_append(k, slot_list, layer.k);
   backend_->kv_append(v, slot_list, layer.v);
   layer.size += n;
+  layer.appended_since_compaction += n;
 }
 
 KvCache::View KvCache::view(int64_t layer_index) const {
@@ -127,6 +128,7 @@ void KvCache::compact(int64_t layer_index, const Tensor& keep, std::span<const T
   // The compaction reads rows up to the old size, which the next append rewrites from the host.
   backend_->synchronize();
   layer.size = keep.dim(1);
+  layer.appended_since_compaction = 0;
 }
 
 void KvCache::prune_prefix(int64_t n) {
@@ -147,9 +149,29 @@ void KvCache::prune_prefix(int64_t n) {
   }
 }
 
+void KvCache::truncate(int64_t n) {
+  EDGELM_CHECK(n >= 0 && n <= next_position_, "[kv_cache] cannot drop ", n,
+               " slots: the next position is ", next_position_);
+  for (int64_t l = 0; l < n_layers(); ++l) {
+    EDGELM_CHECK(n <= layers_[l].appended_since_compaction, "[kv_cache] layer ", l,
+                 ": cannot drop the last ", n, " slots, only ",
+                 layers_[l].appended_since_compaction, " were appended since its last compaction");
+  }
+  if (n == 0) return;
+  backend_->synchronize();  // queued work may still read rows the next append rewrites
+  for (Layer& layer : layers_) {
+    layer.size -= n;
+    layer.appended_since_compaction -= n;
+  }
+  next_position_ -= n;
+}
+
 void KvCache::clear() {
   backend_->synchronize();  // queued work may still read rows the next append rewrites
-  for (Layer& layer : layers_) layer.size = 0;
+  for (Layer& layer : layers_) {
+    layer.size = 0;
+    layer.appended_since_compaction = 0;
+  }
   ++slot_epoch_;
   next_position_ = 0;
 }

@@ -76,6 +76,12 @@ class KvCache {
   void compact(int64_t layer, const Tensor& keep, std::span<const Tensor> alongside = {});
   // Drops the first n slots of every layer (all kv heads alike), e.g. a context shift.
   void prune_prefix(int64_t n);
+  // Drops the last n slots of every layer and moves next_position() back by n, as if their tokens
+  // had never been fed: speculative decoding's rollback past rejected draft tokens. Only slots
+  // appended since the layer's last compaction may go (those no eviction has seen, so none was
+  // moved or scored); throws edgelm::Error otherwise, or when n is negative or more than a layer
+  // holds. The dropped rows are left as they are; the next append overwrites them.
+  void truncate(int64_t n);
   // Empties the cache and restarts logical positions at 0.
   void clear();
   // Counts the calls to clear() and prune_prefix(), which drop or move slots outside compact():
@@ -110,6 +116,7 @@ class KvCache {
     Tensor positions;  // I32 [capacity, n_kv_heads, 1] (rank 3 so kv_compact treats it like K/V)
     Tensor mass;       // F32 [n_kv_heads * capacity], allocated on first use
     int64_t size = 0;
+    int64_t appended_since_compaction = 0;  // the last slots truncate() may drop
   };
 
   Backend* backend_;  // never null

@@ -110,6 +110,39 @@ TEST(KvCache, PrunePrefixDropsOldestSlotsInEveryLayer) {
   EXPECT_EQ(cache.next_position(), 0);
 }
 
+TEST(KvCache, TruncateDropsTheLastAppendedSlotsAsIfNeverFed) {
+  KvCache cache(backend(), 2, 16, 2, 4, DType::F32);
+  append_positions(cache, {0, 1, 2, 3});
+  append_positions(cache, {4, 5, 6});  // a step of a token and two drafts
+  cache.truncate(2);                   // both drafts rejected
+  EXPECT_EQ(cache.next_position(), 5);
+  EXPECT_EQ(cache.free_slots(), 11);
+  for (int64_t l = 0; l < 2; ++l) EXPECT_EQ(cache.size(l), 5);
+  // The next token takes the first dropped slot and position, with its own rows.
+  append_positions(cache, {5});
+  EXPECT_EQ(cache.size(1), 6);
+  EXPECT_EQ(cache.position(1, 5, 1), 5);
+  EXPECT_EQ(k_at(cache, 1, 5, 1, 3), 513.0f);
+  EXPECT_EQ(k_at(cache, 0, 4, 0, 0), 400.0f);
+  cache.truncate(0);
+  EXPECT_EQ(cache.next_position(), 6);
+  EXPECT_THROW(cache.truncate(-1), Error);
+  EXPECT_THROW(cache.truncate(7), Error);
+}
+
+TEST(KvCache, TruncateRefusesSlotsThatACompactionSaw) {
+  KvCache cache(backend(), 1, 16, 1, 2, DType::F32);
+  append_positions(cache, {0, 1, 2, 3, 4, 5});
+  cache.prune_prefix(2);  // compacts: slots 0..3 now hold positions 2..5
+  EXPECT_THROW(cache.truncate(1), Error);
+  append_positions(cache, {6, 7});
+  EXPECT_THROW(cache.truncate(3), Error);
+  cache.truncate(2);
+  EXPECT_EQ(cache.size(0), 4);
+  EXPECT_EQ(cache.next_position(), 6);
+  EXPECT_EQ(cache.position(0, 3, 0), 5);
+}
+
 TEST(KvCache, MemoryBytesAndErrors) {
   KvCache f32(backend(), 2, 16, 2, 8, DType::F32);
   EXPECT_EQ(f32.memory_bytes(), 2u * 2u * 16u * 2u * 8u * 4u);
