@@ -283,13 +283,15 @@ struct Q6_KFormat {
   static constexpr int kElements = 256;
   static constexpr int kUnit = 16;
   static constexpr int kMaxQuant = 63;
-  static typename Quants::Q quants(const Block& w, int s) {
-    const int h = s / 4, k = s % 4;
+  // Quarter k of half h; the decode loop below unrolls over h and k (as one loop over sub-blocks
+  // it did not, and took 1.2-1.3 times as long).
+  static typename Quants::Q quants(const Block& w, int h, int k) {
     const uint8_t* packed = w.ql + 64 * h + 32 * (k % 2);
     const typename Quants::Q low =
         k < 2 ? Quants::low_nibbles(packed) : Quants::high_nibbles(packed);
     return Quants::or_(low, Quants::two_bits_16(w.qh + 32 * h, 2 * k));
   }
+  static typename Quants::Q quants(const Block& w, int s) { return quants(w, s / 4, s % 4); }
   static void scales(const Block& w, float* scale, float* offset) {
     const float d = Quants::half(w.d);
     for (int j = 0; j < 16; ++j) {
@@ -301,15 +303,18 @@ struct Q6_KFormat {
   static void accumulate(const Block& w, const XTile<Quants, MR>& x, int64_t b0,
                          typename Quants::Acc* acc, float* /*offset*/) {
     const float d = Quants::half(w.d);
-    for (int s = 0; s < 8; ++s) {
-      const typename Quants::Q q = Quants::minus(quants(w, s), 32);
-      const float scale_low = d * static_cast<float>(w.scales[2 * s]);
-      const float scale_high = d * static_cast<float>(w.scales[2 * s + 1]);
-      const int64_t b = b0 + s;
-      for (int i = 0; i < MR; ++i) {
-        const float step = x.scale[i][b];
-        acc[i] = Quants::fma_halves(Quants::dot_signed(q, x.at(i, b)), scale_low * step,
-                                    scale_high * step, acc[i]);
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 4; ++k) {
+        const typename Quants::Q q = Quants::minus(quants(w, h, k), 32);
+        const int sub = 8 * h + 2 * k;  // the first of the quarter's two 16-element scales
+        const float scale_low = d * static_cast<float>(w.scales[sub]);
+        const float scale_high = d * static_cast<float>(w.scales[sub + 1]);
+        const int64_t b = b0 + 4 * h + k;
+        for (int i = 0; i < MR; ++i) {
+          const float step = x.scale[i][b];
+          acc[i] = Quants::fma_halves(Quants::dot_signed(q, x.at(i, b)), scale_low * step,
+                                      scale_high * step, acc[i]);
+        }
       }
     }
   }
