@@ -101,4 +101,18 @@ std::span<const float> Generator::decode(int32_t token) {
   return logits;
 }
 
+std::span<const float> Generator::decode_draft(std::span<const int32_t> tokens) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  EDGELM_CHECK(n > 0 && n <= max_step(), "[generator] a draft step takes 1 to ", max_step(),
+               " tokens, got ", n);
+  const std::span<const float> logits = step(tokens, Phase::Decode, 0);
+  decode_steps_ += n;
+  return logits;
+}
+
+void Generator::rollback(int64_t n) {
+  cache_.truncate(n);
+  decode_steps_ -= n;
+}
+
 }  // namespace edgelm

@@ -42,6 +42,14 @@ class Generator {
   // Feeds one token and returns the logits after it (evicting first when a trigger fires).
   std::span<const float> decode(int32_t token);
 
+  // Speculative decoding's verification: feeds a sampled token and the drafts after it as one
+  // decode step (at most max_step() tokens) and returns the logits after each of them:
+  // [tokens.size(), vocab] row-major, valid until the model's next forward step.
+  std::span<const float> decode_draft(std::span<const int32_t> tokens);
+  // Drops the last n tokens fed from the cache (KvCache::truncate): rejected drafts, which then
+  // count as never decoded.
+  void rollback(int64_t n);
+
   // For callers that feed a prompt chunk by chunk themselves (a teacher-forced stream): declares
   // that the next n_tokens are one prompt, so the policy knows where it ends (SnapKV's window).
   void begin_prefill(int64_t n_tokens);
@@ -64,7 +72,7 @@ class Generator {
   double prefill_seconds() const { return prefill_seconds_; }
   double decode_seconds() const { return decode_seconds_; }  // eviction time excluded
   int64_t prefill_tokens() const { return prefill_tokens_; }
-  int64_t decode_steps() const { return decode_steps_; }
+  int64_t decode_steps() const { return decode_steps_; }  // tokens decoded and kept
 
  private:
   // Runs one forward step; logits_from set: the logits of every position from there on.

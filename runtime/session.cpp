@@ -27,6 +27,16 @@ double GenerationStats::prefill_tok_s() const {
   return prefill_seconds > 0 ? static_cast<double>(prompt_tokens) / prefill_seconds : 0.0;
 }
 
+double GenerationStats::acceptance_rate() const {
+  return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
+}
+
+double GenerationStats::tokens_per_target_forward() const {
+  return target_forwards() > 0
+             ? static_cast<double>(decode_steps) / static_cast<double>(target_forwards())
+             : 0.0;
+}
+
 double GenerationStats::decode_tok_s() const {
   return decode_seconds > 0 && decode_steps > 0 ? static_cast<double>(decode_steps) / decode_seconds
                                                 : 0.0;
@@ -97,7 +107,25 @@ std::span<const float> GenerationSession::prefill(std::span<const int32_t> token
   return logits_;
 }
 
+void GenerationSession::set_drafter(Drafter* drafter, int64_t max_draft) {
+  if (drafter == nullptr) {
+    drafter_ = nullptr;
+    draft_length_.reset();
+    return;
+  }
+  if (!settings_.sampling.greedy && settings_.sampling.temperature > 0) {
+    EDGELM_FAIL("[speculative] speculative decoding needs greedy sampling (--greedy or --temp 0)");
+  }
+  if (manager_ != nullptr && manager_->policy().evicts()) {
+    EDGELM_FAIL("[speculative] speculative decoding does not work with an eviction policy yet (",
+                manager_->policy().name(), ")");
+  }
+  draft_length_.emplace(max_draft);
+  drafter_ = drafter;
+}
+
 Reply GenerationSession::generate() {
+  if (drafter_ != nullptr) return generate_speculative();
   Reply reply;
   if (pending_) {  // a reply continued: its last token goes in first
     if (!room_for(1)) {
@@ -181,7 +209,10 @@ GenerationStats GenerationSession::stats() const {
   stats.generated_tokens = generated_tokens_;
   stats.decode_steps = generator_.decode_steps();
   stats.prefill_seconds = generator_.prefill_seconds();
-  stats.decode_seconds = generator_.decode_seconds();
+  stats.decode_seconds = generator_.decode_seconds() + draft_seconds_;
+  stats.drafted = drafted_;
+  stats.accepted = accepted_;
+  stats.draft_seconds = draft_seconds_;
   if (manager_ != nullptr) {
     stats.evictions = manager_->evictions();
     stats.evicted_tokens = manager_->evicted_tokens();

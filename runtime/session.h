@@ -26,6 +26,7 @@
 #include "models/tokenizer.h"
 #include "runtime/generator.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 
 namespace edgelm {
 
@@ -69,7 +70,13 @@ struct GenerationStats {
   int64_t generated_tokens = 0;  // tokens of every reply
   int64_t decode_steps = 0;      // reply tokens fed one at a time, as they were sampled
   double prefill_seconds = 0.0;
-  double decode_seconds = 0.0;  // eviction time excluded
+  double decode_seconds = 0.0;  // eviction time excluded, drafting included
+  // Speculative decoding (all 0 without a drafter): draft tokens the target checked, those it
+  // accepted, and the time the drafter took (part of decode_seconds). The target's decode forward
+  // steps are decode_steps - accepted: each keeps its first token and the drafts it accepted.
+  int64_t drafted = 0;
+  int64_t accepted = 0;
+  double draft_seconds = 0.0;
   // Eviction (all 0 without a CacheManager): see CacheManager's accessors of the same names.
   int64_t evictions = 0;
   int64_t evicted_tokens = 0;
@@ -90,6 +97,11 @@ struct GenerationStats {
   // Tokens per second of prefill and of decode; 0 when nothing was timed.
   double prefill_tok_s() const;
   double decode_tok_s() const;
+  // accepted / drafted; 0 when nothing was drafted.
+  double acceptance_rate() const;
+  // The target's decode forward steps, and the tokens each kept on average (1 without drafts).
+  int64_t target_forwards() const { return decode_steps - accepted; }
+  double tokens_per_target_forward() const;
 };
 
 class GenerationSession {
@@ -141,6 +153,12 @@ class GenerationSession {
   Reply chat_turn(
       ChatSession& chat, const Tokenizer& tokenizer, std::string message,
       const std::function<void(std::span<const int32_t> ids, bool from_scratch)>& before_feed = {});
+  // Drafts every reply's tokens with `drafter` from now on, at most `max_draft` (>= 1) per target
+  // step, the length adapted as DraftLength says (runtime/speculative.h); null: plain decoding.
+  // The reply is the same as without a drafter. The drafter must outlive its use. Throws
+  // edgelm::Error "[speculative] ..." unless sampling is greedy and the manager never evicts
+  // (rolling back past rejected drafts needs slots no eviction has moved).
+  void set_drafter(Drafter* drafter, int64_t max_draft);
   // Empties the cache and forgets the conversation (the sampler's history, a pending token), then
   // runs Callbacks::on_reset.
   void reset();
@@ -167,6 +185,8 @@ class GenerationSession {
   // The logits for the sampler: `logits` with the stop ids at -inf under ignore_eos.
   std::span<const float> choices(std::span<const float> logits);
   void emit_logits(std::span<const float> logits) const;
+  // generate() with a drafter (runtime/speculative.cpp).
+  Reply generate_speculative();
 
   LlamaModel& model_;
   KvCache& cache_;
@@ -182,6 +202,11 @@ class GenerationSession {
   std::vector<float> masked_;       // (vocab) the logits with the stop ids masked (ignore_eos)
   std::vector<int32_t> feed_;       // the pending token and a prompt, fed as one
   int64_t generated_tokens_ = 0;
+  Drafter* drafter_ = nullptr;
+  std::optional<DraftLength> draft_length_;
+  int64_t drafted_ = 0;
+  int64_t accepted_ = 0;
+  double draft_seconds_ = 0.0;
 };
 
 }  // namespace edgelm

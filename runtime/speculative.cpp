@@ -1,0 +1,205 @@
+#include "runtime/speculative.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/process_stats.h"
+#include "runtime/session.h"
+#include "runtime/setup.h"
+
+namespace edgelm {
+namespace {
+
+int32_t argmax(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+}  // namespace
+
+PromptLookupDrafter::PromptLookupDrafter(Options options) : options_(options) {
+  EDGELM_CHECK(options.ngram_min >= 1 && options.ngram_min <= options.ngram_max,
+               "[speculative] lookup n-gram sizes must satisfy 1 <= min <= max, got min ",
+               options.ngram_min, ", max ", options.ngram_max);
+}
+
+std::vector<int32_t> PromptLookupDrafter::draft(std::span<const int32_t> context,
+                                                int64_t max_tokens) {
+  const auto size = static_cast<int64_t>(context.size());
+  for (int64_t n = std::min(options_.ngram_max, size - 1); n >= options_.ngram_min; --n) {
+    const std::span<const int32_t> suffix = context.subspan(static_cast<size_t>(size - n));
+    // The latest earlier occurrence: the text being repeated is most likely the nearest one.
+    for (int64_t start = size - n - 1; start >= 0; --start) {
+      if (!std::equal(suffix.begin(), suffix.end(), context.begin() + start)) continue;
+      const int64_t from = start + n;
+      const int64_t count = std::min(max_tokens, size - from);
+      return {context.begin() + from, context.begin() + from + count};
+    }
+  }
+  return {};
+}
+
+ModelDrafter::ModelDrafter(LlamaModel& model, KvCache& cache) : model_(model), cache_(cache) {}
+
+std::vector<int32_t> ModelDrafter::draft(std::span<const int32_t> context, int64_t max_tokens) {
+  if (context.empty() || max_tokens <= 0) return {};
+  // Keep the longest prefix of what the cache holds that the context shares; at least the last
+  // context token is fed again, so that there are logits to draft from.
+  size_t common = static_cast<size_t>(
+      std::mismatch(fed_.begin(), fed_.end(), context.begin(), context.end()).first -
+      fed_.begin());
+  common = std::min(common, context.size() - 1);
+  if (common == 0) {
+    cache_.clear();
+  } else {
+    cache_.truncate(static_cast<int64_t>(fed_.size() - common));
+  }
+  fed_.resize(common);
+  const std::span<const int32_t> missing = context.subspan(common);
+  const auto needed = static_cast<int64_t>(missing.size()) + max_tokens - 1;
+  if (needed > cache_.free_slots() || needed > cache_.max_positions() - cache_.next_position())
+    return {};  // the draft model's context is full: no guess
+  std::span<const float> logits;
+  const auto chunk = static_cast<size_t>(model_.max_chunk());
+  for (size_t begin = 0; begin < missing.size(); begin += chunk) {
+    logits = model_.forward(missing.subspan(begin, std::min(chunk, missing.size() - begin)), cache_);
+    ++forwards_;
+  }
+  fed_.insert(fed_.end(), missing.begin(), missing.end());
+  std::vector<int32_t> drafts;
+  for (int64_t i = 0; i < max_tokens; ++i) {
+    drafts.push_back(argmax(logits));
+    if (i + 1 == max_tokens) break;  // the last draft is not fed: nothing follows it yet
+    logits = model_.forward(std::span<const int32_t>(&drafts.back(), 1), cache_);
+    ++forwards_;
+    fed_.push_back(drafts.back());
+  }
+  return drafts;
+}
+
+void check_same_vocabulary(const Runtime& target, const std::string& target_path,
+                           const Runtime& draft, const std::string& draft_path) {
+  auto fail = [&](const std::string& why) {
+    EDGELM_FAIL("[speculative] draft model ", draft_path, " has another vocabulary than ",
+                target_path, ": ", why);
+  };
+  const int64_t target_vocab = target.model().config().vocab_size;
+  const int64_t draft_vocab = draft.model().config().vocab_size;
+  if (target_vocab != draft_vocab) {
+    fail(std::to_string(draft_vocab) + " tokens against " + std::to_string(target_vocab));
+  }
+  const Tokenizer* a = target.tokenizer();
+  const Tokenizer* b = draft.tokenizer();
+  if (a == nullptr || b == nullptr) return;
+  if (a->vocab_size() != b->vocab_size()) {
+    fail("tokenizers of " + std::to_string(b->vocab_size()) + " tokens against " +
+         std::to_string(a->vocab_size()));
+  }
+  for (int32_t id = 0; id < static_cast<int32_t>(a->vocab_size()); ++id) {
+    if (a->token_text(id) != b->token_text(id)) {
+      fail("token " + std::to_string(id) + " is '" + b->token_text(id) + "' against '" +
+           a->token_text(id) + "'");
+    }
+  }
+}
+
+DraftLength::DraftLength(int64_t max) : max_(max), current_(max) {
+  EDGELM_CHECK(max >= 1, "[speculative] the draft length must be >= 1, got ", max);
+}
+
+void DraftLength::update(int64_t drafted, int64_t accepted) {
+  if (accepted == 0) current_ = std::max<int64_t>(1, current_ - 1);
+  if (accepted == drafted) current_ = std::min(max_, current_ + 1);
+}
+
+// The greedy loop of GenerationSession::generate() with drafts: `ahead` holds the drafts the
+// target has been fed past the last sampled token, and `rows` the logits after each of them. A
+// sampled token equal to the next draft was fed already, so its logits are the next row; the
+// first that differs rolls the cache back past the drafts left, and is fed with new drafts.
+Reply GenerationSession::generate_speculative() {
+  Reply reply;
+  if (pending_) {
+    if (!room_for(1)) {
+      reply.stop = StopReason::ContextFull;
+      if (callbacks_.on_reply_end) callbacks_.on_reply_end({});
+      return reply;
+    }
+    logits_ = generator_.decode(*pending_);
+    pending_.reset();
+    emit_logits(logits_);
+  }
+  EDGELM_CHECK(!logits_.empty(), "[session] generate() before any prefill()");
+  const int64_t vocab = model_.config().vocab_size;
+  std::vector<int32_t> ahead;
+  size_t next_draft = 0;
+  std::span<const float> rows;  // [1 + ahead.size(), vocab]
+  // Drops the drafts not (yet) accepted from the cache, and adapts the draft length.
+  auto settle = [&] {
+    if (ahead.empty()) return;
+    const auto drafted = static_cast<int64_t>(ahead.size());
+    const auto accepted = static_cast<int64_t>(next_draft);
+    draft_length_->update(drafted, accepted);
+    generator_.rollback(drafted - accepted);
+    ahead.clear();
+    next_draft = 0;
+  };
+  for (int64_t i = 0; i < settings_.max_tokens; ++i) {
+    const int32_t token = sampler_.sample(choices(logits_), history_);
+    history_.push_back(token);
+    if (!settings_.ignore_eos && std::find(settings_.stop_ids.begin(), settings_.stop_ids.end(),
+                                           token) != settings_.stop_ids.end()) {
+      reply.stop = StopReason::Eos;
+      break;
+    }
+    reply.tokens.push_back(token);
+    const std::string text = stream_ ? stream_->push(token) : std::string();
+    reply.text += text;
+    if (callbacks_.on_token) callbacks_.on_token(token, text);
+    if (i + 1 == settings_.max_tokens) {
+      pending_ = token;  // a draft equal to it is dropped below, and it is fed again later
+      break;
+    }
+    if (next_draft < ahead.size() && ahead[next_draft] == token) {
+      ++next_draft;
+      ++accepted_;
+      logits_ = rows.subspan(next_draft * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+      emit_logits(logits_);
+      continue;
+    }
+    settle();
+    if (!room_for(1)) {
+      pending_ = token;
+      reply.stop = StopReason::ContextFull;
+      break;
+    }
+    // Drafts past the reply's last fed token would be dropped anyway, and each needs a slot.
+    int64_t k = std::min({draft_length_->current(), settings_.max_tokens - i - 2,
+                          generator_.max_step() - 1});
+    while (k > 0 && !room_for(1 + k)) --k;
+    std::vector<int32_t> drafts;
+    if (k > 0) {
+      const Stopwatch stopwatch;
+      drafts = drafter_->draft(history_, k);
+      draft_seconds_ += stopwatch.seconds();
+    }
+    if (static_cast<int64_t>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
+    if (drafts.empty()) {
+      logits_ = generator_.decode(token);
+    } else {
+      ahead = std::move(drafts);
+      drafted_ += static_cast<int64_t>(ahead.size());
+      std::vector<int32_t> feed{token};
+      feed.insert(feed.end(), ahead.begin(), ahead.end());
+      rows = generator_.decode_draft(feed);
+      logits_ = rows.first(static_cast<size_t>(vocab));
+    }
+    emit_logits(logits_);
+  }
+  settle();
+  generated_tokens_ += static_cast<int64_t>(reply.tokens.size());
+  const std::string rest = stream_ ? stream_->finish() : std::string();
+  reply.text += rest;
+  if (callbacks_.on_reply_end) callbacks_.on_reply_end(rest);
+  return reply;
+}
+
+}  // namespace edgelm

@@ -1,0 +1,100 @@
+// Speculative decoding, greedy only: a drafter proposes the tokens likely to follow, the target
+// model scores the last sampled token and the drafts in one forward step with the logits of every
+// position (the prefill path), the session keeps the longest prefix of drafts that greedy
+// decoding would have chosen itself, and the KV cache is rolled back past the rest
+// (KvCache::truncate). The reply is plain greedy decoding's, token for token, wherever the
+// batched step's logits equal the one-token step's (docs/speculative.md says where they do).
+//
+//   PromptLookupDrafter lookup({.ngram_max = 3});
+//   session.set_drafter(&lookup, /*max_draft=*/4);
+//   const Reply reply = session.generate();  // stats(): drafted, accepted, target_forwards
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/kv_cache.h"
+#include "models/llama.h"
+
+namespace edgelm {
+
+class Runtime;
+
+// Proposes draft tokens. Drafts need not be right: the target checks every one.
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to `max_tokens` (>= 1) tokens likely to follow `context` (every token fed or sampled since
+  // the session's last reset, the last one just sampled and not yet fed); empty: no guess, the
+  // step decodes one token.
+  virtual std::vector<int32_t> draft(std::span<const int32_t> context, int64_t max_tokens) = 0;
+  // "lookup" or "model", for reports.
+  virtual std::string name() const = 0;
+};
+
+// Prompt lookup: finds the latest earlier occurrence of the context's last n tokens, for n from
+// ngram_max down to ngram_min, and proposes the tokens that followed it. Costs no model, and on
+// text that repeats its input (a summary, code edited in place) guesses long runs right.
+class PromptLookupDrafter : public Drafter {
+ public:
+  struct Options {
+    int64_t ngram_max = 3;
+    // 2: a single token ("the", ",") matches almost anywhere, so n = 1 drafts on nearly every
+    // step of open-ended text and nearly all of it is rejected, costing verification rows.
+    int64_t ngram_min = 2;
+  };
+  // Throws edgelm::Error unless 1 <= ngram_min <= ngram_max.
+  explicit PromptLookupDrafter(Options options);
+  std::vector<int32_t> draft(std::span<const int32_t> context, int64_t max_tokens) override;
+  std::string name() const override { return "lookup"; }
+
+ private:
+  Options options_;
+};
+
+// A draft model: a smaller model over the same vocabulary, greedy, in a KV cache of its own. Each
+// call feeds the context the draft model lacks (after rolling its cache back to the longest
+// prefix it shares with the context, which drops its own rejected drafts), then decodes
+// max_tokens tokens one at a time.
+class ModelDrafter : public Drafter {
+ public:
+  // model and cache must outlive the drafter; nothing else may feed the cache. The cache must
+  // never be compacted (no eviction), so that any suffix can be rolled back.
+  ModelDrafter(LlamaModel& model, KvCache& cache);
+  std::vector<int32_t> draft(std::span<const int32_t> context, int64_t max_tokens) override;
+  std::string name() const override { return "model"; }
+  // Forward steps the draft model ran (prefill chunks and decode steps).
+  int64_t forwards() const { return forwards_; }
+
+ private:
+  LlamaModel& model_;
+  KvCache& cache_;
+  std::vector<int32_t> fed_;  // the tokens in cache_, in order
+  int64_t forwards_ = 0;
+};
+
+// Throws edgelm::Error "[speculative] draft model <draft_path> has another vocabulary than
+// <target_path>: ..." unless both models have the same vocabulary size and, where both have a
+// tokenizer, the same token at every id.
+void check_same_vocabulary(const Runtime& target, const std::string& target_path,
+                           const Runtime& draft, const std::string& draft_path);
+
+// The adaptive draft length: starts at max, one shorter after a step whose drafts were all
+// rejected, one longer after a step whose drafts were all accepted, within [1, max].
+class DraftLength {
+ public:
+  // Throws edgelm::Error unless max >= 1.
+  explicit DraftLength(int64_t max);
+  int64_t current() const { return current_; }
+  int64_t max() const { return max_; }
+  // A verification step checked `drafted` (>= 1) drafts and accepted `accepted` of them.
+  void update(int64_t drafted, int64_t accepted);
+
+ private:
+  int64_t max_;
+  int64_t current_;
+};
+
+}  // namespace edgelm
