@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
@@ -29,6 +30,7 @@
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "runtime/setup.h"
+#include "runtime/speculative.h"
 
 namespace {
 
@@ -97,6 +99,18 @@ int run(int argc, char** argv) {
   // The flags are declared in bin/generate_flags.h (generate_hybrid takes them too).
   edgelm::cli::GenerateFlags flags;
   edgelm::cli::add_generate_flags(app, flags);
+  int64_t max_draft = 4;  // docs/speculative.md: 2-4 suit a CPU; the length adapts below it
+  int64_t lookup_ngram = 0;
+  std::string model_draft;
+  app.add_option("--draft", max_draft,
+                 "Speculative decoding: the most draft tokens per target step (default 4)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--lookup-ngram", lookup_ngram,
+                 "Speculative decoding with prompt lookup: draft what followed the latest earlier "
+                 "match of the last N..2 tokens (greedy only)")
+      ->check(CLI::Range(2, 64));
+  app.add_option("--model-draft", model_draft,
+                 "Speculative decoding with this draft model (same vocabulary; greedy only)");
   std::string& model_path = flags.model_path;
   std::string& prompt = flags.prompt;
   std::string& prompt_ids_text = flags.prompt_ids_text;
@@ -138,7 +152,8 @@ int run(int argc, char** argv) {
   CLI::Option* const temperature = flags.temperature;
   CLI::Option* const top_k = flags.top_k;
   CLI::Option* const top_p = flags.top_p;
-  if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
+  static constexpr edgelm::cli::FlagAlias kAliases[] = {{"-md", "--model-draft"}};
+  if (!edgelm::cli::parse_flags(app, argc, argv, kAliases)) return 0;
   if (app.count("--eviction-window") > 0) eviction.window = window;
   if (app.count("--sink-tokens") > 0) eviction.sink_tokens = sink_tokens;
 
@@ -189,6 +204,13 @@ int run(int argc, char** argv) {
       const std::vector<edgelm::ChatMessage> probe = {{"system", system_prompt}, {"user", "-"}};
       chat_template->render(probe, true);
     }
+  }
+  const bool speculative = lookup_ngram > 0 || !model_draft.empty();
+  if (lookup_ngram > 0 && !model_draft.empty())
+    EDGELM_FAIL("--lookup-ngram and -md/--model-draft are exclusive: choose one drafter");
+  if (speculative && eviction.policy != "none") {
+    EDGELM_FAIL("speculative decoding (--lookup-ngram, -md) does not work with --eviction-policy ",
+                eviction.policy, " yet");
   }
   std::vector<int32_t> prompt_ids;
   if (!prompt_ids_text.empty())
@@ -248,6 +270,7 @@ int run(int argc, char** argv) {
   settings_in.load_tokenizer = !prompt.empty() || interactive || !print_ids || protect_template;
   settings_in.require_tokenizer = !prompt.empty() || interactive;
   settings_in.tokenizer_options = tokenizer_options;
+  edgelm::Settings draft_settings = settings_in;
   edgelm::Runtime runtime = edgelm::Runtime::load(std::move(settings_in));
   if (protect_template && runtime.tokenizer() == nullptr) {
     EDGELM_FAIL(
@@ -310,6 +333,9 @@ int run(int argc, char** argv) {
   if (top_p->count() == 0 && config.default_top_p) sampling.top_p = *config.default_top_p;
   if (top_k->count() == 0 && config.default_top_k) sampling.top_k = *config.default_top_k;
   sampling.greedy = greedy;
+  if (speculative && !sampling.greedy && sampling.temperature > 0) {
+    EDGELM_FAIL("speculative decoding (--lookup-ngram, -md) is greedy only for now: add --greedy");
+  }
   edgelm::GenerationSettings settings{.sampling = sampling,
                                       .max_tokens = n_generate,
                                       .stop_ids = config.eos_token_ids,
@@ -350,6 +376,21 @@ int run(int argc, char** argv) {
   };
   edgelm::GenerationSession session(model, cache, &manager, std::move(settings),
                                     stream_text ? &*tokenizer : nullptr, std::move(callbacks));
+  std::optional<edgelm::Runtime> draft_runtime;
+  std::optional<edgelm::KvCache> draft_cache;
+  std::unique_ptr<edgelm::Drafter> drafter;
+  if (lookup_ngram > 0) {
+    drafter = std::make_unique<edgelm::PromptLookupDrafter>(
+        edgelm::PromptLookupDrafter::Options{.ngram_max = lookup_ngram});
+  } else if (!model_draft.empty()) {
+    draft_settings.model_path = model_draft;
+    draft_settings.require_tokenizer = false;
+    draft_runtime = edgelm::Runtime::load(std::move(draft_settings));
+    edgelm::check_same_vocabulary(runtime, model_path, *draft_runtime, model_draft);
+    draft_cache = draft_runtime->model().make_cache(max_seq_len, kv_type, max_seq_len);
+    drafter = std::make_unique<edgelm::ModelDrafter>(draft_runtime->model(), *draft_cache);
+  }
+  if (drafter) session.set_drafter(drafter.get(), max_draft);
   if (chat_template) {
     std::fprintf(stderr, "chat template: %s%s\n", std::string(chat_template->name()).c_str(),
                  chat_template->has_thinking_switch()
@@ -524,6 +565,14 @@ int run(int argc, char** argv) {
   }
   const int64_t peak = edgelm::peak_resident_bytes();
   log_eviction_summary(manager);
+  if (drafter) {
+    std::fprintf(stderr,
+                 "speculative (%s): drafted %lld, accepted %lld (%.1f %%), %.2f tokens per target "
+                 "step\n",
+                 drafter->name().c_str(), static_cast<long long>(stats.drafted),
+                 static_cast<long long>(stats.accepted), 100.0 * stats.acceptance_rate(),
+                 stats.tokens_per_target_forward());
+  }
   std::fprintf(stderr,
                "load %.3f s | prefill %lld tokens, %.2f tok/s | decode %lld steps, %.2f tok/s | "
                "weights %.2f MiB (%s) | KV cache %.2f MiB (%s, %lld slots, context %lld) | "
@@ -559,6 +608,15 @@ int run(int argc, char** argv) {
         {"weight_bytes", model.weight_bytes()},
     });
     if (budget_bytes > 0) summary["kv_budget_bytes"] = budget_bytes;
+    if (drafter) {
+      summary.update({{"drafter", drafter->name()},
+                      {"drafted", stats.drafted},
+                      {"accepted", stats.accepted},
+                      {"acceptance_rate", stats.acceptance_rate()},
+                      {"target_forwards", stats.target_forwards()},
+                      {"tokens_per_target_forward", stats.tokens_per_target_forward()},
+                      {"draft_seconds", stats.draft_seconds}});
+    }
     if (stream_text) summary["text"] = reply.text;
     edgelm::cli::print_json_line(summary);
   }

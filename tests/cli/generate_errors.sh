@@ -10,6 +10,7 @@ make_model=$2
 source "$(dirname "$0")/common.sh"
 start_cli_test "$3"
 make_tiny_models "$make_model" q8_0
+"$make_model" --preset tiny-mha-untied --format hf --out "$work/mha" > /dev/null 2>&1 || { echo "make_model mha failed"; exit 1; }
 
 # expect_error <name> <substring> <generate args...>
 expect_error() { expect_error_from "$generate" generate "$@"; }
@@ -48,6 +49,10 @@ expect_error "prompt longer than --max-seq-len" "-c/--ctx-size 4" --model-path "
 expect_error "token id outside the vocabulary" "vocabulary" --model-path "$gguf" --prompt-ids 1,99999
 expect_error "malformed --prompt-ids" "--prompt-ids" --model-path "$gguf" --prompt-ids 1,x
 expect_error "bad --kv-type" "--kv-type" --model-path "$gguf" --prompt-ids 1 --kv-type q4_0
+expect_error "two drafters" "exclusive" --model-path "$gguf" --prompt-ids 1 --greedy --lookup-ngram 3 -md "$gguf"
+expect_error "drafter with eviction" "--eviction-policy" --model-path "$gguf" --prompt-ids 1 --greedy --lookup-ngram 3 --eviction-policy h2o --kv-budget 32
+expect_error "drafter with sampling" "greedy only" --model-path "$gguf" --prompt-ids 1 --lookup-ngram 3 --temp 0.7
+expect_error "draft model of another vocabulary" "another vocabulary" --model-path "$gguf" --prompt-ids 1 --greedy -md "$work/mha"
 expect_error "bad --weight-type" "--weight-type" --model-path "$gguf" --prompt-ids 1 --weight-type q7
 expect_error "unknown backend" "unknown backend" --model-path "$gguf" --prompt-ids 1 --backend vulkan
 expect_error "--chat without text" "--chat" --model-path "$gguf" --prompt-ids 1 --chat
