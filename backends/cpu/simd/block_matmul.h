@@ -406,13 +406,16 @@ void pack_panels(const typename Format::Block* w, int64_t row_blocks, int64_t ro
         const int64_t row = first + group * 8 + r;
         row_at[r] = w + (row < rows ? row : rows - 1) * row_blocks;
       }
+      // The next eight rows (contiguous), a block's share of them with each block of these.
+      const char* next = reinterpret_cast<const char*>(w + (first + group * 8 + 8) * row_blocks);
+      constexpr size_t kShare = 8 * sizeof(typename Format::Block);
       for (int64_t b = 0; b < row_blocks; ++b) {
+        for (size_t at = b * kShare / 64 * 64; at < (b + 1) * kShare; at += 64)
+          Quants::prefetch(next + at);
         uint8_t* block_records = panel + b * kUnits * Layout::kRecordBytes;
         typename Quants::Q q[kSubBlocks][8];
         for (int r = 0; r < 8; ++r) {
           const typename Format::Block& block = row_at[r][b];
-          const char* ahead = reinterpret_cast<const char*>(&block) + Quants::kPrefetchBytes;
-          for (size_t line = 0; line < sizeof(block); line += 64) Quants::prefetch(ahead + line);
           for (int s = 0; s < kSubBlocks; ++s) q[s][r] = Format::quants(block, s);
           float scale[kUnits], offset[kUnits];
           Format::scales(block, scale, offset);
