@@ -124,6 +124,21 @@ void GenerationSession::set_drafter(Drafter* drafter, int64_t max_draft) {
   drafter_ = drafter;
 }
 
+bool GenerationSession::take_token(Reply& reply) {
+  const int32_t token = sampler_.sample(choices(logits_), history_);
+  history_.push_back(token);
+  if (!settings_.ignore_eos && std::find(settings_.stop_ids.begin(), settings_.stop_ids.end(),
+                                         token) != settings_.stop_ids.end()) {
+    reply.stop = StopReason::Eos;
+    return false;
+  }
+  reply.tokens.push_back(token);
+  const std::string text = stream_ ? stream_->push(token) : std::string();
+  reply.text += text;
+  if (callbacks_.on_token) callbacks_.on_token(token, text);
+  return true;
+}
+
 Reply GenerationSession::generate() {
   if (drafter_ != nullptr) return generate_speculative();
   Reply reply;
@@ -139,17 +154,8 @@ Reply GenerationSession::generate() {
   }
   EDGELM_CHECK(!logits_.empty(), "[session] generate() before any prefill()");
   for (int64_t i = 0; i < settings_.max_tokens; ++i) {
-    const int32_t token = sampler_.sample(choices(logits_), history_);
-    history_.push_back(token);
-    if (!settings_.ignore_eos && std::find(settings_.stop_ids.begin(), settings_.stop_ids.end(),
-                                           token) != settings_.stop_ids.end()) {
-      reply.stop = StopReason::Eos;
-      break;
-    }
-    reply.tokens.push_back(token);
-    const std::string text = stream_ ? stream_->push(token) : std::string();
-    reply.text += text;
-    if (callbacks_.on_token) callbacks_.on_token(token, text);
+    if (!take_token(reply)) break;
+    const int32_t token = reply.tokens.back();
     // The reply's last token is fed only when something follows it (the next prefill() or
     // generate()), so a reply of n tokens costs n - 1 decode steps.
     if (i + 1 == settings_.max_tokens) {

@@ -187,6 +187,9 @@ class GenerationSession {
   void emit_logits(std::span<const float> logits) const;
   // generate() with a drafter (runtime/speculative.cpp).
   Reply generate_speculative();
+  // Samples the next token from logits_ into the history; false when it is a stop id (the reply
+  // ends with StopReason::Eos), else adds it to `reply`, streams its text and calls on_token.
+  bool take_token(Reply& reply);
 
   LlamaModel& model_;
   KvCache& cache_;

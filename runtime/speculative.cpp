@@ -143,17 +143,8 @@ Reply GenerationSession::generate_speculative() {
     next_draft = 0;
   };
   for (int64_t i = 0; i < settings_.max_tokens; ++i) {
-    const int32_t token = sampler_.sample(choices(logits_), history_);
-    history_.push_back(token);
-    if (!settings_.ignore_eos && std::find(settings_.stop_ids.begin(), settings_.stop_ids.end(),
-                                           token) != settings_.stop_ids.end()) {
-      reply.stop = StopReason::Eos;
-      break;
-    }
-    reply.tokens.push_back(token);
-    const std::string text = stream_ ? stream_->push(token) : std::string();
-    reply.text += text;
-    if (callbacks_.on_token) callbacks_.on_token(token, text);
+    if (!take_token(reply)) break;
+    const int32_t token = reply.tokens.back();
     if (i + 1 == settings_.max_tokens) {
       pending_ = token;  // a draft equal to it is dropped below, and it is fed again later
       break;
