@@ -8,7 +8,6 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -95,15 +94,6 @@ std::string shell_quoted(int argc, char** argv) {
     command += (i > 0 ? " " : "") + (plain ? arg : quoted + "'");
   }
   return command;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
 }
 
 // The paths of --file-list: one per line; empty lines and lines starting with '#' are skipped.
@@ -338,31 +328,19 @@ int run(int argc, char** argv) {
   info.add_bos = options.bos.has_value();
   info.command = shell_quoted(argc, argv);
   info.commit = edgelm::kBuildCommit;
-  info.date = utc_now();
+  info.date = edgelm::utc_now();
 
   // ---- the texts, tokenized as perplexity does (special-token text stays text) ----
   std::vector<edgelm::EvalText> texts;
   for (const std::string& path : files) {
-    std::string bytes = edgelm::cli::read_text_file(path, "-f/--file");
-    if (bytes.empty()) EDGELM_FAIL("-f/--file: '", path, "' is empty");
-    edgelm::EvalText text;
-    text.name = path;
-    text.bytes = static_cast<int64_t>(bytes.size());
-    text.sha256 = edgelm::sha256_hex(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-    if (bytes.back() == '\n') bytes.pop_back();
-    text.tokens = tokenizer.encode(bytes, /*add_bos=*/true, /*parse_special=*/false);
+    // Only the windows that run need byte offsets.
+    edgelm::EvalText text = edgelm::make_eval_text(
+        path, edgelm::cli::read_text_file(path, "-f/--file"), tokenizer,
+        options.window_tokens * options.windows_per_text, "-f/--file");
     if (static_cast<int64_t>(text.tokens.size()) < options.window_tokens) {
       EDGELM_FAIL("-f/--file: '", path, "' tokenizes to ", text.tokens.size(),
                   " tokens, fewer than one window of -c/--ctx-size ", options.window_tokens);
     }
-    // Only the windows that run need byte offsets.
-    const size_t used =
-        static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(text.tokens.size()),
-                                              options.window_tokens * options.windows_per_text));
-    text.byte_ends =
-        edgelm::token_byte_ends(tokenizer, std::span<const int32_t>(text.tokens.data(), used));
-    text.byte_ends.resize(text.tokens.size(), text.byte_ends.back());
     info.texts.push_back({path, text.sha256, text.bytes, static_cast<int64_t>(text.tokens.size())});
     texts.push_back(std::move(text));
   }

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <memory>
 #include <set>
 
 #include "core/error.h"
 #include "core/process_stats.h"
+#include "core/sha256.h"
 #include "models/tokenizer.h"
 #include "runtime/generator.h"
 
@@ -176,6 +178,32 @@ std::vector<int64_t> token_byte_ends(const Tokenizer& tokenizer, std::span<const
     ends.push_back(emitted + static_cast<int64_t>(decoder.pending_bytes()));
   }
   return ends;
+}
+
+EvalText make_eval_text(std::string name, std::string bytes, const Tokenizer& tokenizer,
+                        int64_t used_tokens, std::string_view flag) {
+  if (bytes.empty()) EDGELM_FAIL(flag, ": '", name, "' is empty");
+  EvalText text;
+  text.bytes = static_cast<int64_t>(bytes.size());
+  text.sha256 = sha256_hex(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  if (bytes.back() == '\n') bytes.pop_back();
+  text.tokens = tokenizer.encode(bytes, /*add_bos=*/true, /*parse_special=*/false);
+  const size_t used = static_cast<size_t>(
+      std::clamp<int64_t>(used_tokens, 0, static_cast<int64_t>(text.tokens.size())));
+  text.byte_ends = token_byte_ends(tokenizer, std::span<const int32_t>(text.tokens.data(), used));
+  if (!text.byte_ends.empty()) text.byte_ends.resize(text.tokens.size(), text.byte_ends.back());
+  text.name = std::move(name);
+  return text;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
 }
 
 // ---- totals ----

@@ -91,6 +91,15 @@ struct EvalText {
 // included), as a streaming decoder produces them.
 std::vector<int64_t> token_byte_ends(const Tokenizer& tokenizer, std::span<const int32_t> tokens);
 
+// A text as eviction_eval reads it: `bytes` (a file's content, `name` its path) hashed, one
+// trailing newline dropped, tokenized with BOS and with special-token text left as text (as
+// perplexity does), and byte_ends for the first `used_tokens` tokens (the windows that run; the
+// rest repeat the last). Throws edgelm::Error "<flag>: '<name>' ..." for an empty text.
+EvalText make_eval_text(std::string name, std::string bytes, const Tokenizer& tokenizer,
+                        int64_t used_tokens, std::string_view flag);
+// Now in UTC as the run records write it: "2026-12-02T13:20:00Z".
+std::string utc_now();
+
 // ---- the run ----
 
 struct EvictionEvalOptions {

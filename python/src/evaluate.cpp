@@ -3,7 +3,6 @@
 // writes with --json (eval/eviction_eval_report.h), one per (policy, budget) cell, and its
 // markdown summary.
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -19,34 +18,12 @@
 namespace edgelm::python {
 namespace {
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
-
-// A text as eviction_eval reads -f: the file's bytes hashed, one trailing newline dropped,
-// tokenized with BOS and with special-token text left as text.
+// A text as eviction_eval reads -f (make_eval_text).
 EvalText read_text(const Tokenizer& tokenizer, const std::string& path, int64_t used_tokens) {
   std::ifstream in(path, std::ios::binary);
   if (!in) EDGELM_FAIL("texts: cannot read '", path, "'");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.empty()) EDGELM_FAIL("texts: '", path, "' is empty");
-  EvalText text;
-  text.name = path;
-  text.bytes = static_cast<int64_t>(bytes.size());
-  text.sha256 = sha256_hex(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-  if (bytes.back() == '\n') bytes.pop_back();
-  text.tokens = tokenizer.encode(bytes, /*add_bos=*/true, /*parse_special=*/false);
-  const auto n = static_cast<int64_t>(text.tokens.size());
-  const size_t used = static_cast<size_t>(std::min(n, used_tokens));
-  text.byte_ends = token_byte_ends(tokenizer, std::span<const int32_t>(text.tokens.data(), used));
-  text.byte_ends.resize(text.tokens.size(), text.byte_ends.back());
-  return text;
+  return make_eval_text(path, std::move(bytes), tokenizer, used_tokens, "texts");
 }
 
 py::tuple evaluate(const ModelRef& state, const std::vector<std::string>& paths,
