@@ -140,7 +140,6 @@ bool GenerationSession::take_token(Reply& reply) {
 }
 
 Reply GenerationSession::generate() {
-  if (drafter_ != nullptr) return generate_speculative();
   Reply reply;
   if (pending_) {  // a reply continued: its last token goes in first
     if (!room_for(1)) {
@@ -153,6 +152,7 @@ Reply GenerationSession::generate() {
     emit_logits(logits_);
   }
   EDGELM_CHECK(!logits_.empty(), "[session] generate() before any prefill()");
+  if (drafter_ != nullptr) return generate_speculative(std::move(reply));
   for (int64_t i = 0; i < settings_.max_tokens; ++i) {
     if (!take_token(reply)) break;
     const int32_t token = reply.tokens.back();

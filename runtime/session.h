@@ -185,8 +185,8 @@ class GenerationSession {
   // The logits for the sampler: `logits` with the stop ids at -inf under ignore_eos.
   std::span<const float> choices(std::span<const float> logits);
   void emit_logits(std::span<const float> logits) const;
-  // generate() with a drafter (runtime/speculative.cpp).
-  Reply generate_speculative();
+  // generate()'s loop with a drafter (runtime/speculative.cpp), after the pending token is fed.
+  Reply generate_speculative(Reply reply);
   // Samples the next token from logits_ into the history; false when it is a stop id (the reply
   // ends with StopReason::Eos), else adds it to `reply`, streams its text and calls on_token.
   bool take_token(Reply& reply);

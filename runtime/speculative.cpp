@@ -115,19 +115,7 @@ void DraftLength::update(int64_t drafted, int64_t accepted) {
 // target has been fed past the last sampled token, and `rows` the logits after each of them. A
 // sampled token equal to the next draft was fed already, so its logits are the next row; the
 // first that differs rolls the cache back past the drafts left, and is fed with new drafts.
-Reply GenerationSession::generate_speculative() {
-  Reply reply;
-  if (pending_) {
-    if (!room_for(1)) {
-      reply.stop = StopReason::ContextFull;
-      if (callbacks_.on_reply_end) callbacks_.on_reply_end({});
-      return reply;
-    }
-    logits_ = generator_.decode(*pending_);
-    pending_.reset();
-    emit_logits(logits_);
-  }
-  EDGELM_CHECK(!logits_.empty(), "[session] generate() before any prefill()");
+Reply GenerationSession::generate_speculative(Reply reply) {
   const int64_t vocab = model_.config().vocab_size;
   std::vector<int32_t> ahead;
   size_t next_draft = 0;
