@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "sanitized.h"
+
 namespace edgelm::test {
 
 // scripts/fixtures/make_llama_cpp_reference.py's output for the fetched file, or the one
@@ -51,22 +53,9 @@ inline bool real_model_required() {
   return env != nullptr && std::string(env) == "1";
 }
 
-// Sanitized builds run the kernels on this model's shapes through the parity matrix; the model
-// itself, at their speed, would take many minutes, so they leave it to the Release suite.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
-
-// Skips the test in a sanitized build; without the model file (`path` empty) skips it too, or
-// fails it under EDGELM_REQUIRE_REAL_MODEL=1.
+// Skips the test in a sanitized build (the parity matrix runs the kernels on this model's shapes
+// there; the model itself, at the sanitizers' speed, would take many minutes); without the model
+// file (`path` empty) skips it too, or fails it under EDGELM_REQUIRE_REAL_MODEL=1.
 #define REQUIRE_REAL_MODEL(path)                                                \
   do {                                                                          \
     if (::edgelm::test::kSanitized)                                             \
