@@ -208,10 +208,6 @@ int run(int argc, char** argv) {
   const bool speculative = lookup_ngram > 0 || !model_draft.empty();
   if (lookup_ngram > 0 && !model_draft.empty())
     EDGELM_FAIL("--lookup-ngram and -md/--model-draft are exclusive: choose one drafter");
-  if (speculative && eviction.policy != "none") {
-    EDGELM_FAIL("speculative decoding (--lookup-ngram, -md) does not work with --eviction-policy ",
-                eviction.policy, " yet");
-  }
   std::vector<int32_t> prompt_ids;
   if (!prompt_ids_text.empty())
     prompt_ids = edgelm::cli::parse_id_list(prompt_ids_text, "--prompt-ids");
@@ -370,13 +366,19 @@ int run(int argc, char** argv) {
       logit_rows.insert(logit_rows.end(), logits.begin(), logits.end());
     };
   }
+  // -md: the draft model, its cache under the same policy and budget in slots as the target's.
+  std::optional<edgelm::Runtime> draft_runtime;
+  std::optional<edgelm::CacheManager> draft_manager;
   callbacks.on_reset = [&] {  // a new conversation: the policy starts over too
     manager = runtime.make_manager();
     if (protect_template) manager.tokens().set_special_ids(special_ids);
+    if (draft_manager) {
+      *draft_manager = draft_runtime->make_manager();
+      if (protect_template) draft_manager->tokens().set_special_ids(special_ids);
+    }
   };
   edgelm::GenerationSession session(model, cache, &manager, std::move(settings),
                                     stream_text ? &*tokenizer : nullptr, std::move(callbacks));
-  std::optional<edgelm::Runtime> draft_runtime;
   std::optional<edgelm::KvCache> draft_cache;
   std::unique_ptr<edgelm::Drafter> drafter;
   if (lookup_ngram > 0) {
@@ -385,10 +387,14 @@ int run(int argc, char** argv) {
   } else if (!model_draft.empty()) {
     draft_settings.model_path = model_draft;
     draft_settings.require_tokenizer = false;
+    draft_settings.eviction = eviction;  // the budget in slots, as the target's resolved it
+    draft_settings.budget_bytes = 0;
     draft_runtime = edgelm::Runtime::load(std::move(draft_settings));
     edgelm::check_same_vocabulary(runtime, model_path, *draft_runtime, model_draft);
-    draft_cache = draft_runtime->model().make_cache(max_seq_len, kv_type, max_seq_len);
-    drafter = std::make_unique<edgelm::ModelDrafter>(draft_runtime->model(), *draft_cache);
+    draft_manager = draft_runtime->make_manager();
+    draft_cache = draft_runtime->make_cache(*draft_manager);
+    drafter = std::make_unique<edgelm::ModelDrafter>(draft_runtime->model(), *draft_cache,
+                                                     &*draft_manager);
   }
   if (drafter) session.set_drafter(drafter.get(), max_draft);
   if (chat_template) {
@@ -415,6 +421,7 @@ int run(int argc, char** argv) {
     }
   }
   if (protect_template) manager.tokens().set_special_ids(special_ids);
+  if (protect_template && draft_manager) draft_manager->tokens().set_special_ids(special_ids);
   // --protect system: the tokens the first feed of a conversation shares with the rendering of its
   // system message alone.
   std::string system_prefix;
@@ -435,6 +442,8 @@ int run(int argc, char** argv) {
     while (n < prefix_ids.size() && n < ids.size() && prefix_ids[n] == ids[n]) ++n;
     const int64_t start = cache.next_position();
     manager.tokens().set_system_prompt(start, start + static_cast<int64_t>(n));
+    if (draft_manager)
+      draft_manager->tokens().set_system_prompt(start, start + static_cast<int64_t>(n));
   };
   auto context_used_up = [&] { return cache.next_position() >= cache.max_positions(); };
   // The prompt's checks, with the flags to change: the session checks the same, in its own words.

@@ -166,6 +166,12 @@ void KvCache::truncate(int64_t n) {
   next_position_ -= n;
 }
 
+int64_t KvCache::truncatable() const {
+  int64_t n = std::numeric_limits<int64_t>::max();
+  for (const Layer& layer : layers_) n = std::min(n, layer.appended_since_compaction);
+  return layers_.empty() ? 0 : n;
+}
+
 void KvCache::clear() {
   backend_->synchronize();  // queued work may still read rows the next append rewrites
   for (Layer& layer : layers_) {

@@ -82,6 +82,9 @@ class KvCache {
   // moved or scored); throws edgelm::Error otherwise, or when n is negative or more than a layer
   // holds. The dropped rows are left as they are; the next append overwrites them.
   void truncate(int64_t n);
+  // The most slots truncate() may drop now: the fewest any layer appended since its last
+  // compaction.
+  int64_t truncatable() const;
   // Empties the cache and restarts logical positions at 0.
   void clear();
   // Counts the calls to clear() and prune_prefix(), which drop or move slots outside compact():

@@ -117,6 +117,27 @@ int64_t CacheManager::max_step_tokens(const KvCache& cache) const {
   return std::max<int64_t>(1, (held - policy_->reserved_slots(tokens_)) / 2);
 }
 
+int64_t CacheManager::decode_headroom(const KvCache& cache) const {
+  int64_t room = std::numeric_limits<int64_t>::max();
+  if (!policy_->evicts()) return room;
+  // The bounds maybe_evict() checks before a decode step: the step after the next one fires
+  // one when the slots then held (the next token's included) plus its own reach a bound.
+  auto bound_layers = [&](int64_t limit) {
+    for (int64_t l = 0; l < cache.n_layers(); ++l)
+      room = std::min(room, policy_->layer_limit(l, cache.n_layers(), limit) - cache.size(l) - 1);
+  };
+  if (const auto own = policy_->own_limit()) bound_layers(*own);
+  if (config_.kv_budget > 0) bound_layers(config_.kv_budget);
+  room = std::min(room, cache.capacity() - cache.size(0) - 1);
+  if (pressure_cap_) room = std::min(room, *pressure_cap_ - cache.size(0) - 1);
+  return std::max<int64_t>(0, room);
+}
+
+void CacheManager::truncated(const KvCache& cache) {
+  for (size_t l = 0; l < stats_filled_.size(); ++l)
+    stats_filled_[l] = std::min(stats_filled_[l], cache.size(static_cast<int64_t>(l)));
+}
+
 StepExports CacheManager::forward_options(Phase phase, int64_t first_position,
                                           int64_t n_tokens) const {
   StepExports exports;

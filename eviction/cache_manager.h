@@ -130,6 +130,17 @@ class CacheManager {
   // the largest layer's prefill limit.
   int64_t max_step_tokens(const KvCache& cache) const;
 
+  // Speculative decoding (runtime/speculative.h). How many one-token decode steps can follow the
+  // next one (after maybe_evict() made room for it) before a trigger fires: each layer's share of
+  // the policy's own limit and of the budget, the cache's capacity, a memory-pressure cap in
+  // force (a new fall in memory is not foreseen). A verification step that feeds no more drafts
+  // than this gives every row the cache plain decoding gives its token. The largest int64_t for
+  // a policy that never evicts.
+  int64_t decode_headroom(const KvCache& cache) const;
+  // The cache dropped its last slots (KvCache::truncate, a rollback past rejected drafts): their
+  // statistics are forgotten, so that the slots appended there next read 0 as new slots do.
+  void truncated(const KvCache& cache);
+
   int64_t evictions() const { return evictions_; }
   int64_t evicted_tokens() const { return evicted_tokens_; }
   double eviction_seconds() const { return eviction_seconds_; }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "core/kv_cache.h"
 #include "eviction/cache_manager.h"
@@ -42,12 +43,37 @@ class Generator {
   // Feeds one token and returns the logits after it (evicting first when a trigger fires).
   std::span<const float> decode(int32_t token);
 
-  // Speculative decoding's verification: feeds a sampled token and the drafts after it as one
-  // decode step (at most max_step() tokens) and returns the logits after each of them:
-  // [tokens.size(), vocab] row-major, valid until the model's next forward step.
+  // Speculative decoding's verification step, in three calls. begin_draft_step() runs the
+  // eviction decode() runs before feeding one token, and returns how many drafts may follow that
+  // token in the step: as many as plain decoding could feed one at a time after it without
+  // evicting again (CacheManager::decode_headroom), so that every row of the step sees the cache
+  // plain decoding gives its token; the largest int64_t without eviction; 0 while tokens wait to
+  // be fed again (replay_tokens()).
+  int64_t begin_draft_step();
+  // Feeds a sampled token and at most begin_draft_step() drafts after it (after the tokens
+  // waiting to be fed again) as one decode step, without evicting, and returns the logits after
+  // each of `tokens`: [tokens.size(), vocab] row-major, valid until the model's next forward step.
+  // The policy hears of the step in end_draft_step().
   std::span<const float> decode_draft(std::span<const int32_t> tokens);
-  // Drops the last n tokens fed from the cache (KvCache::truncate): rejected drafts, which then
-  // count as never decoded.
+  // Ends the step: its first `kept` (1 to tokens.size()) tokens stay, the rest are dropped from
+  // the cache (KvCache::truncate) and count as never decoded. The policy hears of the kept rows
+  // only: their queries one row at a time, as one-token decode steps hand them over; the step's
+  // attention mass when every row was kept. When a policy that reads attention mass in decode
+  // (H2O, TOVA) saw drafts rejected, the mass of the kept rows alone cannot be had from the step:
+  // the kept tokens are dropped too and wait to be fed again, in front of the next step's token
+  // (replay_tokens(), flush_replay()).
+  void end_draft_step(int64_t kept);
+  // Tokens end_draft_step() dropped that must be fed again before anything else.
+  int64_t replay_tokens() const { return static_cast<int64_t>(replay_.size()); }
+  // Feeds the tokens waiting to be fed again on their own (at the end of a reply), so that the
+  // cache and the policy hold what plain decoding would. A no-op when there are none.
+  void flush_replay();
+  // Evicts now, as before a step of n_tokens (at most max_step()), so that n_tokens one-token
+  // decode steps can follow without an eviction between them, and rollback() can drop them all:
+  // a draft model's own drafts.
+  void make_room(int64_t n_tokens);
+  // Drops the last n tokens fed from the cache (KvCache::truncate), which then count as never
+  // decoded; the policy forgets their slots' statistics (what it heard of their steps stays).
   void rollback(int64_t n);
 
   // For callers that feed a prompt chunk by chunk themselves (a teacher-forced stream): declares
@@ -73,11 +99,26 @@ class Generator {
   double decode_seconds() const { return decode_seconds_; }  // eviction time excluded
   int64_t prefill_tokens() const { return prefill_tokens_; }
   int64_t decode_steps() const { return decode_steps_; }  // tokens decoded and kept
+  // Forward steps of decode (each decode() and decode_draft(), and each replay fed on its own).
+  int64_t decode_forwards() const { return decode_forwards_; }
 
  private:
-  // Runs one forward step; logits_from set: the logits of every position from there on.
+  // Runs one forward step, evicting first when `evict` (a trigger fires); logits_from set: the
+  // logits of every position from there on. The policy hears of it in observe().
   std::span<const float> step(std::span<const int32_t> tokens, Phase phase,
-                              std::optional<int64_t> logits_from = std::nullopt);
+                              std::optional<int64_t> logits_from = std::nullopt, bool evict = true);
+  // Hands the last step's exports to the manager: its attention mass when `mass`, and the
+  // queries of its first `rows` rows (a decode step's one row at a time).
+  void observe(bool mass, int64_t rows);
+
+  // The last step, for observe().
+  struct LastStep {
+    LlamaModel* model = nullptr;
+    Phase phase = Phase::Decode;
+    int64_t first_position = 0;
+    int64_t n_tokens = 0;
+    StepExports exports;
+  };
 
   LlamaModel& model_;
   KvCache& cache_;
@@ -87,6 +128,11 @@ class Generator {
   double decode_seconds_ = 0.0;
   int64_t prefill_tokens_ = 0;
   int64_t decode_steps_ = 0;
+  int64_t decode_forwards_ = 0;
+  LastStep last_;
+  std::vector<int32_t> draft_step_;  // the tokens of the verification step not yet ended
+  int64_t draft_replayed_ = 0;       // how many of them were replayed
+  std::vector<int32_t> replay_;      // kept tokens dropped to be fed again (end_draft_step)
 };
 
 }  // namespace edgelm

@@ -116,10 +116,6 @@ void GenerationSession::set_drafter(Drafter* drafter, int64_t max_draft) {
   if (!settings_.sampling.greedy && settings_.sampling.temperature > 0) {
     EDGELM_FAIL("[speculative] speculative decoding needs greedy sampling (--greedy or --temp 0)");
   }
-  if (manager_ != nullptr && manager_->policy().evicts()) {
-    EDGELM_FAIL("[speculative] speculative decoding does not work with an eviction policy yet (",
-                manager_->policy().name(), ")");
-  }
   draft_length_.emplace(max_draft);
   drafter_ = drafter;
 }
@@ -214,6 +210,7 @@ GenerationStats GenerationSession::stats() const {
   stats.prompt_tokens = generator_.prefill_tokens();
   stats.generated_tokens = generated_tokens_;
   stats.decode_steps = generator_.decode_steps();
+  stats.decode_forwards = generator_.decode_forwards();
   stats.prefill_seconds = generator_.prefill_seconds();
   stats.decode_seconds = generator_.decode_seconds() + draft_seconds_;
   stats.drafted = drafted_;

@@ -71,9 +71,12 @@ struct GenerationStats {
   int64_t decode_steps = 0;      // reply tokens fed one at a time, as they were sampled
   double prefill_seconds = 0.0;
   double decode_seconds = 0.0;  // eviction time excluded, drafting included
+  // The target's decode forward steps: decode_steps without a drafter; with one, each keeps its
+  // first token and the drafts it accepted, and under a policy that reads attention mass a step
+  // that rejected drafts is fed again (Generator::end_draft_step).
+  int64_t decode_forwards = 0;
   // Speculative decoding (all 0 without a drafter): draft tokens the target checked, those it
-  // accepted, and the time the drafter took (part of decode_seconds). The target's decode forward
-  // steps are decode_steps - accepted: each keeps its first token and the drafts it accepted.
+  // accepted, and the time the drafter took (part of decode_seconds).
   int64_t drafted = 0;
   int64_t accepted = 0;
   double draft_seconds = 0.0;
@@ -100,7 +103,7 @@ struct GenerationStats {
   // accepted / drafted; 0 when nothing was drafted.
   double acceptance_rate() const;
   // The target's decode forward steps, and the tokens each kept on average (1 without drafts).
-  int64_t target_forwards() const { return decode_steps - accepted; }
+  int64_t target_forwards() const { return decode_forwards; }
   double tokens_per_target_forward() const;
 };
 
@@ -155,9 +158,9 @@ class GenerationSession {
       const std::function<void(std::span<const int32_t> ids, bool from_scratch)>& before_feed = {});
   // Drafts every reply's tokens with `drafter` from now on, at most `max_draft` (>= 1) per target
   // step, the length adapted as DraftLength says (runtime/speculative.h); null: plain decoding.
-  // The reply is the same as without a drafter. The drafter must outlive its use. Throws
-  // edgelm::Error "[speculative] ..." unless sampling is greedy and the manager never evicts
-  // (rolling back past rejected drafts needs slots no eviction has moved).
+  // The reply is the same as without a drafter, with eviction too (docs/speculative.md). The
+  // drafter must outlive its use. Throws edgelm::Error "[speculative] ..." unless sampling is
+  // greedy.
   void set_drafter(Drafter* drafter, int64_t max_draft);
   // Empties the cache and forgets the conversation (the sampler's history, a pending token), then
   // runs Callbacks::on_reset.

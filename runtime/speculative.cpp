@@ -38,7 +38,10 @@ std::vector<int32_t> PromptLookupDrafter::draft(std::span<const int32_t> context
   return {};
 }
 
-ModelDrafter::ModelDrafter(LlamaModel& model, KvCache& cache) : model_(model), cache_(cache) {}
+ModelDrafter::ModelDrafter(LlamaModel& model, KvCache& cache, CacheManager* manager)
+    : cache_(cache),
+      generator_(model, cache, manager),
+      evicts_(manager != nullptr && manager->policy().evicts()) {}
 
 std::vector<int32_t> ModelDrafter::draft(std::span<const int32_t> context, int64_t max_tokens) {
   if (context.empty() || max_tokens <= 0) return {};
@@ -48,28 +51,36 @@ std::vector<int32_t> ModelDrafter::draft(std::span<const int32_t> context, int64
       std::mismatch(fed_.begin(), fed_.end(), context.begin(), context.end()).first -
       fed_.begin());
   common = std::min(common, context.size() - 1);
-  if (common == 0) {
+  const auto dropped = static_cast<int64_t>(fed_.size() - common);
+  // Only slots fed since the last eviction can be dropped; past one (a chat that went back
+  // before the last drafts), the cache starts over.
+  if (common == 0 || dropped > cache_.truncatable()) {
     cache_.clear();
+    common = 0;
   } else {
-    cache_.truncate(static_cast<int64_t>(fed_.size() - common));
+    generator_.rollback(dropped);
   }
   fed_.resize(common);
   const std::span<const int32_t> missing = context.subspan(common);
-  const auto needed = static_cast<int64_t>(missing.size()) + max_tokens - 1;
-  if (needed > cache_.free_slots() || needed > cache_.max_positions() - cache_.next_position())
+  const auto n_missing = static_cast<int64_t>(missing.size());
+  // The drafts after the first are fed one at a time, without an eviction between them (made
+  // room for below), so that the next call can drop any of them.
+  max_tokens = std::min(max_tokens, 1 + generator_.max_step());
+  const int64_t needed = n_missing + max_tokens - 1;
+  if (needed > cache_.max_positions() - cache_.next_position() ||
+      (!evicts_ && needed > cache_.free_slots()))
     return {};  // the draft model's context is full: no guess
-  std::span<const float> logits;
-  const auto chunk = static_cast<size_t>(model_.max_chunk());
-  for (size_t begin = 0; begin < missing.size(); begin += chunk) {
-    logits = model_.forward(missing.subspan(begin, std::min(chunk, missing.size() - begin)), cache_);
-    ++forwards_;
-  }
+  const auto chunk = generator_.max_step();
+  forwards_ += n_missing == 1 ? 1 : (n_missing + chunk - 1) / chunk;
+  std::span<const float> logits =
+      n_missing == 1 ? generator_.decode(missing[0]) : generator_.prefill(missing);
   fed_.insert(fed_.end(), missing.begin(), missing.end());
+  generator_.make_room(max_tokens - 1);
   std::vector<int32_t> drafts;
   for (int64_t i = 0; i < max_tokens; ++i) {
     drafts.push_back(argmax(logits));
     if (i + 1 == max_tokens) break;  // the last draft is not fed: nothing follows it yet
-    logits = model_.forward(std::span<const int32_t>(&drafts.back(), 1), cache_);
+    logits = generator_.decode(drafts.back());
     ++forwards_;
     fed_.push_back(drafts.back());
   }
@@ -114,21 +125,26 @@ void DraftLength::update(int64_t drafted, int64_t accepted) {
 // The greedy loop of GenerationSession::generate() with drafts: `ahead` holds the drafts the
 // target has been fed past the last sampled token, and `rows` the logits after each of them. A
 // sampled token equal to the next draft was fed already, so its logits are the next row; the
-// first that differs rolls the cache back past the drafts left, and is fed with new drafts.
+// first that differs ends the target's step (the drafts left are dropped), and is fed with new
+// drafts. Eviction runs only between steps, as plain decoding runs it before that token, and a
+// step takes no more drafts than plain decoding could feed before it evicts again
+// (Generator::begin_draft_step), so every row sees the cache plain decoding gives its token.
 Reply GenerationSession::generate_speculative(Reply reply) {
   const int64_t vocab = model_.config().vocab_size;
   std::vector<int32_t> ahead;
   size_t next_draft = 0;
+  bool stepping = false;        // a step was fed and not yet ended
   std::span<const float> rows;  // [1 + ahead.size(), vocab]
-  // Drops the drafts not (yet) accepted from the cache, and adapts the draft length.
+  // Ends the step: drops the drafts not (yet) accepted, and adapts the draft length.
   auto settle = [&] {
-    if (ahead.empty()) return;
+    if (!stepping) return;
     const auto drafted = static_cast<int64_t>(ahead.size());
     const auto accepted = static_cast<int64_t>(next_draft);
-    draft_length_->update(drafted, accepted);
-    generator_.rollback(drafted - accepted);
+    if (drafted > 0) draft_length_->update(drafted, accepted);
+    generator_.end_draft_step(1 + accepted);
     ahead.clear();
     next_draft = 0;
+    stepping = false;
   };
   for (int64_t i = 0; i < settings_.max_tokens; ++i) {
     if (!take_token(reply)) break;
@@ -145,13 +161,14 @@ Reply GenerationSession::generate_speculative(Reply reply) {
       continue;
     }
     settle();
-    if (!room_for(1)) {
+    if (!room_for(1 + generator_.replay_tokens())) {
       pending_ = token;
       reply.stop = StopReason::ContextFull;
       break;
     }
     // Drafts past the reply's last fed token would be dropped anyway, and each needs a slot.
-    int64_t k = std::min({draft_length_->current(), settings_.max_tokens - i - 2,
+    const int64_t headroom = generator_.begin_draft_step();  // evicts as decode() would
+    int64_t k = std::min({draft_length_->current(), settings_.max_tokens - i - 2, headroom,
                           generator_.max_step() - 1});
     while (k > 0 && !room_for(1 + k)) --k;
     std::vector<int32_t> drafts;
@@ -161,19 +178,17 @@ Reply GenerationSession::generate_speculative(Reply reply) {
       draft_seconds_ += stopwatch.seconds();
     }
     if (static_cast<int64_t>(drafts.size()) > k) drafts.resize(static_cast<size_t>(k));
-    if (drafts.empty()) {
-      logits_ = generator_.decode(token);
-    } else {
-      ahead = std::move(drafts);
-      drafted_ += static_cast<int64_t>(ahead.size());
-      std::vector<int32_t> feed{token};
-      feed.insert(feed.end(), ahead.begin(), ahead.end());
-      rows = generator_.decode_draft(feed);
-      logits_ = rows.first(static_cast<size_t>(vocab));
-    }
+    ahead = std::move(drafts);
+    drafted_ += static_cast<int64_t>(ahead.size());
+    std::vector<int32_t> feed{token};
+    feed.insert(feed.end(), ahead.begin(), ahead.end());
+    rows = generator_.decode_draft(feed);
+    stepping = true;
+    logits_ = rows.first(static_cast<size_t>(vocab));
     emit_logits(logits_);
   }
   settle();
+  generator_.flush_replay();
   generated_tokens_ += static_cast<int64_t>(reply.tokens.size());
   const std::string rest = stream_ ? stream_->finish() : std::string();
   reply.text += rest;

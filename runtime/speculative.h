@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "core/kv_cache.h"
+#include "eviction/cache_manager.h"
 #include "models/llama.h"
+#include "runtime/generator.h"
 
 namespace edgelm {
 
@@ -60,18 +62,23 @@ class PromptLookupDrafter : public Drafter {
 // max_tokens tokens one at a time.
 class ModelDrafter : public Drafter {
  public:
-  // model and cache must outlive the drafter; nothing else may feed the cache. The cache must
-  // never be compacted (no eviction), so that any suffix can be rolled back.
-  ModelDrafter(LlamaModel& model, KvCache& cache);
+  // model, cache and manager must outlive the drafter; nothing else may feed the cache, and the
+  // model must be another object than the target's (whose buffers hold the target's step). The
+  // manager (null: no eviction) evicts in the draft cache under its own policy and budget, only
+  // before the drafts are fed (Generator::make_room), so that they can always be rolled back;
+  // its policy hears of every draft, rejected ones included (what the draft model keeps
+  // changes its guesses, never the reply).
+  ModelDrafter(LlamaModel& model, KvCache& cache, CacheManager* manager = nullptr);
   std::vector<int32_t> draft(std::span<const int32_t> context, int64_t max_tokens) override;
   std::string name() const override { return "model"; }
   // Forward steps the draft model ran (prefill chunks and decode steps).
   int64_t forwards() const { return forwards_; }
 
  private:
-  LlamaModel& model_;
   KvCache& cache_;
-  std::vector<int32_t> fed_;  // the tokens in cache_, in order
+  Generator generator_;
+  bool evicts_;
+  std::vector<int32_t> fed_;  // the tokens fed to cache_, in order (evicted ones included)
   int64_t forwards_ = 0;
 };
 

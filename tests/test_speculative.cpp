@@ -312,7 +312,7 @@ TEST(Speculative, DraftLengthShrinksOnRejectionAndGrowsOnFullAcceptance) {
   EXPECT_THROW(DraftLength(0), Error);
 }
 
-TEST(Speculative, RefusesSamplingEvictionAndAnotherVocabulary) {
+TEST(Speculative, RefusesSamplingAndAnotherVocabulary) {
   const WeightCase& w = kWeightCases[0];
   Runtime runtime = load(w, "cpu:portable");
   LlamaModel& model = runtime.model();
@@ -324,25 +324,6 @@ TEST(Speculative, RefusesSamplingEvictionAndAnotherVocabulary) {
     settings.sampling.temperature = 0.7f;
     GenerationSession session(model, cache, nullptr, settings);
     EXPECT_THROW(session.set_drafter(&lookup, 4), Error);
-  }
-  {
-    Settings evicting;
-    evicting.model_path = model_path(w);
-    evicting.backend = "cpu:portable";
-    evicting.load_tokenizer = false;
-    evicting.require_tokenizer = false;
-    evicting.eviction.policy = "h2o";
-    evicting.eviction.kv_budget = 32;
-    Runtime with_policy = Runtime::load(evicting);
-    CacheManager manager = with_policy.make_manager();
-    KvCache cache = with_policy.make_cache(manager);
-    GenerationSession session(with_policy.model(), cache, &manager, greedy_settings(8));
-    try {
-      session.set_drafter(&lookup, 4);
-      ADD_FAILURE() << "a drafter with eviction was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("eviction policy"), std::string::npos) << e.what();
-    }
   }
   const WeightCase other{"mha", "tiny-mha-untied", "hf", DType::F32};  // vocabulary 300, not 320
   Runtime draft = load(other, "cpu:portable");
