@@ -14,7 +14,6 @@
 #include <set>
 #include <sstream>
 
-#include "backends/registry.h"
 #include "bin/cli_util.h"
 #include "bin/eviction_eval_commit.h"
 #include "core/error.h"
@@ -22,8 +21,8 @@
 #include "eval/eviction_eval.h"
 #include "eval/eviction_eval_report.h"
 #include "models/chat.h"
-#include "models/loader.h"
 #include "models/tokenizer.h"
+#include "runtime/setup.h"
 
 namespace {
 
@@ -274,9 +273,14 @@ int run(int argc, char** argv) {
     EDGELM_FAIL("--budgets and --budget-bytes: give the budgets one way");
   options.kv_type =
       edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
-  edgelm::LoadOptions load_options;
+  // The model is loaded as every tool loads it; the cells then run on models of their own over
+  // its weights, each with its own cache and budget.
+  edgelm::Settings settings{.model_path = model_path,
+                            .backend = backend_name,
+                            .backend_options = {.n_threads = threads},
+                            .kv_type = options.kv_type};
   if (!weight_type_text.empty())
-    load_options.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
+    settings.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
 
   // The output files are opened now, so that a bad path fails before the run rather than after.
   for (const auto& [path, name] : {std::pair{json_path, "--json"}, std::pair{csv_path, "--csv"}}) {
@@ -284,16 +288,14 @@ int run(int argc, char** argv) {
   }
 
   // ---- the model ----
-  auto backend = edgelm::create_backend(backend_name, {.n_threads = threads});
-  const auto converter = edgelm::create_weight_converter(backend_name, {.n_threads = threads});
-  load_options.converter = converter.get();
-  edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *backend, load_options);
-  const edgelm::Tokenizer tokenizer = edgelm::Tokenizer::from_model_path(
-      model_path, {.model_vocab_size = loaded.config.vocab_size});
+  edgelm::Runtime runtime = edgelm::Runtime::load(std::move(settings));
+  edgelm::LlamaModel& model = runtime.model();
+  const edgelm::LlamaConfig& config = model.config();
+  const edgelm::Tokenizer& tokenizer = *runtime.tokenizer();
   std::fprintf(stderr, "model: %s (%s; weights %s)\n%s\nbackend: %s\n", model_path.c_str(),
-               loaded.format.c_str(), loaded.weight_types.c_str(), loaded.config.describe().c_str(),
-               backend->device().c_str());
-  const int64_t slot_bytes = edgelm::kv_bytes_per_slot(loaded.config, options.kv_type);
+               runtime.info().format.c_str(), runtime.info().weight_types.c_str(),
+               config.describe().c_str(), runtime.backend().device().c_str());
+  const int64_t slot_bytes = edgelm::kv_bytes_per_slot(config, options.kv_type);
   std::optional<int64_t> budget_bytes;
   if (!budget_bytes_text.empty()) {
     for (const std::string& item : split_list(budget_bytes_text, "--budget-bytes")) {
@@ -312,7 +314,7 @@ int run(int argc, char** argv) {
   // As perplexity: BOS first in every window when the tokenizer adds it.
   const std::vector<int32_t> added = tokenizer.encode("", /*add_bos=*/true);
   if (added.size() == 1 && added[0] == tokenizer.bos_id()) options.bos = added[0];
-  edgelm::check_eviction_eval_options(options, loaded.config);
+  edgelm::check_eviction_eval_options(options, config);
 
   edgelm::EvalRunInfo info;
   info.model_path = model_path;
@@ -320,10 +322,10 @@ int run(int argc, char** argv) {
     info.model_sha256 = edgelm::sha256_file_hex(model_path);
     info.model_bytes = static_cast<int64_t>(std::filesystem::file_size(model_path));
   }
-  info.format = loaded.format;
-  info.weight_types = loaded.weight_types;
+  info.format = runtime.info().format;
+  info.weight_types = runtime.info().weight_types;
   info.backend = backend_name;
-  info.device = backend->device();
+  info.device = runtime.backend().device();
   info.threads = threads;
   info.add_bos = options.bos.has_value();
   info.command = shell_quoted(argc, argv);
@@ -361,8 +363,8 @@ int run(int argc, char** argv) {
     }
     cases = edgelm::make_passkey_cases(tokenizer, chat ? &*chat : nullptr, passkey);
     answer.max_tokens = answer_tokens > 0 ? answer_tokens : passkey.digits + 4;
-    answer.stop_ids = chat ? edgelm::chat_stop_ids(tokenizer, *chat, loaded.config.eos_token_ids)
-                           : loaded.config.eos_token_ids;
+    answer.stop_ids =
+        chat ? edgelm::chat_stop_ids(tokenizer, *chat, config.eos_token_ids) : config.eos_token_ids;
     info.passkey = passkey;
     info.chat_template = chat ? std::string(chat->name()) : "";
     info.answer_tokens = answer.max_tokens;
@@ -371,7 +373,7 @@ int run(int argc, char** argv) {
   }
   info.budget_bytes = budget_bytes;
 
-  edgelm::EvictionEval eval(*backend, std::move(loaded.config), std::move(loaded.weights), options);
+  edgelm::EvictionEval eval(model, options);
   eval.set_progress([](std::string_view line) {
     std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
   });

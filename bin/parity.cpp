@@ -21,8 +21,8 @@
 #include "core/npy.h"
 #include "eval/parity.h"
 #include "models/chat.h"
-#include "models/loader.h"
 #include "models/tokenizer.h"
+#include "runtime/setup.h"
 
 namespace {
 
@@ -38,12 +38,8 @@ struct SideFlags {
 // One side, loaded.
 struct Side {
   std::string label;  // "cpu:avx2 (q4_1, f16 KV)"
-  std::unique_ptr<edgelm::Backend> backend;
-  std::unique_ptr<edgelm::Backend> faulty;  // --plant-fault: wraps backend
-  std::unique_ptr<edgelm::LlamaModel> model;
-  std::optional<edgelm::KvCache> cache;
-  edgelm::DType weight_type = edgelm::DType::F32;
-  edgelm::DType kv_type = edgelm::DType::F16;
+  edgelm::Runtime runtime;
+  edgelm::KvCache cache;
 };
 
 // --plant-fault LAYER[:ROW[:DELTA]].
@@ -81,38 +77,53 @@ PlantedFault parse_fault(const std::string& text) {
   return fault;
 }
 
-Side load_side(const char* name, const SideFlags& flags, const std::string& model_path, int threads,
-               int64_t batch, int64_t capacity, const std::optional<PlantedFault>& fault) {
-  Side side;
-  side.backend = edgelm::create_backend(flags.backend, {.n_threads = threads});
-  edgelm::LoadOptions options;
+// The settings of one side: its backend, weight and KV types (`kv_flag` names the flag that gave
+// the KV type) and the model's steps of `batch` tokens, the tokenizer left to the caller; with
+// `fault`, the fault planted around the backend once the weights are loaded. The cache's size is
+// set when the texts are known.
+edgelm::Settings side_settings(const SideFlags& flags, const char* kv_flag,
+                               const std::string& model_path, int threads, int64_t batch,
+                               const std::optional<PlantedFault>& fault) {
+  edgelm::Settings settings{.model_path = model_path,
+                            .backend = flags.backend,
+                            .backend_options = {.n_threads = threads},
+                            .max_chunk = batch,
+                            .load_tokenizer = false,
+                            .require_tokenizer = false,
+                            .kv_type = edgelm::cli::parse_dtype(
+                                flags.kv_type, kv_flag, {edgelm::DType::F32, edgelm::DType::F16})};
   if (!flags.weight_type.empty()) {
-    options.weight_type = edgelm::cli::parse_weight_type(flags.weight_type);
+    settings.weight_type = edgelm::cli::parse_weight_type(flags.weight_type);
   }
-  const auto converter = edgelm::create_weight_converter(flags.backend, {.n_threads = threads});
-  options.converter = converter.get();
-  edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *side.backend, options);
-  side.weight_type = loaded.weight_type;
-  side.kv_type =
-      edgelm::cli::parse_dtype(flags.kv_type, name, {edgelm::DType::F32, edgelm::DType::F16});
-  side.label =
-      flags.backend + " (" + loaded.weight_types + ", " + edgelm::dtype_name(side.kv_type) + " KV)";
-  edgelm::Backend* backend = side.backend.get();
   if (fault) {
-    const int64_t layers = loaded.config.n_layers;
-    if (fault->layer >= layers) {
-      EDGELM_FAIL("--plant-fault: layer ", fault->layer, " of a model of ", layers, " layers");
-    }
-    side.faulty = edgelm::plant_fault(*side.backend, loaded.weights.layers[fault->layer].w_down,
-                                      fault->row, fault->delta);
-    backend = side.faulty.get();
-    side.label += ", fault planted in layer " + std::to_string(fault->layer) + "'s down projection";
+    settings.wrap_backend = [fault = *fault](edgelm::Backend& backend,
+                                             const edgelm::LlamaConfig& config,
+                                             const edgelm::LlamaWeights& weights) {
+      if (fault.layer >= config.n_layers) {
+        EDGELM_FAIL("--plant-fault: layer ", fault.layer, " of a model of ", config.n_layers,
+                    " layers");
+      }
+      return edgelm::plant_fault(backend, weights.layers[fault.layer].w_down, fault.row,
+                                 fault.delta);
+    };
   }
-  side.model = std::make_unique<edgelm::LlamaModel>(*backend, std::move(loaded.config),
-                                                    std::move(loaded.weights), batch);
-  side.cache.emplace(side.model->make_cache(capacity, side.kv_type));
-  std::fprintf(stderr, "%s: %s on %s\n", name, side.label.c_str(), backend->device().c_str());
-  return side;
+  return settings;
+}
+
+// Loads one side with a cache of `capacity` slots and reports it on stderr.
+Side load_side(const char* name, edgelm::Settings settings, int64_t capacity,
+               const std::optional<PlantedFault>& fault) {
+  settings.context = capacity;
+  settings.kv_capacity = capacity;
+  edgelm::Runtime runtime = edgelm::Runtime::load(std::move(settings));
+  std::string label = runtime.settings().backend + " (" + runtime.info().weight_types + ", " +
+                      edgelm::dtype_name(runtime.settings().kv_type) + " KV)";
+  if (fault) {
+    label += ", fault planted in layer " + std::to_string(fault->layer) + "'s down projection";
+  }
+  edgelm::KvCache cache = runtime.make_cache(runtime.make_manager());
+  std::fprintf(stderr, "%s: %s on %s\n", name, label.c_str(), runtime.backend().device().c_str());
+  return Side{.label = std::move(label), .runtime = std::move(runtime), .cache = std::move(cache)};
 }
 
 nlohmann::json step_json(const edgelm::ParityStep& s) {
@@ -329,6 +340,10 @@ int run(int argc, char** argv) {
   if (chat && prompt.empty()) EDGELM_FAIL("--chat needs -p/--prompt");
   const std::optional<PlantedFault> fault =
       fault_text.empty() ? std::nullopt : std::optional(parse_fault(fault_text));
+  edgelm::Settings settings_a = side_settings(a, kv_type.empty() ? "--a-kv-type" : "--kv-type",
+                                              model_path, threads, batch, std::nullopt);
+  edgelm::Settings settings_b = side_settings(b, kv_type.empty() ? "--b-kv-type" : "--kv-type",
+                                              model_path, threads, batch, fault);
   std::string text;
   if (!file.empty()) text = edgelm::cli::read_text_file(file, "-f/--file");
 
@@ -352,9 +367,10 @@ int run(int argc, char** argv) {
   const auto capacity =
       static_cast<int64_t>(std::max(text_ids.size(), prompt_ids.size() + n_predict)) + 1;
 
-  Side sa = load_side("a", a, model_path, threads, batch, capacity, std::nullopt);
-  Side sb = load_side("b", b, model_path, threads, batch, capacity, fault);
-  const edgelm::ParityBound bound = bound_for(sa.weight_type, sb.weight_type);
+  Side sa = load_side("a", std::move(settings_a), capacity, std::nullopt);
+  Side sb = load_side("b", std::move(settings_b), capacity, fault);
+  const edgelm::ParityBound bound =
+      bound_for(sa.runtime.info().weight_type, sb.runtime.info().weight_type);
   std::fprintf(
       stderr,
       "bound: |a-b| <= %.4g per logit, a divergence explained at a top-2 margin "
@@ -362,7 +378,7 @@ int run(int argc, char** argv) {
       bound.logit, 2.0 * bound.logit,
       layers ? (", layer outputs within " + std::to_string(bound.hidden) + " relative").c_str()
              : "");
-  edgelm::ParityRun run(*sa.model, *sa.cache, *sb.model, *sb.cache,
+  edgelm::ParityRun run(sa.runtime.model(), sa.cache, sb.runtime.model(), sb.cache,
                         {.bound = bound, .layers = layers, .batch = batch});
   const auto on_step = [&](const edgelm::ParityStep& s) { report(s, bound, &tokenizer); };
   const std::string what = sa.label + " vs " + sb.label;
@@ -372,15 +388,15 @@ int run(int argc, char** argv) {
     run.teacher_forced(text_ids, on_step);
     std::fprintf(stderr, "teacher-forced %zu tokens in %.2f s\n", text_ids.size(),
                  std::chrono::duration<double>(Clock::now() - start).count());
-    sa.cache->clear();
-    sb.cache->clear();
+    sa.cache.clear();
+    sb.cache.clear();
   }
   if (!prompt_ids.empty()) {
     std::vector<int32_t> stop;
     if (!ignore_eos) {
       stop = chat_template ? edgelm::chat_stop_ids(tokenizer, *chat_template,
-                                                   sa.model->config().eos_token_ids)
-                           : sa.model->config().eos_token_ids;
+                                                   sa.runtime.model().config().eos_token_ids)
+                           : sa.runtime.model().config().eos_token_ids;
     }
     const auto start = Clock::now();
     const std::vector<int32_t> chosen = run.greedy(prompt_ids, n_predict, on_step, stop);

@@ -371,11 +371,10 @@ void check_eviction_eval_options(const EvictionEvalOptions& options, const Llama
 
 // ---- the run ----
 
-EvictionEval::EvictionEval(Backend& backend, LlamaConfig config, LlamaWeights weights,
-                           EvictionEvalOptions options)
-    : backend_(backend),
-      config_(std::move(config)),
-      weights_(std::move(weights)),
+EvictionEval::EvictionEval(LlamaModel& model, EvictionEvalOptions options)
+    : backend_(model.backend()),
+      config_(model.config()),
+      weights_(model.weights()),
       options_(std::move(options)) {
   check_eviction_eval_options(options_, config_);
   batch_ = eviction_eval_batch(options_, config_);

@@ -247,10 +247,10 @@ EvictionConfig streaming_budget_config(const EvictionConfig& config, bool compre
 
 class EvictionEval {
  public:
-  // Every cell's model is a LlamaModel over copies of `weights` (the buffers are shared). Throws as
-  // check_eviction_eval_options.
-  EvictionEval(Backend& backend, LlamaConfig config, LlamaWeights weights,
-               EvictionEvalOptions options);
+  // Every cell's model, and the full cache's, is a LlamaModel over `model`'s backend and weights
+  // (the buffers are shared) with the step each run needs; `model` (a Runtime's) must outlive the
+  // evaluation and is not run itself. Throws as check_eviction_eval_options.
+  EvictionEval(LlamaModel& model, EvictionEvalOptions options);
 
   // Progress lines (one per text window, case, ...), for stderr; none by default.
   void set_progress(std::function<void(std::string_view)> progress) {
@@ -284,8 +284,8 @@ class EvictionEval {
   int64_t cache_capacity(const CellResult& cell, int64_t sequence_tokens) const;
 
   Backend& backend_;
-  LlamaConfig config_;
-  LlamaWeights weights_;
+  const LlamaConfig& config_;
+  const LlamaWeights& weights_;
   EvictionEvalOptions options_;
   int64_t batch_ = 0;
   std::vector<CellResult> cells_;

@@ -81,7 +81,10 @@ Runtime Runtime::load(Settings settings) {
   runtime.info_.weight_layout =
       loaded.weights.layers.empty() ? loaded.weight_type : loaded.weights.layers[0].w_gate.dtype();
   runtime.info_.weight_types = loaded.weight_types;
-  runtime.model_ = std::make_unique<LlamaModel>(*runtime.backend_, std::move(loaded.config),
+  if (settings.wrap_backend) {
+    runtime.wrapper_ = settings.wrap_backend(*runtime.backend_, loaded.config, loaded.weights);
+  }
+  runtime.model_ = std::make_unique<LlamaModel>(runtime.backend(), std::move(loaded.config),
                                                 std::move(loaded.weights), settings.max_chunk);
   const LlamaConfig& config = runtime.model_->config();
   plan.resolve(config);

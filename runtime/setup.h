@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,13 @@ struct Settings {
   BackendOptions backend_options;
   // Type of every matrix after loading; nullopt: each as stored (LoadOptions::weight_type).
   std::optional<DType> weight_type;
+  // A backend the model runs on instead, wrapped around the one created: called once the weights
+  // are loaded, before the model is built (the parity tool's planted fault, eval/parity.h
+  // plant_fault, which needs the weight it corrupts). Unset: the model runs on the backend
+  // itself. It may throw edgelm::Error, as Runtime::load then does.
+  std::function<std::unique_ptr<Backend>(Backend& backend, const LlamaConfig& config,
+                                         const LlamaWeights& weights)>
+      wrap_backend;
   // The most tokens one forward step takes (-b/--batch-size).
   int64_t max_chunk = kDefaultPrefillChunk;
 
@@ -109,7 +117,8 @@ class Runtime {
 
   // The settings as resolved: eviction.kv_budget in slots where budget_bytes gave it.
   const Settings& settings() const { return settings_; }
-  Backend& backend() const { return *backend_; }
+  // The backend the model runs on: Settings::wrap_backend's, when it gave one.
+  Backend& backend() const { return wrapper_ ? *wrapper_ : *backend_; }
   LlamaModel& model() const { return *model_; }
   const ModelInfo& info() const { return info_; }
   // The tokenizer; null when the model has none and it was not required (tokenizer_error() then
@@ -128,6 +137,7 @@ class Runtime {
   Settings settings_;
   std::unique_ptr<Backend> converter_;  // before backend_: it may convert onto its memory
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> wrapper_;  // Settings::wrap_backend's, around backend_; may be null
   std::unique_ptr<LlamaModel> model_;
   std::optional<Tokenizer> tokenizer_;
   std::string tokenizer_error_;

@@ -95,8 +95,13 @@ EvictionEvalOptions small_options(std::vector<int64_t> budgets, int64_t window =
   return options;
 }
 
+LlamaModel& fixture_model() {
+  static LlamaModel model(backend(), fixture().config, fixture().weights);
+  return model;
+}
+
 EvictionEval make_eval(const EvictionEvalOptions& options) {
-  return EvictionEval(backend(), fixture().config, fixture().weights, options);
+  return EvictionEval(fixture_model(), options);
 }
 
 // ---- statistics ----
@@ -615,7 +620,8 @@ TEST(Passkey, FullCacheAnswersAreTheCellsFunction) {
   options.streaming = options.continuation = options.cost = false;
   options.batch = 8;
   options.kv_type = DType::F32;
-  EvictionEval eval(backend(), loaded.config, loaded.weights, options);
+  LlamaModel tiny(backend(), loaded.config, loaded.weights);
+  EvictionEval eval(tiny, options);
   eval.run_retrieval(cases, tokenizer, answer);
   ASSERT_EQ(eval.full().retrieval.size(), cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {

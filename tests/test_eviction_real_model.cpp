@@ -66,7 +66,8 @@ TEST(EvictionRealModel, EveryScoredPolicyLosesLessThanRandom) {
   options.evict_every = kEvictEvery;
   options.continuation = false;
   options.cost = false;
-  EvictionEval eval(*backend, std::move(loaded.config), std::move(loaded.weights), options);
+  LlamaModel model(*backend, std::move(loaded.config), std::move(loaded.weights));
+  EvictionEval eval(model, options);
   eval.run_streaming(std::vector<EvalText>{text});
 
   // ΔNLL over every prediction of the window: the same positions for every cell and the full cache.

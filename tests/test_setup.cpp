@@ -1,15 +1,19 @@
 // Runtime::load, the one setup of every tool: the settings checked before the model loads, the
 // budget in bytes resolved into slots once, the cache sized for the manager, the tokenizer
-// optional or required.
+// optional or required, the model run on a wrapper of the backend when one is given.
 #include "runtime/setup.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "eval/parity.h"
 #include "models/make_model.h"
 
 namespace edgelm {
@@ -126,6 +130,38 @@ TEST(Runtime, TheTokenizerIsOptionalWhereNotRequired) {
   Runtime runtime = Runtime::load(settings);
   EXPECT_EQ(runtime.tokenizer(), nullptr);
   EXPECT_TRUE(runtime.tokenizer_error().empty());
+}
+
+TEST(Runtime, TheModelRunsOnTheBackendWrapperWhenOneIsGiven) {
+  const std::vector<int32_t> tokens = {5, 17, 3, 99};
+  Runtime plain = Runtime::load(tiny_settings());
+  KvCache plain_cache = plain.make_cache(plain.make_manager());
+  const std::vector<float> expected = [&] {
+    const std::span<const float> logits = plain.model().forward(tokens, plain_cache);
+    return std::vector<float>(logits.begin(), logits.end());
+  }();
+
+  Settings settings = tiny_settings();
+  int64_t seen_layers = 0;
+  settings.wrap_backend = [&](Backend& backend, const LlamaConfig& config,
+                              const LlamaWeights& weights) {
+    seen_layers = config.n_layers;
+    return plant_fault(backend, weights.layers[0].w_down, 0, 64.0f);
+  };
+  Runtime runtime = Runtime::load(settings);
+  EXPECT_EQ(seen_layers, runtime.model().config().n_layers);
+  EXPECT_EQ(&runtime.model().backend(), &runtime.backend());
+  EXPECT_NE(runtime.backend().device().find("with a planted fault"), std::string::npos);
+  KvCache cache = runtime.make_cache(runtime.make_manager());
+  const std::span<const float> logits = runtime.model().forward(tokens, cache);
+  ASSERT_EQ(logits.size(), expected.size());
+  EXPECT_FALSE(std::equal(logits.begin(), logits.end(), expected.begin()));
+
+  settings.wrap_backend = [](Backend&, const LlamaConfig&,
+                             const LlamaWeights&) -> std::unique_ptr<Backend> {
+    EDGELM_FAIL("--plant-fault: no such layer");
+  };
+  EXPECT_NE(error_of(settings).find("--plant-fault: no such layer"), std::string::npos);
 }
 
 }  // namespace

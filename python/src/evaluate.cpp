@@ -127,7 +127,7 @@ py::tuple evaluate(const ModelRef& state, const std::vector<std::string>& paths,
       info.texts.push_back(
           {path, text.sha256, text.bytes, static_cast<int64_t>(text.tokens.size())});
     }
-    EvictionEval eval(runtime.backend(), model.config(), model.weights(), options);
+    EvictionEval eval(model, options);
     // Progress lines go to stderr as the tool prints them; between them, Ctrl-C stops the run.
     eval.set_progress([progress](std::string_view line) {
       if (progress) std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
