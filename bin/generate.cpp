@@ -107,10 +107,10 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--lookup-ngram", lookup_ngram,
                  "Speculative decoding with prompt lookup: draft what followed the latest earlier "
-                 "match of the last N..2 tokens (greedy only)")
+                 "match of the last N..2 tokens")
       ->check(CLI::Range(2, 64));
   app.add_option("--model-draft", model_draft,
-                 "Speculative decoding with this draft model (same vocabulary; greedy only)");
+                 "Speculative decoding with this draft model (same vocabulary)");
   std::string& model_path = flags.model_path;
   std::string& prompt = flags.prompt;
   std::string& prompt_ids_text = flags.prompt_ids_text;
@@ -205,7 +205,6 @@ int run(int argc, char** argv) {
       chat_template->render(probe, true);
     }
   }
-  const bool speculative = lookup_ngram > 0 || !model_draft.empty();
   if (lookup_ngram > 0 && !model_draft.empty())
     EDGELM_FAIL("--lookup-ngram and -md/--model-draft are exclusive: choose one drafter");
   std::vector<int32_t> prompt_ids;
@@ -329,9 +328,6 @@ int run(int argc, char** argv) {
   if (top_p->count() == 0 && config.default_top_p) sampling.top_p = *config.default_top_p;
   if (top_k->count() == 0 && config.default_top_k) sampling.top_k = *config.default_top_k;
   sampling.greedy = greedy;
-  if (speculative && !sampling.greedy && sampling.temperature > 0) {
-    EDGELM_FAIL("speculative decoding (--lookup-ngram, -md) is greedy only for now: add --greedy");
-  }
   edgelm::GenerationSettings settings{.sampling = sampling,
                                       .max_tokens = n_generate,
                                       .stop_ids = config.eos_token_ids,
@@ -393,8 +389,11 @@ int run(int argc, char** argv) {
     edgelm::check_same_vocabulary(runtime, model_path, *draft_runtime, model_draft);
     draft_manager = draft_runtime->make_manager();
     draft_cache = draft_runtime->make_cache(*draft_manager);
+    // Drafts drawn as the target samples, from a seed of their own.
+    edgelm::SamplerConfig draft_sampling = sampling;
+    draft_sampling.seed = sampling.seed ^ 0x9E3779B97F4A7C15ull;
     drafter = std::make_unique<edgelm::ModelDrafter>(draft_runtime->model(), *draft_cache,
-                                                     &*draft_manager);
+                                                     &*draft_manager, draft_sampling);
   }
   if (drafter) session.set_drafter(drafter.get(), max_draft);
   if (chat_template) {

@@ -38,6 +38,9 @@ void validate(const SamplerConfig& c, int64_t vocab_size) {
 // leaves scalar: 72 us for the maximum of a 128k vocabulary).
 constexpr size_t kLanes = 8;
 
+// The probability of a draft proposed without a distribution (prompt lookup, a greedy draft).
+constexpr double kPointMass = 1.0;
+
 struct CopiedLogits {
   bool invalid = false;  // a NaN or +inf among them
   int64_t finite = 0;    // how many are not -inf
@@ -161,7 +164,7 @@ void Sampler::select_top_k(size_t k) {
   std::sort_heap(heap, heap_end, before);  // best first
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+size_t Sampler::prepare(std::span<const float> logits, std::span<const int32_t> history) {
   if (std::ssize(logits) != vocab_size_) {
     EDGELM_FAIL("[sampler] got ", logits.size(), " logits for a vocab of ", vocab_size_);
   }
@@ -185,7 +188,10 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     // The best logit, then the lowest id holding it.
     const float best = max_of(logits_);
     if (best == kNegInf) EDGELM_FAIL("[sampler] every logit is -inf; no token can be chosen");
-    return static_cast<int32_t>(std::find(logits_.begin(), logits_.end(), best) - logits_.begin());
+    candidates_[0] =
+        static_cast<int32_t>(std::find(logits_.begin(), logits_.end(), best) - logits_.begin());
+    probs_[0] = 1.0;
+    return 1;
   }
 
   // Candidates: every token that can be chosen at all (the penalty keeps -inf as it is).
@@ -255,7 +261,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     n = kept;
   }
 
-  total = 0.0;
+  return n;
+}
+
+int32_t Sampler::draw(size_t n) {
+  double total = 0.0;
   for (size_t i = 0; i < n; ++i) total += probs_[i];
   const double u = next_uniform() * total;
   double cumulative = 0.0;
@@ -268,6 +278,66 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   }
   // Only reached when rounding makes u * total land on the final cumulative sum.
   return candidates_[last_nonzero];
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const size_t n = prepare(logits, history);
+  if (greedy()) return candidates_[0];
+  return draw(n);
+}
+
+Sampler::Distribution Sampler::distribution(std::span<const float> logits,
+                                            std::span<const int32_t> history) {
+  const size_t n = prepare(logits, history);
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += probs_[i];
+  for (size_t i = 0; i < n; ++i) probs_[i] /= total;
+  return {.ids = std::span<const int32_t>(candidates_).first(n),
+          .probs = std::span<const double>(probs_).first(n)};
+}
+
+int32_t Sampler::sample_draft(std::span<const float> logits, std::span<const int32_t> history,
+                              int32_t draft, Distribution proposal) {
+  EDGELM_CHECK(draft >= 0 && draft < vocab_size_, "[sampler] draft token ", draft,
+               " is outside the vocab [0, ", vocab_size_, ")");
+  for (const int32_t id : proposal.ids) {
+    EDGELM_CHECK(id >= 0 && id < vocab_size_, "[sampler] proposed token ", id,
+                 " is outside the vocab [0, ", vocab_size_, ")");
+  }
+  const size_t n = prepare(logits, history);
+  // Greedy: p is a point mass at the argmax, which is accepted or else drawn: no randomness.
+  if (greedy()) return candidates_[0];
+  if (proposal.ids.empty()) {  // a point mass at the draft
+    proposal = {.ids = std::span<const int32_t>(&draft, 1),
+                .probs = std::span<const double>(&kPointMass, 1)};
+  }
+  if (q_.empty()) q_.assign(static_cast<size_t>(vocab_size_), 0.0);
+  for (size_t i = 0; i < proposal.ids.size(); ++i) q_[proposal.ids[i]] = proposal.probs[i];
+  double total = 0.0;
+  double p_draft = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    total += probs_[i];
+    if (candidates_[i] == draft) p_draft = probs_[i];
+  }
+  p_draft /= total;
+  const double q_draft = q_[draft];
+  // Accepted with probability min(1, p / q): always where p >= q, as u < 1.
+  int32_t token = draft;
+  if (!(next_uniform() * q_draft < p_draft)) {
+    // Rejected: drawn from the residual max(0, p - q), over p's candidates (q's others add
+    // nothing). p <= q everywhere means p == q, where nothing is rejected: only rounding gets
+    // here, and draws from p.
+    double residual = 0.0;
+    for (size_t i = 0; i < n; ++i)
+      residual += std::max(0.0, probs_[i] / total - q_[candidates_[i]]);
+    if (residual > 0.0) {
+      for (size_t i = 0; i < n; ++i)
+        probs_[i] = std::max(0.0, probs_[i] / total - q_[candidates_[i]]);
+    }
+    token = draw(n);
+  }
+  for (const int32_t id : proposal.ids) q_[id] = 0.0;
+  return token;
 }
 
 }  // namespace edgelm

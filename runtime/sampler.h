@@ -41,6 +41,25 @@ class Sampler {
   // that are all -inf.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
+  // A distribution over token ids: ids[i] has probability probs[i]; the probabilities sum to 1.
+  struct Distribution {
+    std::span<const int32_t> ids;
+    std::span<const double> probs;
+  };
+  // The distribution sample() draws from for these logits and history (after the penalty, top-k,
+  // temperature, top-p and min-p; greedy: the argmax with probability 1). Views of the sampler's
+  // buffers, valid until its next call. Throws as sample() does.
+  Distribution distribution(std::span<const float> logits, std::span<const int32_t> history);
+  // Speculative sampling (runtime/speculative.h): the next token where a drafter proposed `draft`,
+  // drawn from `proposal` (q; no ids: a point mass at the draft, as prompt lookup proposes). With
+  // p the distribution sample() draws from, the draft is kept with probability min(1, p/q at the
+  // draft), else the token is drawn from max(0, p - q) renormalised, so that it is distributed
+  // as p whatever q is (Leviathan et al., Chen et al., 2023). Greedy: the argmax, like sample().
+  // Advances the random state unless greedy (two draws on a rejection). Allocates a vocab_size
+  // scratch on the first call.
+  int32_t sample_draft(std::span<const float> logits, std::span<const int32_t> history,
+                       int32_t draft, Distribution proposal = {});
+
   // Applies the repetition penalty of the config to `logits` in place (the first stage of
   // `sample`, exposed so the exact rule can be checked): each distinct token among the last
   // repetition_window entries of `history` is penalised once. A no-op when the penalty is 1.
@@ -50,6 +69,12 @@ class Sampler {
   int64_t vocab_size() const { return vocab_size_; }
 
  private:
+  bool greedy() const { return config_.greedy || config_.temperature <= 0.0f; }
+  // Fills candidates_[0, n) and their unnormalised probabilities probs_[0, n) as sample() draws
+  // from them (greedy: the argmax with 1) and returns n.
+  size_t prepare(std::span<const float> logits, std::span<const int32_t> history);
+  // One draw from candidates_[0, n) by the weights probs_[0, n).
+  int32_t draw(size_t n);
   // candidates_[0, k) = the k best tokens (higher logit, then lower id), best first; k is below
   // the number of tokens whose logit is not -inf.
   void select_top_k(size_t k);
@@ -65,6 +90,7 @@ class Sampler {
   // a cumulative sum over up to the whole vocab, where float would lose the small tail.
   std::vector<double> probs_;
   std::vector<uint8_t> in_window_;  // (vocab) marks tokens already penalised in this call
+  std::vector<double> q_;           // (vocab) sample_draft's proposal, zero outside its ids
 };
 
 }  // namespace edgelm

@@ -113,15 +113,15 @@ void GenerationSession::set_drafter(Drafter* drafter, int64_t max_draft) {
     draft_length_.reset();
     return;
   }
-  if (!settings_.sampling.greedy && settings_.sampling.temperature > 0) {
-    EDGELM_FAIL("[speculative] speculative decoding needs greedy sampling (--greedy or --temp 0)");
-  }
   draft_length_.emplace(max_draft);
   drafter_ = drafter;
 }
 
-bool GenerationSession::take_token(Reply& reply) {
-  const int32_t token = sampler_.sample(choices(logits_), history_);
+bool GenerationSession::take_token(Reply& reply, const int32_t* draft,
+                                   Sampler::Distribution proposal) {
+  const int32_t token = draft != nullptr
+                            ? sampler_.sample_draft(choices(logits_), history_, *draft, proposal)
+                            : sampler_.sample(choices(logits_), history_);
   history_.push_back(token);
   if (!settings_.ignore_eos && std::find(settings_.stop_ids.begin(), settings_.stop_ids.end(),
                                          token) != settings_.stop_ids.end()) {

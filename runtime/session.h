@@ -158,9 +158,9 @@ class GenerationSession {
       const std::function<void(std::span<const int32_t> ids, bool from_scratch)>& before_feed = {});
   // Drafts every reply's tokens with `drafter` from now on, at most `max_draft` (>= 1) per target
   // step, the length adapted as DraftLength says (runtime/speculative.h); null: plain decoding.
-  // The reply is the same as without a drafter, with eviction too (docs/speculative.md). The
-  // drafter must outlive its use. Throws edgelm::Error "[speculative] ..." unless sampling is
-  // greedy.
+  // Greedy, the reply is the same as without a drafter, with eviction too; sampled, its tokens
+  // are distributed as without one (rejection sampling; docs/speculative.md). The drafter must
+  // outlive its use. Throws edgelm::Error "[speculative] ..." for max_draft < 1.
   void set_drafter(Drafter* drafter, int64_t max_draft);
   // Empties the cache and forgets the conversation (the sampler's history, a pending token), then
   // runs Callbacks::on_reset.
@@ -190,9 +190,12 @@ class GenerationSession {
   void emit_logits(std::span<const float> logits) const;
   // generate()'s loop with a drafter (runtime/speculative.cpp), after the pending token is fed.
   Reply generate_speculative(Reply reply);
-  // Samples the next token from logits_ into the history; false when it is a stop id (the reply
-  // ends with StopReason::Eos), else adds it to `reply`, streams its text and calls on_token.
-  bool take_token(Reply& reply);
+  // Samples the next token from logits_ into the history (with `draft`: keeps it or draws
+  // another by rejection sampling, `proposal` being what it was drawn from; Sampler::sample_draft);
+  // false when it is a stop id (the reply ends with StopReason::Eos), else adds it to `reply`,
+  // streams its text and calls on_token.
+  bool take_token(Reply& reply, const int32_t* draft = nullptr,
+                  Sampler::Distribution proposal = {});
 
   LlamaModel& model_;
   KvCache& cache_;

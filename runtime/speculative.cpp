@@ -38,18 +38,42 @@ std::vector<int32_t> PromptLookupDrafter::draft(std::span<const int32_t> context
   return {};
 }
 
-ModelDrafter::ModelDrafter(LlamaModel& model, KvCache& cache, CacheManager* manager)
+ModelDrafter::ModelDrafter(LlamaModel& model, KvCache& cache, CacheManager* manager,
+                           const SamplerConfig& sampling)
     : cache_(cache),
       generator_(model, cache, manager),
-      evicts_(manager != nullptr && manager->policy().evicts()) {}
+      evicts_(manager != nullptr && manager->policy().evicts()),
+      sampler_(sampling, model.config().vocab_size),
+      rng_(sampling.seed) {}
+
+Sampler::Distribution ModelDrafter::proposal(size_t i) const {
+  if (i >= proposal_ids_.size()) return {};
+  return {.ids = proposal_ids_[i], .probs = proposal_probs_[i]};
+}
+
+int32_t ModelDrafter::next_draft(std::span<const float> logits, std::span<const int32_t> history) {
+  if (sampler_.config().greedy || sampler_.config().temperature <= 0.0f) return argmax(logits);
+  const Sampler::Distribution q = sampler_.distribution(logits, history);
+  proposal_ids_.emplace_back(q.ids.begin(), q.ids.end());
+  proposal_probs_.emplace_back(q.probs.begin(), q.probs.end());
+  // The same 53-bit uniform as the sampler's own draws.
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < q.ids.size(); ++i) {
+    cumulative += q.probs[i];
+    if (u < cumulative) return q.ids[i];
+  }
+  return q.ids.back();  // rounding: the sum fell short of u
+}
 
 std::vector<int32_t> ModelDrafter::draft(std::span<const int32_t> context, int64_t max_tokens) {
+  proposal_ids_.clear();
+  proposal_probs_.clear();
   if (context.empty() || max_tokens <= 0) return {};
   // Keep the longest prefix of what the cache holds that the context shares; at least the last
   // context token is fed again, so that there are logits to draft from.
   size_t common = static_cast<size_t>(
-      std::mismatch(fed_.begin(), fed_.end(), context.begin(), context.end()).first -
-      fed_.begin());
+      std::mismatch(fed_.begin(), fed_.end(), context.begin(), context.end()).first - fed_.begin());
   common = std::min(common, context.size() - 1);
   const auto dropped = static_cast<int64_t>(fed_.size() - common);
   // Only slots fed since the last eviction can be dropped; past one (a chat that went back
@@ -77,8 +101,13 @@ std::vector<int32_t> ModelDrafter::draft(std::span<const int32_t> context, int64
   fed_.insert(fed_.end(), missing.begin(), missing.end());
   generator_.make_room(max_tokens - 1);
   std::vector<int32_t> drafts;
+  // The repetition penalty's window of the context, and the drafts after it.
+  const auto window =
+      std::min(context.size(), static_cast<size_t>(sampler_.config().repetition_window));
+  std::vector<int32_t> history(context.end() - static_cast<std::ptrdiff_t>(window), context.end());
   for (int64_t i = 0; i < max_tokens; ++i) {
-    drafts.push_back(argmax(logits));
+    drafts.push_back(next_draft(logits, history));
+    history.push_back(drafts.back());
     if (i + 1 == max_tokens) break;  // the last draft is not fed: nothing follows it yet
     logits = generator_.decode(drafts.back());
     ++forwards_;
@@ -147,7 +176,11 @@ Reply GenerationSession::generate_speculative(Reply reply) {
     stepping = false;
   };
   for (int64_t i = 0; i < settings_.max_tokens; ++i) {
-    if (!take_token(reply)) break;
+    // The next draft is kept or replaced by rejection sampling (greedy: kept if it is the argmax).
+    const bool drafted = next_draft < ahead.size();
+    if (!take_token(reply, drafted ? &ahead[next_draft] : nullptr,
+                    drafted ? drafter_->proposal(next_draft) : Sampler::Distribution{}))
+      break;
     const int32_t token = reply.tokens.back();
     if (i + 1 == settings_.max_tokens) {
       pending_ = token;  // a draft equal to it is dropped below, and it is fed again later

@@ -50,7 +50,6 @@ expect_error "token id outside the vocabulary" "vocabulary" --model-path "$gguf"
 expect_error "malformed --prompt-ids" "--prompt-ids" --model-path "$gguf" --prompt-ids 1,x
 expect_error "bad --kv-type" "--kv-type" --model-path "$gguf" --prompt-ids 1 --kv-type q4_0
 expect_error "two drafters" "exclusive" --model-path "$gguf" --prompt-ids 1 --greedy --lookup-ngram 3 -md "$gguf"
-expect_error "drafter with sampling" "greedy only" --model-path "$gguf" --prompt-ids 1 --lookup-ngram 3 --temp 0.7
 expect_error "draft model of another vocabulary" "another vocabulary" --model-path "$gguf" --prompt-ids 1 --greedy -md "$work/mha"
 expect_error "bad --weight-type" "--weight-type" --model-path "$gguf" --prompt-ids 1 --weight-type q7
 expect_error "unknown backend" "unknown backend" --model-path "$gguf" --prompt-ids 1 --backend vulkan
