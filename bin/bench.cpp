@@ -420,17 +420,13 @@ int run(int argc, char** argv) {
   std::vector<std::string> pg_texts;
   bool no_bw_probe = false;
   namespace flag = edgelm::cli::flag;
-  app.add_option(flag::kModel, models,
-                 "Hugging Face folder or .gguf file (repeatable, or a comma list)")
-      ->required()
-      ->delimiter(',');
-  app.add_option("--n-prompt", prompts,
-                 "-p N,...: prompt lengths, a pp test each (0: none; default 512), as "
-                 "llama-bench's -p (in edgelm's other tools -p is prompt text)")
+  edgelm::cli::add_shared(app, flag::kModel, models)->required()->delimiter(',');
+  edgelm::cli::add_shared(app, flag::kNPrompt, prompts)
+      ->capture_default_str()
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  app.add_option(std::string(flag::kPredict) + ",--n-gen", gens,
-                 "Generated lengths, a tg test each (0: none; default 128)")
+  edgelm::cli::add_shared(app, flag::kPredict, gens)
+      ->capture_default_str()
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("--pg", pg_texts,
@@ -443,26 +439,18 @@ int run(int argc, char** argv) {
          "the machine's memory is refused")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  app.add_option(
-         flag::kThreads, threads,
-         "CPU thread counts (default: the big cores, pinned, on a CPU with slower cores such as a "
-         "phone's; else one per hardware thread)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 1024));
+  edgelm::cli::add_shared(app, flag::kThreads, threads)->delimiter(',')->check(CLI::Range(0, 1024));
   std::string cpu_list;
-  app.add_option("--cpus", cpu_list,
-                 "Pin thread i to the i-th CPU of this list, e.g. 4-7 (a phone's big cores)");
+  edgelm::cli::add_shared(app, flag::kCpus, cpu_list);
   app.add_option("-r,--repetitions", repetitions, "Timed runs of each test (default 5)")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--backend", backends, "Backends, e.g. cpu or cpu:portable,cpu:avx512")
-      ->delimiter(',');
-  edgelm::cli::add_shared(app, flag::kWeightTypeFlag, weight_type_text);
+  edgelm::cli::add_shared(app, flag::kBackend, backends)->capture_default_str()->delimiter(',');
+  edgelm::cli::add_shared(app, flag::kWeightType, weight_type_text);
   bool no_repack = false;
-  edgelm::cli::add_shared(app, flag::kNoRepackFlag, no_repack);
-  edgelm::cli::add_shared(app, flag::kKvTypeFlag, kv_type_text);
-  app.add_option(flag::kBatchSize, chunk,
-                 "Prompt tokens per prefill step (default " +
-                     std::to_string(edgelm::kDefaultPrefillChunk) + ")")
+  edgelm::cli::add_shared(app, flag::kNoRepack, no_repack);
+  edgelm::cli::add_shared(app, flag::kKvType, kv_type_text);
+  edgelm::cli::add_shared(app, flag::kBatchSize, chunk)
+      ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   app.add_flag("--no-bw-probe", no_bw_probe,
                "Do not measure the read bandwidth (seconds instead of minutes on a tiny model); "
@@ -474,8 +462,14 @@ int run(int argc, char** argv) {
   app.add_option("--bw-passes", bw_passes,
                  "Timed passes of the bandwidth measurement per read pattern (best kept)")
       ->check(CLI::Range(1, 1000));
-  app.add_option("-o,--output", output, "md|json (default md)")
+  edgelm::cli::add_shared(app, flag::kOutput, output)
+      ->capture_default_str()
       ->check(CLI::IsMember({"md", "json"}));
+  edgelm::cli::add_note(
+      app,
+      "As llama-bench: -m, -p (--n-prompt), -n, -d, -t and --backend take comma-separated lists "
+      "(and repeat), and every combination is a test: a pp test per prompt length and a tg test "
+      "per generated length (0: none). -p is a prompt length here, not prompt text.");
   if (!edgelm::cli::parse_flags(app, argc, argv, edgelm::cli::kLlamaBenchAliases)) return 0;
 
   // Everything that can be checked without loading a model, first.
@@ -493,8 +487,9 @@ int run(int argc, char** argv) {
   std::vector<int> cpus;
   if (!cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(cpu_list, "--cpus");
   const unsigned hardware = std::thread::hardware_concurrency();
-  if (threads.empty()) threads.push_back(edgelm::plan_cpu_threads(0, cpus).n_threads);
-  for (int t : threads) {
+  if (threads.empty()) threads.push_back(0);
+  for (int& t : threads) {
+    if (t == 0) t = edgelm::plan_cpu_threads(0, cpus).n_threads;
     if (hardware > 0 && t > static_cast<int>(hardware)) {
       std::fprintf(stderr,
                    "bench: note: -t %d is more threads than the %u this machine runs at once; "

@@ -1,5 +1,6 @@
-// Small helpers shared by the command-line tools: one flag vocabulary and the parse every tool
-// runs (parse_flags), list and dtype parsers, and reading a text file named by a flag.
+// Small helpers shared by the command-line tools: the flag table's registration (bin/flags.h) and
+// the parse every tool runs (parse_flags), list, size and dtype parsers, and reading a text file
+// named by a flag.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,71 +22,47 @@
 #include <string_view>
 #include <vector>
 
+#include "bin/flags.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/parse_list.h"
+#include "eviction/policy.h"
 
 namespace edgelm::cli {
 
-// ---- one flag vocabulary ----
+// ---- one flag table ----
 
-// The flags that mean the same thing in every tool, named as llama.cpp's tools name them (short
-// name, then long), followed by edgelm's older names, which stay as aliases. A tool that takes one
-// of these declares it with exactly this name list, plus aliases of its own where it had others
-// (bench's -n is also --n-gen); parse_flags refuses a tool whose flags give any of these names
-// another meaning, so "-p" is prompt text wherever a tool declares it. The one exception is not
-// declared but rewritten: bench takes llama-bench's -p for its prompt lengths (kLlamaBenchAliases).
-namespace flag {
-inline constexpr const char* kModel = "-m,--model,--model-path";        // .gguf file or HF folder
-inline constexpr const char* kPrompt = "-p,--prompt";                   // prompt text
-inline constexpr const char* kFile = "-f,--file";                       // a text file
-inline constexpr const char* kPredict = "-n,--n-predict";               // tokens to generate
-inline constexpr const char* kCtxSize = "-c,--ctx-size,--max-seq-len";  // KV cache slots
-inline constexpr const char* kThreads = "-t,--threads";
-// kThreads' help, one text for every tool: they all resolve 0 with plan_cpu_threads.
-inline constexpr const char* kThreadsHelp =
-    "CPU threads (0: the big cores, pinned, on a CPU with slower cores such as a phone's; "
-    "else one per hardware thread)";
-inline constexpr const char* kSeed = "-s,--seed";
-inline constexpr const char* kTemp = "--temp,--temperature";
-inline constexpr const char* kBatchSize = "-b,--batch-size,--chunk";  // tokens per prefill step
-inline constexpr const char* kIgnoreEos = "--ignore-eos";
-inline constexpr const char* kAll[] = {kModel,   kPrompt, kFile, kPredict,   kCtxSize,
-                                       kThreads, kSeed,   kTemp, kBatchSize, kIgnoreEos};
-
-// The flags whose meaning is the same in every tool that takes them, with the one help text each
-// tool's --help shows: tools register them with add_shared(), and check_vocabulary() refuses a
-// tool that declares one with other names or another text. (A list of backends to compare, in
-// bench and test_backend, is another meaning: options taking several values are not checked.)
-struct Shared {
-  const char* names;
-  const char* help;
-};
-inline constexpr Shared kBackendFlag = {
-    "--backend",
-    "Backend: cpu (the best kernel table of this CPU), cpu:<isa> (one table: cpu:portable, "
-    "cpu:avx2, cpu:avx512, cpu:neon, ...), opencl"};
-inline constexpr Shared kThreadsFlag = {kThreads, kThreadsHelp};
-inline constexpr Shared kKvTypeFlag = {"--kv-type", "KV cache type: f32|f16 (default f16)"};
-inline constexpr Shared kWeightTypeFlag = {
-    "--weight-type",
-    "Convert every matrix on load: f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k (default: each "
-    "as stored; a conversion rounds the file's values again)"};
-inline constexpr Shared kNoRepackFlag = {
-    "--no-repack",
-    "Multiply weights as stored instead of in the backend's faster layout (the CPU's Q4_0, Q8_0 "
-    "and F16 with rows interleaved: the same values)"};
-inline constexpr Shared kShared[] = {kBackendFlag, kThreadsFlag, kKvTypeFlag, kWeightTypeFlag,
-                                     kNoRepackFlag};
-}  // namespace flag
-
-// Registers a flag of the shared table with its names and help.
-template <class T>
-CLI::Option* add_shared(CLI::App& app, const flag::Shared& shared, T& value) {
-  return app.add_option(shared.names, value, shared.help);
+// The help text of `entry` as tools show it: "{policies}" filled in.
+inline std::string help_of(const flag::Flag& entry) {
+  std::string help = entry.help;
+  const std::string_view mark = "{policies}";
+  if (const size_t at = help.find(mark); at != std::string::npos) {
+    help.replace(at, mark.size(), policy_list());
+  }
+  return help;
 }
-inline CLI::Option* add_shared(CLI::App& app, const flag::Shared& shared, bool& value) {
-  return app.add_flag(shared.names, value, shared.help);
+
+// Registers a flag of the table (bin/flags.h) with its names and help; a bool is a switch. A tool
+// shows its own default with ->capture_default_str() or ->default_str(...), and a list where it
+// takes several values (a vector, or ->delimiter(',')).
+template <class T>
+CLI::Option* add_shared(CLI::App& app, const flag::Flag& entry, T& value) {
+  return app.add_option(entry.names, value, help_of(entry));
+}
+inline CLI::Option* add_shared(CLI::App& app, const flag::Flag& entry, bool& value) {
+  return app.add_flag(entry.names, value, help_of(entry));
+}
+// A flag of the table that always takes a value, a bool included ("--ea-covariance off").
+template <class T>
+CLI::Option* add_shared_option(CLI::App& app, const flag::Flag& entry, T& value) {
+  return app.add_option(entry.names, value, help_of(entry));
+}
+
+// A note of the tool's own beside the shared help, a line of its --help footer: what a shared flag
+// means in this tool beyond the help text (a list, a default chosen from other settings, ...).
+inline void add_note(CLI::App& app, const std::string& note) {
+  const std::string footer = app.get_footer();
+  app.footer((footer.empty() ? "" : footer + "\n") + note);
 }
 
 // ---- spellings CLI11 cannot declare ----
@@ -103,6 +80,11 @@ struct FlagAlias {
 inline constexpr FlagAlias kMultiLetterAliases[] = {
     {"-pg", "--pg"},         // llama-bench: a prompt + generation test
     {"-nr", "--no-repack"},  // keep weights in their stored layout
+};
+
+// tokenize's older spelling of -p/--prompt, the text to encode.
+inline constexpr FlagAlias kTokenizeAliases[] = {
+    {"--text", "--prompt"},
 };
 
 // llama-bench's spellings that bench takes beyond those, passed to parse_flags by bench alone:
@@ -135,29 +117,23 @@ inline std::vector<std::string> dashed_names(const CLI::Option& option) {
   return names;
 }
 
-// Throws when a flag of `app` carries a vocabulary name without the whole entry: a programming
-// error of the tool, caught by any run of it (the CLI tests run every tool).
+// Throws when a flag of `app` shares a name with an entry of the flag table but is not that entry:
+// other names, or another help text. A programming error of the tool, caught by any run of it
+// (the CLI tests run every tool, and help_vocabulary.py compares their --help).
 inline void check_vocabulary(const CLI::App& app) {
   for (const CLI::Option* option : app.get_options()) {
     const std::vector<std::string> names = dashed_names(*option);
-    for (const char* entry : flag::kAll) {
-      const std::vector<std::string> wanted = split_names(entry);
-      bool shares = false, holds_all = true;
-      for (const std::string& w : wanted) {
-        const bool held = std::find(names.begin(), names.end(), w) != names.end();
-        shares = shares || held;
-        holds_all = holds_all && held;
+    for (const flag::Flag* entry : flag::kTable) {
+      const std::vector<std::string> wanted = split_names(entry->names);
+      const bool shares = std::any_of(wanted.begin(), wanted.end(), [&](const std::string& w) {
+        return std::find(names.begin(), names.end(), w) != names.end();
+      });
+      if (!shares) continue;
+      if (names != wanted) {
+        EDGELM_FAIL("[cli] flag ", option->get_name(), " must be declared as '", entry->names,
+                    "' (one meaning per flag name across the tools: add_shared)");
       }
-      if (shares && !holds_all) {
-        EDGELM_FAIL("[cli] flag ", option->get_name(), " must be declared as '", entry,
-                    "' (one meaning per flag name across the tools)");
-      }
-    }
-    for (const flag::Shared& shared : flag::kShared) {
-      const std::vector<std::string> wanted = split_names(shared.names);
-      if (std::find(names.begin(), names.end(), wanted.back()) == names.end()) continue;
-      if (option->get_items_expected_max() > 1) continue;  // a list: another meaning
-      if (names != wanted || option->get_description() != shared.help) {
+      if (option->get_description() != help_of(*entry)) {
         EDGELM_FAIL("[cli] flag ", option->get_name(), " must be registered with add_shared ",
                     "(one spelling and help text across the tools)");
       }
@@ -255,6 +231,12 @@ inline void rewrite_alias(std::string& token, std::span<const FlagAlias> aliases
       token = alias.long_name;
       return;
     }
+    const std::string_view name = alias.alias;
+    if (name.starts_with("--") && token.starts_with(name) && token.size() > name.size() &&
+        token[name.size()] == '=') {
+      token = edgelm::str_cat(alias.long_name, token.substr(name.size()));  // "--text=hi"
+      return;
+    }
   }
   for (const FlagAlias& alias : aliases) {
     const std::string_view name = alias.alias;
@@ -320,7 +302,7 @@ inline bool parse_flags(CLI::App& app, int argc, char** argv,
   }
   if (!aliases.empty()) {
     const std::string footer = app.get_footer();
-    app.footer((footer.empty() ? "" : footer + "\n") + "Also taken, as in llama.cpp: " + aliases);
+    app.footer((footer.empty() ? "" : footer + "\n") + "Also taken: " + aliases);
   }
   const std::vector<std::string> args = detail::preparse(app, argc, argv, own_aliases);
   std::vector<const char*> pointers;
@@ -401,6 +383,40 @@ inline const CLI::Validator kUint64(
     },
     "UINT64");
 
+// "1.5MiB" -> 1572864: a byte count with an optional suffix (B; KiB, MiB, GiB: powers of 1024; KB,
+// MB, GB: powers of 1000). Throws edgelm::Error naming `flag`.
+inline uint64_t parse_byte_size(const std::string& text, const char* flag) {
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string suffix = used > 0 ? text.substr(used) : "";
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1.0},   {"B", 1.0},  {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}};
+  for (const auto& [name, scale] : kUnits) {
+    if (used > 0 && suffix == name && value >= 0 && value * scale < 9e18)
+      return static_cast<uint64_t>(value * scale);
+  }
+  EDGELM_FAIL(flag, ": '", text, "' is not a size (e.g. 1536KiB, 4MiB, 2MB)");
+}
+
+// A byte size flag (--budget-bytes, with ->transform): the text given becomes its count of bytes
+// before CLI11 converts it, so that "6MiB" and "6291456" are the same value.
+inline const CLI::Validator kByteSize(
+    [](std::string& text) -> std::string {
+      try {
+        text = std::to_string(parse_byte_size(text, "size"));
+      } catch (const Error&) {
+        return "'" + text + "' is not a size (a byte count, or e.g. 1536KiB, 4MiB, 2MB)";
+      }
+      return {};
+    },
+    "");
+
 // The comma-list parsers (core/parse_list.h), under the names the tools use.
 using edgelm::kIdListSyntax;
 using edgelm::parse_cpu_list;
@@ -424,6 +440,5 @@ inline DType parse_weight_type(const std::string& text) {
                      {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                       DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K});
 }
-inline constexpr const char* kWeightTypeHelp = flag::kWeightTypeFlag.help;
 
 }  // namespace edgelm::cli

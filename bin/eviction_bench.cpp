@@ -34,45 +34,45 @@ int run(int argc, char** argv) {
   base.kv_budget = 192;
   int64_t chunk = 64;
   namespace flag = edgelm::cli::flag;
-  app.add_option(flag::kModel, model_path,
-                 "Model (default: make_model's tiny-long preset in a temp folder)");
-  app.add_option("--policies", policies_text,
-                 "Comma-separated policies, of " + edgelm::policy_list() + " (default: all)");
-  edgelm::cli::add_shared(app, flag::kBackendFlag, backend_name);
-  edgelm::cli::add_shared(app, flag::kThreadsFlag, threads)->check(CLI::Range(0, 1024));
-  app.add_option("--n-prompt", prompt_tokens,
-                 "Prompt tokens (default 256; in edgelm's tools -p is prompt text)")
+  edgelm::cli::add_shared(app, flag::kModel, model_path);
+  edgelm::cli::add_shared(app, flag::kPolicies, policies_text)->default_str("all");
+  edgelm::cli::add_shared(app, flag::kBackend, backend_name);
+  edgelm::cli::add_shared(app, flag::kThreads, threads)->check(CLI::Range(0, 1024));
+  edgelm::cli::add_shared(app, flag::kNPrompt, prompt_tokens)
+      ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option(std::string(flag::kPredict) + ",--n-gen", generate_tokens,
-                 "Decoded tokens (default 256)")
+  edgelm::cli::add_shared(app, flag::kPredict, generate_tokens)
+      ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option(flag::kCtxSize, capacity,
-                 "Logical context in tokens (default 1024); the cache allocates each policy's "
-                 "limit (plus one prefill step for snapkv), the whole context for none")
+  edgelm::cli::add_shared(app, flag::kCtxSize, capacity)
+      ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
-  app.add_option(flag::kBatchSize, chunk, "Prompt tokens per prefill step (default 64)")
+  edgelm::cli::add_shared(app, flag::kBatchSize, chunk)
+      ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
   int64_t window = 128;
-  app.add_option("--eviction-window", window, "Recent window (default 128)");
-  app.add_option("--kv-budget", base.kv_budget, "Budget (sliding/sink use window + prefix/sinks)")
+  edgelm::cli::add_shared(app, flag::kEvictionWindow, window)->capture_default_str();
+  edgelm::cli::add_shared(app, flag::kKvBudget, base.kv_budget)
+      ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   uint64_t budget_bytes = 0;
-  app.add_option("--budget-bytes", budget_bytes,
-                 "The budget in bytes of K and V (F16) over all layers, instead of --kv-budget: "
-                 "rounded down to whole slots")
-      ->check(edgelm::cli::kUint64);
+  edgelm::cli::add_shared(app, flag::kBudgetBytes, budget_bytes)
+      ->transform(edgelm::cli::kByteSize)
+      ->type_name("SIZE");
   int64_t sink_tokens = 0;
-  app.add_option("--sink-tokens", sink_tokens, "Sink tokens (default: budget/64 in [1, 4])");
-  app.add_option("--snapkv-window", base.snapkv_window, "SnapKV observation window");
-  app.add_option("--ea-covariance", base.ea_covariance,
-                 "expected_attention: the query covariance term (on|off, default on)");
-  app.add_option("--protect", base.protect,
-                 "Protected classes around every policy but none: sinks (synthetic prompts hold "
-                 "no system prompt or special tokens)");
-  app.add_option("--layer-budget", base.layer_budget,
-                 "uniform|pyramid (pyramid: around the budgeted policies)");
-  app.add_option("--pyramid-beta", base.pyramid_beta, "pyramid: steepness (default 20)");
-  app.add_option("-o,--output", output, "md|json")->check(CLI::IsMember({"md", "json"}));
+  edgelm::cli::add_shared(app, flag::kSinkTokens, sink_tokens);
+  edgelm::cli::add_shared(app, flag::kSnapkvWindow, base.snapkv_window)->capture_default_str();
+  edgelm::cli::add_shared_option(app, flag::kEaCovariance, base.ea_covariance);
+  edgelm::cli::add_shared(app, flag::kProtect, base.protect);
+  edgelm::cli::add_shared(app, flag::kLayerBudget, base.layer_budget);
+  edgelm::cli::add_shared(app, flag::kPyramidBeta, base.pyramid_beta);
+  edgelm::cli::add_shared(app, flag::kOutput, output)
+      ->capture_default_str()
+      ->check(CLI::IsMember({"md", "json"}));
+  edgelm::cli::add_note(app,
+                        "Without -m: make_model's tiny-long preset, made in a temp folder. The "
+                        "prompt is made-up ids, so --protect has only sinks to keep; the KV cache "
+                        "is f16, which --budget-bytes counts in.");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
   base.window = window;
   if (app.count("--sink-tokens") > 0) base.sink_tokens = sink_tokens;

@@ -60,27 +60,6 @@ std::vector<double> parse_shares(const std::string& text, const char* flag) {
   return values;
 }
 
-// "1.5MiB" -> 1572864: a byte count with an optional suffix (B, KiB, MiB, GiB powers of 1024;
-// KB, MB, GB powers of 1000).
-int64_t parse_bytes(const std::string& item, const char* flag) {
-  size_t used = 0;
-  double value = 0.0;
-  try {
-    value = std::stod(item, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string suffix = used > 0 ? item.substr(used) : "";
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1.0},   {"B", 1.0},  {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}};
-  for (const auto& [name, scale] : kUnits) {
-    if (used > 0 && suffix == name && value >= 0 && value * scale < 9e18)
-      return static_cast<int64_t>(value * scale);
-  }
-  EDGELM_FAIL(flag, ": '", item, "' is not a size (e.g. 1536KiB, 4MiB, 2MB)");
-}
-
 std::string shell_quoted(int argc, char** argv) {
   std::string command;
   for (int i = 0; i < argc; ++i) {
@@ -147,41 +126,30 @@ int run(int argc, char** argv) {
   bool no_hash = false;
   bool list_chat_templates = false;
 
-  app.add_option(flag::kModel, model_path, "Hugging Face model folder or .gguf file");
-  app.add_option(flag::kFile, files, "A text to stream (repeat for more)");
+  edgelm::cli::add_shared(app, flag::kModel, model_path);
+  edgelm::cli::add_shared(app, flag::kFile, files);
   app.add_option("--file-list", file_list, "A file naming one text per line");
-  app.add_option(
-      "--policies", policies_text,
-      "Comma-separated policies, each optionally with +protect (its first --sink-tokens kept out "
-      "of the competition) and/or +pyramid (the budget shared out over the layers, PyramidKV) "
-      "(default: every evicting one of " +
-          edgelm::policy_list() + ")");
+  edgelm::cli::add_shared(app, flag::kPolicies, policies_text);
   app.add_option("--budgets", budgets_text,
                  "Budgets in slots per layer and kv head, comma-separated (default 64,256)");
-  app.add_option("--budget-bytes", budget_bytes_text,
-                 "Budgets as K+V bytes of the whole cache instead (e.g. 1.5MiB,6MiB)");
+  edgelm::cli::add_shared(app, flag::kBudgetBytes, budget_bytes_text)->type_name("SIZE,...");
   app.add_option("--runs", runs_text,
                  "Which runs: streaming,continuation,retrieval,cost (default: all)");
-  app.add_option(flag::kCtxSize, options.window_tokens,
-                 "Tokens per streamed text window (default 2048)");
+  edgelm::cli::add_shared(app, flag::kCtxSize, options.window_tokens)->capture_default_str();
   app.add_option("--windows", options.windows_per_text,
                  "Windows streamed per text, each from an empty cache (default 1)");
   app.add_option("--evict-every", options.evict_every,
                  "Streaming: tokens per step, evicting before each (1: every token; default 1)");
-  app.add_option(flag::kBatchSize, options.batch,
-                 "Prefill tokens per step of the other runs (default: 128, or the largest step "
-                 "every cell makes room for: half the smallest budget, less protected sinks)");
-  app.add_option("--sink-tokens", options.shares.sink_tokens,
-                 "Sinks carved out of the budget (sink; snapkv in decode; expected_attention; "
-                 "+protect; default 4)");
-  app.add_option("--pyramid-beta", options.shares.pyramid_beta,
-                 "+pyramid: bottom-to-top slope (default 20)");
+  edgelm::cli::add_shared(app, flag::kBatchSize, options.batch);
+  edgelm::cli::add_shared(app, flag::kSinkTokens, options.shares.sink_tokens)->capture_default_str();
+  edgelm::cli::add_shared(app, flag::kPyramidBeta, options.shares.pyramid_beta);
   app.add_option("--recent-share", options.shares.recent_share,
                  "h2o: the budget's share kept as its recent window (default 0.5)");
-  app.add_option("--snapkv-window", snapkv_window,
-                 "snapkv: observation window (default: min(32, budget/2))");
-  app.add_option("--snapkv-kernel", options.shares.snapkv_kernel, "snapkv: pooling kernel (7)");
-  app.add_option("--snapkv-pool", options.shares.snapkv_pool, "snapkv: max|avg (max)");
+  edgelm::cli::add_shared(app, flag::kSnapkvWindow, snapkv_window)->default_str("min(32,budget/2)");
+  edgelm::cli::add_shared(app, flag::kSnapkvKernel, options.shares.snapkv_kernel)
+      ->capture_default_str();
+  edgelm::cli::add_shared(app, flag::kSnapkvPool, options.shares.snapkv_pool)
+      ->capture_default_str();
   app.add_option("--prefix-tokens", options.prefix_tokens,
                  "Compress-then-continue: prefilled tokens (default 512)");
   app.add_option("--continue-tokens", options.continue_tokens,
@@ -190,8 +158,8 @@ int run(int argc, char** argv) {
                  "Streaming predictions per bootstrap unit (default 128)");
   app.add_option("--bootstrap", options.bootstrap.resamples,
                  "Bootstrap resamples per interval (default 1000)");
-  app.add_option(flag::kSeed, seed,
-                 "Seed of the bootstrap, the passkeys and the random policy (default 0)")
+  edgelm::cli::add_shared(app, flag::kSeed, seed)
+      ->capture_default_str()
       ->check(edgelm::cli::kUint64);
   app.add_option("--floor-policy", options.floor_policy,
                  "Compare every cell with this policy at the same budget, when run (random)");
@@ -206,22 +174,31 @@ int run(int argc, char** argv) {
   app.add_option("--passkey-trials", passkey.trials, "Retrieval: keys per cell (default 2)");
   app.add_option("--passkey-digits", passkey.digits, "Retrieval: digits per key (default 5)");
   app.add_option("--haystack", haystack_path, "Retrieval: filler text (default: built-in)");
-  app.add_option(
-      "--chat", chat_mode,
-      "Retrieval through the model's chat template: auto|on|off (auto: when it has one)");
-  app.add_option("--chat-template", chat_template_name,
-                 "Retrieval: this chat format instead of the model's (implies --chat on)");
-  app.add_flag("--list-chat-templates", list_chat_templates,
-               "Print the chat formats --chat-template takes, and exit");
+  edgelm::cli::add_shared(app, flag::kChat, chat_mode)
+      ->type_name("auto|on|off")
+      ->capture_default_str();
+  edgelm::cli::add_shared(app, flag::kChatTemplate, chat_template_name);
+  edgelm::cli::add_shared(app, flag::kListChatTemplates, list_chat_templates);
   app.add_option("--answer-tokens", answer_tokens,
                  "Retrieval: greedy tokens per answer (default: digits + 4)");
-  edgelm::cli::add_shared(app, flag::kKvTypeFlag, kv_type_text);
-  edgelm::cli::add_shared(app, flag::kThreadsFlag, threads)->check(CLI::Range(0, 1024));
-  edgelm::cli::add_shared(app, flag::kBackendFlag, backend_name);
-  edgelm::cli::add_shared(app, flag::kWeightTypeFlag, weight_type_text);
-  app.add_option("--json", json_path, "Write one JSON object per cell (JSON lines) to this file");
+  edgelm::cli::add_shared(app, flag::kKvType, kv_type_text);
+  edgelm::cli::add_shared(app, flag::kThreads, threads)->check(CLI::Range(0, 1024));
+  edgelm::cli::add_shared(app, flag::kBackend, backend_name);
+  edgelm::cli::add_shared(app, flag::kWeightType, weight_type_text);
+  edgelm::cli::add_shared(app, flag::kJson, json_path)->type_name("FILE");
   app.add_option("--csv", csv_path, "Write the cells' scalar fields as CSV to this file");
   app.add_flag("--no-hash", no_hash, "Do not compute the model file's sha256");
+  edgelm::cli::add_note(
+      app,
+      "-f repeats, a text to stream each; -c is the window each text is streamed in. --policies "
+      "(default: every policy but none) may give a policy +protect (its first --sink-tokens kept "
+      "out of the competition) and/or +pyramid (the budget shared out over the layers, "
+      "PyramidKV). --budget-bytes is a list of budgets, like --budgets. -b is the prefill step of "
+      "the continuation, retrieval and cost runs (unset: 128, or the largest step every cell "
+      "makes room for: half the smallest budget, less protected sinks). --chat auto: the passkey "
+      "prompts go through the model's chat template when it has one; --chat-template implies "
+      "--chat on. --json writes one JSON object per cell to FILE; the markdown table goes to "
+      "stdout.");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   if (list_chat_templates) {
@@ -299,7 +276,8 @@ int run(int argc, char** argv) {
   std::optional<int64_t> budget_bytes;
   if (!budget_bytes_text.empty()) {
     for (const std::string& item : split_list(budget_bytes_text, "--budget-bytes")) {
-      const int64_t bytes = parse_bytes(item, "--budget-bytes");
+      const auto bytes =
+          static_cast<int64_t>(edgelm::cli::parse_byte_size(item, "--budget-bytes"));
       options.budgets.push_back(edgelm::kv_budget_from_bytes(static_cast<uint64_t>(bytes),
                                                              static_cast<size_t>(slot_bytes)));
       std::fprintf(stderr,

@@ -23,10 +23,11 @@ int main(int argc, char** argv) {
                    "Weight type: f32|f16|bf16 (hf, gguf), q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k "
                    "(gguf), or llama.cpp's mixes q4_k_m|q5_k_m (gguf: Q6_K for the output and for "
                    "attn_v and ffn_down of some layers)");
-    app.add_option(edgelm::cli::flag::kSeed, options.seed, "Seed of the random weights")
+    edgelm::cli::add_shared(app, edgelm::cli::flag::kSeed, options.seed)
+        ->capture_default_str()
         ->check(edgelm::cli::kUint64);
     app.add_option("--out", options.out_dir, "Output folder");
-    app.add_flag("--list", list, "List the presets");
+    edgelm::cli::add_shared(app, edgelm::cli::flag::kList, list);
     if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
     if (list) {
       for (const auto& preset : edgelm::model_presets()) {

@@ -230,23 +230,23 @@ int run(int argc, char** argv) {
   bool quiet = false;
   bool list_backends = false;
   namespace flag = edgelm::cli::flag;
-  app.add_option(flag::kModel, model_path, "Hugging Face model folder or .gguf file");
+  edgelm::cli::add_shared(app, flag::kModel, model_path);
   app.add_option("--a", a.backend, "Backend of side a (default cpu:portable, the oracle)");
   app.add_option("--b", b.backend, "Backend of side b (default cpu, the default path)");
-  edgelm::cli::add_shared(app, flag::kWeightTypeFlag, weight_type);  // both sides
-  app.add_option("--a-weight-type", a.weight_type, edgelm::cli::kWeightTypeHelp);
-  app.add_option("--b-weight-type", b.weight_type, edgelm::cli::kWeightTypeHelp);
-  edgelm::cli::add_shared(app, flag::kKvTypeFlag, kv_type);  // both sides
+  edgelm::cli::add_shared(app, flag::kWeightType, weight_type);  // both sides
+  app.add_option("--a-weight-type", a.weight_type, flag::kWeightType.help);
+  app.add_option("--b-weight-type", b.weight_type, flag::kWeightType.help);
+  edgelm::cli::add_shared(app, flag::kKvType, kv_type);  // both sides
   app.add_option("--a-kv-type", a.kv_type, "KV cache type of side a: f32|f16");
   app.add_option("--b-kv-type", b.kv_type, "KV cache type of side b: f32|f16");
-  app.add_option(flag::kFile, file, "Text to teacher-force through both");
+  edgelm::cli::add_shared(app, flag::kFile, file);
   app.add_option("--tokens", max_tokens, "Teacher-force at most this many tokens (default 512)");
-  app.add_option(flag::kPrompt, prompt, "Prompt to continue greedily (a's choices fed to both)");
-  app.add_flag("--chat", chat, "Wrap the prompt in the model's chat template");
-  app.add_option(flag::kPredict, n_predict, "Greedy steps after the prompt (default 128)");
-  app.add_flag(flag::kIgnoreEos, ignore_eos, "Do not stop the greedy run at EOS or end of turn");
-  app.add_option(flag::kBatchSize, batch, "Tokens per teacher-forced step (default 128)");
-  edgelm::cli::add_shared(app, flag::kThreadsFlag, threads)->check(CLI::Range(0, 1024));
+  edgelm::cli::add_shared(app, flag::kPrompt, prompt);
+  edgelm::cli::add_shared(app, flag::kChat, chat);
+  edgelm::cli::add_shared(app, flag::kPredict, n_predict)->capture_default_str();
+  edgelm::cli::add_shared(app, flag::kIgnoreEos, ignore_eos);
+  edgelm::cli::add_shared(app, flag::kBatchSize, batch)->capture_default_str();
+  edgelm::cli::add_shared(app, flag::kThreads, threads)->check(CLI::Range(0, 1024));
   app.add_flag("--layers", layers,
                "Compare every layer's output too and name the first that departs");
   app.add_option("--plant-fault", fault_text,
@@ -259,10 +259,16 @@ int run(int argc, char** argv) {
       "--logits-a", logits_a,
       "Judge two greedy runs from their logits instead: a's float32 .npy [steps, vocab]");
   app.add_option("--logits-b", logits_b, "b's .npy, with --logits-a");
-  app.add_flag("--json", json, "One JSON line per step, then the summary as the last line");
-  app.add_flag("-q,--quiet", quiet, "Print only the faults and the summary (in JSON too)");
+  edgelm::cli::add_shared(app, flag::kJson, json);
+  edgelm::cli::add_shared(app, flag::kQuiet, quiet);
   app.add_flag("--list-backends", list_backends,
                "Print the backend names --a and --b accept on this machine, one per line");
+  edgelm::cli::add_note(
+      app,
+      "-f is teacher-forced through both sides; -p is continued greedily for -n steps, a's "
+      "choice fed to both; -b is the teacher-forced step. --weight-type and --kv-type set both "
+      "sides. --json prints a line per step, then the summary; -q only the faults and the "
+      "summary.");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
   if (list_backends) {
     for (const std::string& name : edgelm::backend_names()) std::printf("%s\n", name.c_str());

@@ -48,21 +48,19 @@ int run(int argc, char** argv) {
   std::string backend_name = "cpu";
   std::string weight_type_text;
   bool json = false;
-  // The flags, in one block: the tools' shared names (cli_util.h), llama-perplexity's spellings.
-  app.add_option(edgelm::cli::flag::kModel, model_path, "Hugging Face model folder or .gguf file");
-  app.add_option(edgelm::cli::flag::kFile, file, "Text file to score");
-  app.add_option(edgelm::cli::flag::kCtxSize, n_ctx,
-                 "Tokens per window (default 512, as llama.cpp)");
+  // The flags, from the tools' one table (bin/flags.h), in llama-perplexity's spellings.
+  namespace flag = edgelm::cli::flag;
+  edgelm::cli::add_shared(app, flag::kModel, model_path);
+  edgelm::cli::add_shared(app, flag::kFile, file);
+  edgelm::cli::add_shared(app, flag::kCtxSize, n_ctx)->capture_default_str();
   app.add_option("--chunks", max_chunks, "Score at most this many windows (default: all)");
-  app.add_option(
-      edgelm::cli::flag::kBatchSize, batch,
-      "Tokens per forward step, capped at -c (default " + std::to_string(kDefaultBatch) + ")");
-  edgelm::cli::add_shared(app, edgelm::cli::flag::kKvTypeFlag, kv_type_text);
-  edgelm::cli::add_shared(app, edgelm::cli::flag::kThreadsFlag, threads)
-      ->check(CLI::Range(0, 1024));
-  edgelm::cli::add_shared(app, edgelm::cli::flag::kBackendFlag, backend_name);
-  edgelm::cli::add_shared(app, edgelm::cli::flag::kWeightTypeFlag, weight_type_text);
-  app.add_flag("--json", json, "Print a JSON summary as the last line of stdout");
+  edgelm::cli::add_shared(app, flag::kBatchSize, batch)->capture_default_str();
+  edgelm::cli::add_shared(app, flag::kKvType, kv_type_text);
+  edgelm::cli::add_shared(app, flag::kThreads, threads)->check(CLI::Range(0, 1024));
+  edgelm::cli::add_shared(app, flag::kBackend, backend_name);
+  edgelm::cli::add_shared(app, flag::kWeightType, weight_type_text);
+  edgelm::cli::add_shared(app, flag::kJson, json);
+  edgelm::cli::add_note(app, "-c is the window scored (512, as llama.cpp), -b capped at it");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   // Everything that can be checked without the model, first.

@@ -35,18 +35,18 @@ int run(int argc, char** argv) {
   std::string update_skips;
   uint64_t seed = 1234;
   // Long names only: in edgelm's tools -b is the batch size and -f a text file.
-  app.add_option("--backend", backends,
-                 "Backend to test (repeatable); default: every backend on this machine");
+  namespace flag = edgelm::cli::flag;
+  edgelm::cli::add_shared(app, flag::kBackend, backends);
   app.add_option("--oracle", oracle_name,
                  "What to compare with: 'reference' (double-precision math) or a backend name");
   app.add_option("--filter", filter, "Only cases whose name contains this, e.g. matmul/q4_0");
-  edgelm::cli::add_shared(app, edgelm::cli::flag::kThreadsFlag, threads)
-      ->check(CLI::Range(0, 1024));
-  app.add_option(edgelm::cli::flag::kSeed, seed, "Seed of the random inputs")
+  edgelm::cli::add_shared(app, flag::kThreads, threads)->check(CLI::Range(0, 1024));
+  edgelm::cli::add_shared(app, flag::kSeed, seed)
+      ->capture_default_str()
       ->check(edgelm::cli::kUint64);
-  app.add_flag("--json", json, "Print one JSON object with every result instead of the table");
+  edgelm::cli::add_shared(app, flag::kJson, json);
   app.add_flag("--show-skipped", show_skipped, "Also list skipped combinations in the table");
-  app.add_flag("--list", list, "List the backends and cases, run nothing");
+  edgelm::cli::add_shared(app, flag::kList, list);
   app.add_flag("--list-skips", list_skips,
                "Print the op/dtypes combinations each backend skips, in the format of "
                "tests/parity/expected_skips.txt; run nothing");
@@ -54,6 +54,9 @@ int run(int argc, char** argv) {
                  "Rewrite this expected-skips file with the sections of the backends run here, "
                  "keeping the others; run nothing")
       ->excludes("--list-skips");
+  edgelm::cli::add_note(app,
+                        "--backend repeats, a backend to test each (default: every backend on this "
+                        "machine); --json prints one object with every result instead of the table");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
 
   if (list) {

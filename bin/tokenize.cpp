@@ -94,12 +94,10 @@ int run(int argc, char** argv) {
   auto* tokenizer_option =
       app.add_option("--tokenizer", tokenizer_path, "tokenizer.json (or a .gguf file)");
   namespace flag = edgelm::cli::flag;
-  auto* model_option =
-      app.add_option(flag::kModel, model_path, "Model folder with tokenizer.json, or .gguf");
+  auto* model_option = edgelm::cli::add_shared(app, flag::kModel, model_path);
   tokenizer_option->excludes(model_option);
-  auto* text_option =
-      app.add_option(std::string(flag::kPrompt) + ",--text", text, "Text to encode");
-  auto* file_option = app.add_option(flag::kFile, file, "File whose contents to encode");
+  auto* text_option = edgelm::cli::add_shared(app, flag::kPrompt, text);
+  auto* file_option = edgelm::cli::add_shared(app, flag::kFile, file);
   auto* decode_option = app.add_option("--decode", decode_text,
                                        "Ids to decode, comma-separated without spaces, e.g. 1,2,3");
   text_option->excludes(file_option)->excludes(decode_option);
@@ -113,10 +111,11 @@ int run(int argc, char** argv) {
                "Benchmark encoding of -f/--file (.jsonl: one JSON string per record; else lines)");
   app.add_option("--bench-seconds", bench_seconds, "Least time the benchmark runs")
       ->check(CLI::Range(0.0, 3600.0));
-  app.add_flag(
-      "--allow-unknown-pre-tokenizer", tokenizer_options.allow_unknown_pre_tokenizer,
-      "GGUF: use Llama 3's pre-tokenizer, with a warning, for an unknown tokenizer.ggml.pre");
-  if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
+  edgelm::cli::add_shared(app, flag::kAllowUnknownPreTokenizer,
+                          tokenizer_options.allow_unknown_pre_tokenizer);
+  edgelm::cli::add_note(app, "-p is the text to encode, -f a file of it; -m a model folder with "
+                             "tokenizer.json, or a .gguf file");
+  if (!edgelm::cli::parse_flags(app, argc, argv, edgelm::cli::kTokenizeAliases)) return 0;
 
   if (tokenizer_path.empty() && model_path.empty()) {
     EDGELM_FAIL("give --tokenizer FILE or -m/--model DIR_OR_GGUF");

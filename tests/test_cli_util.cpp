@@ -1,5 +1,5 @@
-// bin/cli_util.h, the parse every tool runs: the flag vocabulary check, the pre-parse (unknown
-// flags with their hints, values that look like flags, multi-letter aliases), and read_text_file.
+// bin/cli_util.h, the parse every tool runs: the flag table's check, the pre-parse (unknown flags
+// with their hints, values that look like flags, multi-letter aliases), and read_text_file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -28,7 +28,7 @@ std::string parse_error(CLI::App& app, std::vector<std::string> args) {
   }
 }
 
-// A tool with a few of the vocabulary's flags and some of its own.
+// A tool with a few of the table's flags and some of its own.
 struct Tool {
   CLI::App app{"tool"};
   std::string model, prompt, backend;
@@ -38,13 +38,13 @@ struct Tool {
   bool json = false;
 
   Tool() {
-    app.add_option(flag::kModel, model);
-    app.add_option(flag::kPrompt, prompt);
-    app.add_option(flag::kPredict, n_predict);
-    app.add_option(flag::kTemp, temperature);
-    edgelm::cli::add_shared(app, flag::kBackendFlag, backend);
-    app.add_option("--cl-platform", platform);
-    app.add_flag("--json", json);
+    edgelm::cli::add_shared(app, flag::kModel, model);
+    edgelm::cli::add_shared(app, flag::kPrompt, prompt);
+    edgelm::cli::add_shared(app, flag::kPredict, n_predict);
+    edgelm::cli::add_shared(app, flag::kTemp, temperature);
+    edgelm::cli::add_shared(app, flag::kBackend, backend);
+    edgelm::cli::add_shared(app, flag::kClPlatform, platform);
+    edgelm::cli::add_shared(app, flag::kJson, json);
   }
 };
 
@@ -63,7 +63,7 @@ TEST(CliUtil, MultiLetterShortFlagIsUnknownNotAFlagAndAValue) {
 TEST(CliUtil, HintOnlyWhereTheToolHasTheEquivalent) {
   CLI::App app{"tokenizer-like tool"};
   std::string model;
-  app.add_option(flag::kModel, model);
+  edgelm::cli::add_shared(app, flag::kModel, model);
   EXPECT_EQ(parse_error(app, {"-ngl", "1"}), "unknown flag '-ngl' (--help lists the flags)");
   EXPECT_EQ(parse_error(app, {"-q"}), "unknown flag '-q' (--help lists the flags)");
   EXPECT_EQ(parse_error(app, {"--no-such-flag"}),
@@ -100,7 +100,7 @@ TEST(CliUtil, MultiLetterAliasInAToolWithItsLongFlag) {
   std::vector<std::string> pg;
   bool no_repack = false;
   app.add_option("--pg", pg);
-  edgelm::cli::add_shared(app, flag::kNoRepackFlag, no_repack);
+  edgelm::cli::add_shared(app, flag::kNoRepack, no_repack);
   EXPECT_EQ(parse_error(app, {"-pg", "8,4", "-nr", "-pg", "5,3"}), "");
   EXPECT_EQ(pg, (std::vector<std::string>{"8,4", "5,3"}));
   EXPECT_TRUE(no_repack);
@@ -114,8 +114,8 @@ TEST(CliUtil, ToolAliasesAreRewrittenForThatToolAlone) {
   CLI::App app{"bench-like tool"};
   std::vector<int64_t> n_prompt, n_gen;
   std::vector<std::string> pg;
-  app.add_option("--n-prompt", n_prompt)->delimiter(',');
-  app.add_option(flag::kPredict, n_gen)->delimiter(',');
+  edgelm::cli::add_shared(app, flag::kNPrompt, n_prompt)->delimiter(',');
+  edgelm::cli::add_shared(app, flag::kPredict, n_gen)->delimiter(',');
   app.add_option("--pg", pg);
   auto parse = [&](std::vector<std::string> args) {
     args.insert(args.begin(), "tool");
@@ -145,7 +145,7 @@ TEST(CliUtil, ToolAliasesAreRewrittenForThatToolAlone) {
   // Without the tool's aliases, -p is the prompt text's name and refused with the hint.
   CLI::App plain{"eviction_bench-like tool"};
   std::vector<int64_t> lengths;
-  plain.add_option("--n-prompt", lengths);
+  edgelm::cli::add_shared(plain, flag::kNPrompt, lengths);
   EXPECT_EQ(parse_error(plain, {"-p", "8"}),
             "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use "
             "--n-prompt 8 for the prompt length");
@@ -154,7 +154,7 @@ TEST(CliUtil, ToolAliasesAreRewrittenForThatToolAlone) {
 TEST(CliUtil, PromptLengthHintNamesTheValue) {
   CLI::App app{"bench-like tool"};
   std::vector<int64_t> n_prompt;
-  app.add_option("--n-prompt", n_prompt);
+  edgelm::cli::add_shared(app, flag::kNPrompt, n_prompt);
   EXPECT_EQ(parse_error(app, {"-p", "512"}),
             "unknown flag '-p': -p/--prompt is the prompt text in edgelm's tools; use "
             "--n-prompt 512 for the prompt length");
@@ -162,33 +162,46 @@ TEST(CliUtil, PromptLengthHintNamesTheValue) {
 }
 
 TEST(CliUtil, SharedFlagsHaveOneSpellingAndHelp) {
-  // Registered from the table: accepted.
+  // Registered from the table: accepted, a list of values included (bench's backends).
   CLI::App good{"tool"};
   std::string backend;
   int threads = 0;
-  edgelm::cli::add_shared(good, flag::kBackendFlag, backend);
-  edgelm::cli::add_shared(good, flag::kThreadsFlag, threads);
+  edgelm::cli::add_shared(good, flag::kBackend, backend);
+  edgelm::cli::add_shared(good, flag::kThreads, threads)->capture_default_str();
   EXPECT_EQ(parse_error(good, {"--backend", "cpu:portable", "-t", "2"}), "");
   EXPECT_EQ(backend, "cpu:portable");
-  // The same flag with a help text of its own, or without a name of the entry: refused.
+  CLI::App list{"bench-like tool"};
+  std::vector<std::string> backends;
+  edgelm::cli::add_shared(list, flag::kBackend, backends)->delimiter(',');
+  EXPECT_EQ(parse_error(list, {"--backend", "cpu,opencl"}), "");
+  EXPECT_EQ(backends, (std::vector<std::string>{"cpu", "opencl"}));
+  // The same flag with a help text of its own, a list included, or without a name of the
+  // entry: refused.
   CLI::App other_help{"tool"};
   other_help.add_option("--backend", backend, "Backend");
   EXPECT_NE(parse_error(other_help, {}).find(
                 "[cli] flag --backend must be registered with add_shared (one spelling and help"),
             std::string::npos);
+  CLI::App other_list{"tool"};
+  other_list.add_option("--backend", backends, "Backends to compare");
+  EXPECT_NE(parse_error(other_list, {}).find("--backend must be registered with add_shared"),
+            std::string::npos);
   CLI::App other_names{"tool"};
   std::string kv;
-  other_names.add_option("-k,--kv-type", kv, flag::kKvTypeFlag.help);
-  EXPECT_NE(parse_error(other_names, {}).find("--kv-type must be registered with add_shared"),
+  other_names.add_option("-k,--kv-type", kv, flag::kKvType.help);
+  EXPECT_NE(parse_error(other_names, {}).find("[cli] flag --kv-type must be declared as "
+                                              "'--kv-type'"),
             std::string::npos);
-  // A list of backends to compare is another meaning, with a help of its own.
-  CLI::App list{"bench-like tool"};
-  std::vector<std::string> backends;
-  list.add_option("--backend", backends, "Backends to compare");
-  EXPECT_EQ(parse_error(list, {"--backend", "cpu,opencl"}), "");
+  // "{policies}" in a help is the policy names, in the registered help and in the check.
+  CLI::App policies{"tool"};
+  std::string policy;
+  edgelm::cli::add_shared(policies, flag::kEvictionPolicy, policy);
+  EXPECT_EQ(parse_error(policies, {"--eviction-policy", "h2o"}), "");
+  EXPECT_NE(policies.get_option("--eviction-policy")->get_description().find("h2o"),
+            std::string::npos);
 }
 
-TEST(CliUtil, VocabularyNameWithAnotherMeaningIsRefused) {
+TEST(CliUtil, TableNameWithAnotherMeaningIsRefused) {
   CLI::App app{"tool"};
   int64_t n_prompt = 0;
   app.add_option("-p,--n-prompt", n_prompt);
@@ -202,9 +215,33 @@ TEST(CliUtil, VocabularyNameWithAnotherMeaningIsRefused) {
   EXPECT_NE(parse_error(partial, {}).find("'-c,--ctx-size,--max-seq-len'"), std::string::npos);
   CLI::App extended{"tool"};
   int n_gen = 0;
-  extended.add_option(std::string(flag::kPredict) + ",--n-gen", n_gen);  // extra aliases are fine
-  EXPECT_EQ(parse_error(extended, {"--n-gen", "3"}), "");
-  EXPECT_EQ(n_gen, 3);
+  extended.add_option("-n,--n-predict,--n-gen,--gen", n_gen, flag::kPredict.help);
+  EXPECT_NE(parse_error(extended, {}).find("must be declared as '-n,--n-predict,--n-gen'"),
+            std::string::npos);
+  // A tool's own older spelling is an alias instead, rewritten before the parse.
+  CLI::App tokenize{"tokenize-like tool"};
+  std::string text;
+  edgelm::cli::add_shared(tokenize, flag::kPrompt, text);
+  std::vector<std::string> args = {"tool", "--text=hello"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  EXPECT_TRUE(edgelm::cli::parse_flags(tokenize, 2, argv.data(), edgelm::cli::kTokenizeAliases));
+  EXPECT_EQ(text, "hello");
+}
+
+TEST(CliUtil, ByteSizesAreCountsOrSizesWithAUnit) {
+  EXPECT_EQ(edgelm::cli::parse_byte_size("4096", "--budget-bytes"), 4096u);
+  EXPECT_EQ(edgelm::cli::parse_byte_size("4KiB", "--budget-bytes"), 4096u);
+  EXPECT_EQ(edgelm::cli::parse_byte_size("1.5MiB", "--budget-bytes"), 1572864u);
+  EXPECT_EQ(edgelm::cli::parse_byte_size("2MB", "--budget-bytes"), 2000000u);
+  EXPECT_THROW(edgelm::cli::parse_byte_size("4 KiB", "--budget-bytes"), edgelm::Error);
+  EXPECT_THROW(edgelm::cli::parse_byte_size("-1", "--budget-bytes"), edgelm::Error);
+  CLI::App app{"tool"};
+  uint64_t bytes = 0;
+  edgelm::cli::add_shared(app, flag::kBudgetBytes, bytes)->transform(edgelm::cli::kByteSize);
+  EXPECT_EQ(parse_error(app, {"--budget-bytes", "6MiB"}), "");
+  EXPECT_EQ(bytes, 6291456u);
+  EXPECT_NE(parse_error(app, {"--budget-bytes", "6XB"}).find("is not a size"), std::string::npos);
 }
 
 TEST(CliUtil, ExtrasPassLongFlagsOnButNotUnknownShortOnes) {

@@ -78,7 +78,7 @@ expect_error "bad --output" "--output" -m "$gguf" -o xml
 expect_error "unknown backend" "--backend" -m "$gguf" --backend vulkan
 expect_error "bad --weight-type" "--weight-type" -m "$gguf" --weight-type q4_0x8
 expect_error "bad --kv-type" "--kv-type" -m "$gguf" --kv-type q8_0
-expect_error "zero threads" "--threads" -m "$gguf" -t 0
+expect_error "threads out of range" "--threads" -m "$gguf" -t 1025
 expect_error "no test" "no test to run" -m "$gguf" --n-prompt 0 -n 0
 expect_error "bad --cpus" "--cpus" -m "$gguf" --cpus 1-x
 
@@ -153,7 +153,7 @@ else
   cat "$work/out.md"; fail "-p 6,8 -n 2,4 -t 1,2"
 fi
 if "$bench" --help > "$work/help.txt" 2> "$work/err.txt" &&
-  grep -q -- '-p N,...: prompt lengths' "$work/help.txt" && grep -q -- '-p = --n-prompt' "$work/help.txt" &&
+  grep -q -- '-p (--n-prompt), -n, -d, -t and --backend take comma-separated lists' "$work/help.txt" && grep -q -- '-p = --n-prompt' "$work/help.txt" &&
   grep -q -- '-pg = --pg' "$work/help.txt" && grep -q -- '-pg PP,TG' "$work/help.txt" &&
   grep -q -- '-n,--n-predict,--n-gen' "$work/help.txt" && grep -q -- '-r,--repetitions' "$work/help.txt" &&
   grep -q -- '-t,--threads' "$work/help.txt" && grep -q -- '-m,--model' "$work/help.txt" &&
