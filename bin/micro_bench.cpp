@@ -101,6 +101,10 @@ const MatrixShape& matrix_named(const std::vector<MatrixShape>& matrices, const 
 // prefer them (KernelTable::matmul_layout).
 constexpr DType kWeightTypes[] = {DType::F32,    DType::F16,    DType::Q8_0, DType::Q4_0,
                                   DType::Q4_0x8, DType::Q8_0x8, DType::F16x4};
+// The sub-block family (simd/block_matmul.h), multiplied as stored: in the default set only as a
+// one-thread decode GEMV and a 64-row prefill of the 1B MLP-up shape; all shapes with --full.
+constexpr DType kSubBlockTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                    DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // ---- shared state ----
 
@@ -333,6 +337,12 @@ std::vector<MatmulCase> default_matmul_cases(const std::vector<std::string>& isa
       if (dtype == DType::F32) add(kLlama3B, m3, "ffn_up", dtype, best_eigen(), 512, 1);
     }
   }
+  for (DType dtype : kSubBlockTypes) {
+    for (const std::string& isa : isas) {
+      add(kLlama1B, m1, "ffn_up", dtype, isa, 1, 1);
+      if (isa == best) add(kLlama1B, m1, "ffn_up", dtype, isa, 64, 1);
+    }
+  }
   return cases;
 }
 
@@ -340,7 +350,9 @@ std::vector<MatmulCase> full_matmul_cases(const std::vector<std::string>& isas) 
   std::vector<MatmulCase> cases;
   for (const ModelShape* model : {&kLlama1B, &kLlama3B}) {
     for (const MatrixShape& matrix : matrices_of(*model)) {
-      for (DType dtype : kWeightTypes) {
+      std::vector<DType> dtypes(std::begin(kWeightTypes), std::end(kWeightTypes));
+      dtypes.insert(dtypes.end(), std::begin(kSubBlockTypes), std::end(kSubBlockTypes));
+      for (DType dtype : dtypes) {
         for (int64_t M : {1, 64, 512}) {
           for (const std::string& isa : isas) {
             for (int threads : {1, 2}) cases.push_back({model, matrix, dtype, isa, M, threads});

@@ -172,6 +172,15 @@ void matmul_cases(std::vector<OpCase>& cases) {
   // chunks, the last one ending inside a panel.
   for (DType dtype : {DType::Q4_1, DType::Q5_0, DType::Q5_1})
     add_matmul_case(cases, dtype, MatmulShape{5, 200, 2080});
+  // Their decode (1 or 2 rows of x) sums eight blocks a step on x86: 9 and 65 blocks (steps and a
+  // one-block tail), and two rows with non-finite and tiny x, most likely inside a step (17
+  // blocks).
+  for (DType dtype : {DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+    add_matmul_case(cases, dtype, MatmulShape{1, 9, 288});
+    add_matmul_case(cases, dtype, MatmulShape{2, 13, 2080});
+    add_matmul_case(cases, dtype, {2, 16, 544}, Spoil::kNaN, "spoiled");
+    add_matmul_case(cases, dtype, {2, 16, 544}, Spoil::kNegativeInf, "inf");
+  }
   for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
     add_matmul_case(cases, dtype, MatmulShape{3, 100, 4096});
   // Non-finite and tiny x, on every weight type and layout: one row (decode) and row blocks with

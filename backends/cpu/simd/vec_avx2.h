@@ -193,14 +193,70 @@ struct Quants256 {
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     return Dot::dot(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
   }
+  // acc + s·scale, and with one scale for elements 0..15 (lanes 0..3) and another for 16..31: the
+  // K-quants' sub-block scales applied in integers (block_matmul.h, ScaledSums).
+  static Sums mac(Sums acc, Sums s, int32_t scale) {
+    return _mm256_add_epi32(acc, _mm256_mullo_epi32(s, _mm256_set1_epi32(scale)));
+  }
+  static Sums mac_halves(Sums acc, Sums s, int32_t scale_low, int32_t scale_high) {
+    return _mm256_add_epi32(
+        acc, _mm256_mullo_epi32(
+                 s, _mm256_set_m128i(_mm_set1_epi32(scale_high), _mm_set1_epi32(scale_low))));
+  }
+  static Sums zero_sums() { return _mm256_setzero_si256(); }
+
+  // Eight blocks a step (block_matmul.h, decode): lane j of totals8 is the sum of s[j]'s lanes
+  // (hadd within 128-bit halves twice, then the halves of blocks 0..3 and 4..7 added).
+  static Sums totals8(const Sums* s) {
+    const __m256i a =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i b =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+  }
+  // Lanes 0..3: the sums of elements 0..15 of s[0..3], lanes 4..7: those of elements 16..31 (the
+  // lanes of each Sums holding elements 0..15 are its low four).
+  static Sums half_totals4(const Sums* s) {
+    return _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+  }
+  // Eight signed bytes, one per lane.
+  static Sums signed_bytes8(uint64_t bytes) {
+    return _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes)));
+  }
+  static Sums add(Sums a, Sums b) { return _mm256_add_epi32(a, b); }
+  static Sums bytes8(uint64_t bytes) {  // eight unsigned bytes, one per lane
+    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(bytes)));
+  }
+  static Sums load_sums8(const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  static Sums mul(Sums a, Sums b) { return _mm256_mullo_epi32(a, b); }
+  static Acc to_float(Sums s) { return _mm256_cvtepi32_ps(s); }
+  static Acc load8(const float* p) { return _mm256_loadu_ps(p); }
+  // The two IEEE halves at `first` and every `stride` bytes after it (eight blocks' d and m, or d
+  // and the next field), as floats: eight 32-bit loads (a gather of the same words took several
+  // times as long on the Zen 5 VM), each word's low half into `low` and its high half into `high`.
+  static void halves8(const uint16_t* first, int stride, Acc* low, Acc* high) {
+    const auto* bytes = reinterpret_cast<const char*>(first);
+    int32_t word[8];
+    for (int j = 0; j < 8; ++j) std::memcpy(&word[j], bytes + j * stride, sizeof(int32_t));
+    const __m256i words = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(word));
+    // packus keeps 16 bits of each 32-bit lane; the permutation puts the eight in block order.
+    const __m256i lows = _mm256_packus_epi32(_mm256_and_si256(words, _mm256_set1_epi32(0xffff)),
+                                             _mm256_setzero_si256());
+    const __m256i highs = _mm256_packus_epi32(_mm256_srli_epi32(words, 16), _mm256_setzero_si256());
+    *low = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(lows, 0x08)));
+    *high = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(highs, 0x08)));
+  }
+  static Acc broadcast(float v) { return _mm256_set1_ps(v); }
+  static Acc mul(Acc a, Acc b) { return _mm256_mul_ps(a, b); }
+  static Acc fma(Acc a, Acc b, Acc acc) { return _mm256_fmadd_ps(a, b, acc); }
+
   static Acc zero() { return _mm256_setzero_ps(); }
-  // The sums stay below 2^24, so their conversion to float is exact.
+  // The sums stay below 2^24 (block_matmul.h), so their conversion to float is exact.
   static Acc fma(Sums s, float scale, Acc acc) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(scale), acc);
-  }
-  static Acc fma_halves(Sums s, float scale_low, float scale_high, Acc acc) {
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),
-                           _mm256_set_m128(_mm_set1_ps(scale_high), _mm_set1_ps(scale_low)), acc);
   }
   static float sum(Acc acc) { return Vec256::sum(acc); }
   static float half(uint16_t bits) { return _cvtsh_ss(bits); }

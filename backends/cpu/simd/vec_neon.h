@@ -138,13 +138,18 @@ struct Quants128x2 {
     return {Dot::dot16(w.val[0], vld1q_s8(x)), Dot::dot16(w.val[1], vld1q_s8(x + 16))};
   }
   static Sums dot_unsigned(Q w, const int8_t* x) { return dot_signed(w, x); }
-  static Acc zero() { return vdupq_n_f32(0.0f); }
-  static Acc fma(Sums s, float scale, Acc acc) {
-    return vfmaq_n_f32(acc, vcvtq_f32_s32(vaddq_s32(s.low, s.high)), scale);
+  static Sums mac(Sums acc, Sums s, int32_t scale) {
+    return {vmlaq_n_s32(acc.low, s.low, scale), vmlaq_n_s32(acc.high, s.high, scale)};
   }
-  static Acc fma_halves(Sums s, float scale_low, float scale_high, Acc acc) {
-    return vfmaq_n_f32(vfmaq_n_f32(acc, vcvtq_f32_s32(s.low), scale_low), vcvtq_f32_s32(s.high),
-                       scale_high);
+  static Sums mac_halves(Sums acc, Sums s, int32_t scale_low, int32_t scale_high) {
+    return {vmlaq_n_s32(acc.low, s.low, scale_low), vmlaq_n_s32(acc.high, s.high, scale_high)};
+  }
+  static Sums zero_sums() { return {vdupq_n_s32(0), vdupq_n_s32(0)}; }
+  static Acc zero() { return vdupq_n_f32(0.0f); }
+  // Each half converted on its own: a K-quant block's lanes are each below 2^24 (exact as
+  // floats), their sum need not be (block_matmul.h).
+  static Acc fma(Sums s, float scale, Acc acc) {
+    return vfmaq_n_f32(vfmaq_n_f32(acc, vcvtq_f32_s32(s.low), scale), vcvtq_f32_s32(s.high), scale);
   }
   static float sum(Acc acc) { return vaddvq_f32(acc); }
   static float half(uint16_t bits) { return Vec128::half_to_float(bits); }
