@@ -246,24 +246,30 @@ int run(int argc, char** argv) {
                hybrid.backend(HybridSide::Cpu).device().c_str(),
                hybrid.backend(HybridSide::OpenCl).device().c_str());
 
-  // The schedule: phases (with a threshold or an alternation) or the warmup, under the pressure
-  // signals when asked.
-  edgelm::PhaseSchedule phases({.prefill = prefill_side,
-                                .decode = decode_side,
-                                .switch_threshold = switch_threshold,
-                                .switch_every = switch_every});
+  // The schedule over the two backends: phases (with a threshold or an alternation) or the
+  // warmup, under the pressure signals when asked.
+  const edgelm::BackendNames names = edgelm::HybridModel::backend_names();
+  const std::string prefill = edgelm::hybrid_side_name(prefill_side);
+  const std::string decode = edgelm::hybrid_side_name(decode_side);
+  edgelm::PhaseSchedule phases(names, {.prefill = prefill,
+                                       .decode = decode,
+                                       .switch_threshold = switch_threshold,
+                                       .switch_every = switch_every});
   std::optional<edgelm::WarmupSchedule> warmup;
-  if (warmup_tokens > 0) warmup.emplace(prefill_side, decode_side, warmup_tokens);
+  if (warmup_tokens > 0) warmup.emplace(names, prefill, decode, warmup_tokens);
   edgelm::BackendSchedule& base = warmup ? static_cast<edgelm::BackendSchedule&>(*warmup) : phases;
   std::optional<edgelm::PressureSchedule> pressure;
   if (switch_on_pressure) {
-    pressure.emplace(base, app.count("--switch-memory-mb") > 0 ? memory_monitor() : nullptr,
+    pressure.emplace(base, edgelm::hybrid_side_name(HybridSide::Cpu),
+                     app.count("--switch-memory-mb") > 0 ? memory_monitor() : nullptr,
                      switch_memory_mb, std::move(gpu_busy));
   }
   edgelm::BackendSchedule& schedule =
       pressure ? static_cast<edgelm::BackendSchedule&>(*pressure) : base;
   std::fprintf(stderr, "schedule: %s\n", schedule.describe().c_str());
-  edgelm::HybridRouter router(hybrid, cache, schedule);
+  edgelm::StepScheduler scheduler(hybrid.backends(), cache, schedule);
+  const size_t cpu = scheduler.index_of(edgelm::hybrid_side_name(HybridSide::Cpu));
+  const size_t opencl = scheduler.index_of(edgelm::hybrid_side_name(HybridSide::OpenCl));
 
   edgelm::SamplerConfig sampling = f.sampling;
   if (f.temperature->count() == 0 && config.default_temperature)
@@ -302,7 +308,7 @@ int run(int argc, char** argv) {
   edgelm::GenerationSession session(hybrid.model(prefill_side), cache, &manager,
                                     std::move(settings), stream_text ? &*tokenizer : nullptr,
                                     std::move(callbacks));
-  session.generator().set_router(&router);
+  session.generator().set_router(&scheduler);
 
   if (!f.prompt.empty()) {
     if (f.chat) {
@@ -355,8 +361,8 @@ int run(int argc, char** argv) {
                static_cast<long long>(stats.kv_capacity), static_cast<long long>(stats.kv_context),
                static_cast<long long>(stats.evictions), stats.eviction_seconds,
                static_cast<double>(peak) / 1048576.0, stop.c_str());
-  const edgelm::BackendShare& on_cpu = router.share(HybridSide::Cpu);
-  const edgelm::BackendShare& on_cl = router.share(HybridSide::OpenCl);
+  const edgelm::BackendShare& on_cpu = scheduler.share(cpu);
+  const edgelm::BackendShare& on_cl = scheduler.share(opencl);
   std::fprintf(stderr,
                "hybrid: cpu prefill %lld tokens (%.3f s), decode %lld steps (%.3f s) | opencl "
                "prefill %lld tokens (%.3f s), decode %lld steps (%.3f s) | %lld switches, %.1f us "
@@ -365,19 +371,19 @@ int run(int argc, char** argv) {
                static_cast<long long>(on_cpu.decode_steps), on_cpu.decode_seconds,
                static_cast<long long>(on_cl.prefill_tokens), on_cl.prefill_seconds,
                static_cast<long long>(on_cl.decode_steps), on_cl.decode_seconds,
-               static_cast<long long>(router.switches()), router.switch_seconds() * 1e6,
+               static_cast<long long>(scheduler.switches()), scheduler.switch_seconds() * 1e6,
                static_cast<double>(hybrid.shared_weight_bytes()) / 1048576.0,
                static_cast<double>(hybrid.cpu_only_weight_bytes()) / 1048576.0,
                static_cast<unsigned long long>(hybrid.host_device_copy_bytes()));
   if (f.json) {
     nlohmann::json events = nlohmann::json::array();
-    for (const edgelm::SwitchEvent& event : router.events()) {
+    for (const edgelm::SwitchEvent& event : scheduler.events()) {
       events.push_back({{"step", event.step},
                         {"phase", event.phase == edgelm::Phase::Prefill ? "prefill" : "decode"},
                         {"kv_slots", event.kv_slots},
                         {"position", event.next_position},
-                        {"from", edgelm::hybrid_side_name(event.from)},
-                        {"to", edgelm::hybrid_side_name(event.to)},
+                        {"from", scheduler.name(event.from)},
+                        {"to", scheduler.name(event.to)},
                         {"reason", event.reason},
                         {"us", event.seconds * 1e6}});
     }
@@ -401,8 +407,8 @@ int run(int argc, char** argv) {
         {"weight_sharing", edgelm::weight_sharing_name(sharing)},
         {"shared_weight_bytes", hybrid.shared_weight_bytes()},
         {"cpu_only_weight_bytes", hybrid.cpu_only_weight_bytes()},
-        {"switches", router.switches()},
-        {"switch_s", router.switch_seconds()},
+        {"switches", scheduler.switches()},
+        {"switch_s", scheduler.switch_seconds()},
         {"switch_events", events},
         {"backends", {{"cpu", share_json(on_cpu)}, {"opencl", share_json(on_cl)}}},
         {"pressure_steps", pressure ? pressure->pressure_steps() : 0},
@@ -412,9 +418,9 @@ int run(int argc, char** argv) {
       for (edgelm::Phase phase : {edgelm::Phase::Prefill, edgelm::Phase::Decode}) {
         const edgelm::WarmupSchedule::Measured& m = warmup->measured(phase);
         measured[phase == edgelm::Phase::Prefill ? "prefill" : "decode"] = {
-            {"cpu_s_per_token", m.seconds_per_token(HybridSide::Cpu)},
-            {"opencl_s_per_token", m.seconds_per_token(HybridSide::OpenCl)},
-            {"pick", m.pick ? edgelm::hybrid_side_name(*m.pick) : "undecided"}};
+            {"cpu_s_per_token", m.seconds_per_token(cpu)},
+            {"opencl_s_per_token", m.seconds_per_token(opencl)},
+            {"pick", m.pick ? warmup->name(*m.pick) : "undecided"}};
       }
       summary["warmup"] = measured;
     }

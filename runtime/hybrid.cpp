@@ -1,12 +1,9 @@
 #include "runtime/hybrid.h"
 
-#include <cstdio>
 #include <unordered_set>
 #include <utility>
 
 #include "core/error.h"
-#include "core/log.h"
-#include "core/process_stats.h"
 
 namespace edgelm {
 
@@ -96,204 +93,17 @@ size_t HybridModel::cpu_only_weight_bytes() const {
   return distinct_bytes(cpu_model_->weights(), &opencl_model_->weights());
 }
 
+std::vector<ScheduledBackend> HybridModel::backends() {
+  return {{hybrid_side_name(HybridSide::Cpu), cpu_model_.get()},
+          {hybrid_side_name(HybridSide::OpenCl), opencl_model_.get()}};
+}
+
+BackendNames HybridModel::backend_names() {
+  return {hybrid_side_name(HybridSide::Cpu), hybrid_side_name(HybridSide::OpenCl)};
+}
+
 uint64_t HybridModel::host_device_copy_bytes() const {
   return cpu_->host_device_copy_bytes() + opencl_->host_device_copy_bytes();
-}
-
-// ---- schedules ----
-
-void BackendSchedule::observe(const StepInfo&, HybridSide, double) {}
-
-PhaseSchedule::PhaseSchedule(Settings settings) : settings_(settings) {
-  EDGELM_CHECK(settings_.switch_threshold >= 0, "[hybrid] switch threshold ",
-               settings_.switch_threshold, " is negative (KV slots, >= 0)");
-  EDGELM_CHECK(settings_.switch_every >= 0, "[hybrid] switch period ", settings_.switch_every,
-               " is negative (decode steps, >= 0; 0: off)");
-  EDGELM_CHECK(settings_.switch_every == 0 || settings_.switch_threshold == 0,
-               "[hybrid] a switch threshold and a switch period are exclusive");
-}
-
-std::string PhaseSchedule::describe() const {
-  std::string text = str_cat("prefill ", hybrid_side_name(settings_.prefill), ", decode ",
-                             hybrid_side_name(settings_.decode));
-  if (settings_.switch_threshold > 0) {
-    text += str_cat(" from ", settings_.switch_threshold, " KV slots (",
-                    hybrid_side_name(settings_.prefill), " below)");
-  }
-  if (settings_.switch_every > 0) {
-    text += str_cat(", alternating with ", hybrid_side_name(other_side(settings_.decode)),
-                    " every ", settings_.switch_every, " decode steps");
-  }
-  return text;
-}
-
-ScheduleChoice PhaseSchedule::choose(const StepInfo& step) {
-  if (step.phase == Phase::Prefill) return {settings_.prefill, "prefill"};
-  if (step.kv_slots < settings_.switch_threshold)
-    return {settings_.prefill, "decode below the switch threshold"};
-  if (settings_.switch_every > 0) {
-    const bool turn = (step.decode_steps / settings_.switch_every) % 2 == 1;
-    return {turn ? other_side(settings_.decode) : settings_.decode, "alternation"};
-  }
-  return {settings_.decode, settings_.switch_threshold > 0 ? "switch threshold reached" : "decode"};
-}
-
-double WarmupSchedule::Measured::seconds_per_token(HybridSide side) const {
-  const auto i = static_cast<size_t>(side);
-  return tokens[i] > 0 ? seconds[i] / static_cast<double>(tokens[i]) : 0.0;
-}
-
-WarmupSchedule::WarmupSchedule(HybridSide prefill_first, HybridSide decode_first, int64_t tokens)
-    : first_{prefill_first, decode_first}, tokens_(tokens) {
-  EDGELM_CHECK(tokens_ >= 1, "[hybrid] warmup tokens ", tokens_, " must be at least 1");
-}
-
-std::string WarmupSchedule::describe() const {
-  return str_cat("warmup: ", tokens_, " tokens of each phase on each backend (prefill from ",
-                 hybrid_side_name(first_[0]), ", decode from ", hybrid_side_name(first_[1]),
-                 "), then the faster");
-}
-
-const WarmupSchedule::Measured& WarmupSchedule::measured(Phase phase) const {
-  return measured_[static_cast<size_t>(phase)];
-}
-
-ScheduleChoice WarmupSchedule::choose(const StepInfo& step) {
-  const auto phase = static_cast<size_t>(step.phase);
-  const Measured& m = measured_[phase];
-  if (m.pick) return {*m.pick, "warmup pick"};
-  const HybridSide first = first_[phase];
-  const HybridSide second = other_side(first);
-  const bool second_behind =
-      m.tokens[static_cast<size_t>(second)] < m.tokens[static_cast<size_t>(first)];
-  return {second_behind ? second : first, "warmup"};
-}
-
-void WarmupSchedule::observe(const StepInfo& step, HybridSide side, double seconds) {
-  Measured& m = measured_[static_cast<size_t>(step.phase)];
-  if (m.pick) return;
-  m.tokens[static_cast<size_t>(side)] += step.n_tokens;
-  m.seconds[static_cast<size_t>(side)] += seconds;
-  if (m.tokens[0] < tokens_ || m.tokens[1] < tokens_) return;
-  const double cpu = m.seconds_per_token(HybridSide::Cpu);
-  const double opencl = m.seconds_per_token(HybridSide::OpenCl);
-  m.pick = cpu <= opencl ? HybridSide::Cpu : HybridSide::OpenCl;
-  char text[160];
-  std::snprintf(text, sizeof text,
-                "cpu %.3f ms/token over %lld tokens, opencl %.3f ms/token over %lld tokens",
-                cpu * 1e3, static_cast<long long>(m.tokens[0]), opencl * 1e3,
-                static_cast<long long>(m.tokens[1]));
-  log_info("[hybrid] warmup of ", step.phase == Phase::Prefill ? "prefill" : "decode", ": ", text,
-           ": ", hybrid_side_name(*m.pick), " runs the rest");
-}
-
-PressureSchedule::PressureSchedule(BackendSchedule& inner, std::unique_ptr<SystemMonitor> memory,
-                                   double memory_threshold_mb,
-                                   std::unique_ptr<SystemMonitor> gpu_busy)
-    : inner_(inner),
-      memory_(std::move(memory)),
-      memory_threshold_mb_(memory_threshold_mb),
-      gpu_busy_(std::move(gpu_busy)) {}
-
-std::string PressureSchedule::describe() const {
-  std::string signals;
-  if (memory_)
-    signals += str_cat("memory below ", memory_threshold_mb_, " MiB (", memory_->name(), ")");
-  if (gpu_busy_)
-    signals += str_cat(signals.empty() ? "" : " or ", "GPU busy (", gpu_busy_->name(), ")");
-  return str_cat(inner_.describe(), "; cpu while ", signals.empty() ? "never" : signals);
-}
-
-ScheduleChoice PressureSchedule::choose(const StepInfo& step) {
-  // Both polled every step, so that a scripted curve advances one point per step whatever fires.
-  const bool busy = gpu_busy_ && gpu_busy_->available_mb() > 0;
-  const double available =
-      memory_ ? memory_->available_mb() : std::numeric_limits<double>::infinity();
-  ScheduleChoice inner = inner_.choose(step);
-  if (busy) {
-    ++pressure_steps_;
-    return {HybridSide::Cpu, "GPU busy"};
-  }
-  if (available < memory_threshold_mb_) {
-    ++pressure_steps_;
-    char text[96];
-    std::snprintf(text, sizeof text, "memory pressure (%.0f MiB available, threshold %.0f)",
-                  available, memory_threshold_mb_);
-    return {HybridSide::Cpu, text};
-  }
-  return inner;
-}
-
-void PressureSchedule::observe(const StepInfo& step, HybridSide side, double seconds) {
-  inner_.observe(step, side, seconds);
-}
-
-// ---- the router ----
-
-HybridRouter::HybridRouter(HybridModel& hybrid, KvCache& cache, BackendSchedule& schedule)
-    : hybrid_(hybrid),
-      cache_(cache),
-      schedule_(schedule),
-      active_(&cache.backend() == &hybrid.backend(HybridSide::Cpu) ? HybridSide::Cpu
-                                                                   : HybridSide::OpenCl) {
-  EDGELM_CHECK(&cache.backend() == &hybrid.backend(HybridSide::Cpu) ||
-                   &cache.backend() == &hybrid.backend(HybridSide::OpenCl),
-               "[hybrid] the KV cache belongs to neither backend of the hybrid model");
-}
-
-double HybridRouter::switch_seconds() const {
-  double total = 0.0;
-  for (const SwitchEvent& event : events_) total += event.seconds;
-  return total;
-}
-
-LlamaModel& HybridRouter::route(Phase phase, int64_t n_tokens) {
-  current_ = {.phase = phase,
-              .n_tokens = n_tokens,
-              .kv_slots = cache_.size(0),
-              .next_position = cache_.next_position(),
-              .decode_steps = decode_steps_};
-  ScheduleChoice choice = schedule_.choose(current_);
-  if (choice.side != active_) {
-    const Stopwatch stopwatch;
-    cache_.set_backend(hybrid_.backend(choice.side));  // waits for the other backend first
-    const double seconds = stopwatch.seconds();
-    if (started_) {  // before the first step nothing ran: handing the cache over is no switch
-      events_.push_back({.step = steps_,
-                         .phase = phase,
-                         .kv_slots = current_.kv_slots,
-                         .next_position = current_.next_position,
-                         .from = active_,
-                         .to = choice.side,
-                         .reason = std::move(choice.reason),
-                         .seconds = seconds});
-      const SwitchEvent& event = events_.back();
-      char cost[32];
-      std::snprintf(cost, sizeof cost, "%.1f us", seconds * 1e6);
-      log_info("[hybrid] step ", event.step, " (", phase == Phase::Prefill ? "prefill" : "decode",
-               ", ", event.kv_slots, " KV slots, position ", event.next_position,
-               "): ", hybrid_side_name(event.from), " -> ", hybrid_side_name(event.to), " (",
-               event.reason, "), ", cost);
-    }
-    active_ = choice.side;
-  }
-  started_ = true;
-  return hybrid_.model(active_);
-}
-
-void HybridRouter::finished(Phase phase, int64_t n_tokens, double seconds) {
-  BackendShare& share = shares_[static_cast<int>(active_)];
-  if (phase == Phase::Prefill) {
-    share.prefill_tokens += n_tokens;
-    ++share.prefill_steps;
-    share.prefill_seconds += seconds;
-  } else {
-    ++share.decode_steps;
-    share.decode_seconds += seconds;
-    ++decode_steps_;
-  }
-  schedule_.observe(current_, active_, seconds);
-  ++steps_;
 }
 
 }  // namespace edgelm

@@ -1,5 +1,5 @@
-// Two backends taking turns on one generation (runtime/hybrid.h): the schedules' decisions, and on
-// OpenCL (PoCL in CI) the whole model switched between the CPU and OpenCL backends over one set of
+// Two backends taking turns on one generation (runtime/hybrid.h, runtime/scheduler.h): on OpenCL
+// (PoCL in CI) the whole model switched between the CPU and OpenCL backends over one set of
 // weights and one KV cache: the greedy tokens of every schedule are those of a CPU-only run for
 // every weight and KV type, the logits stay within the CPU<->OpenCL parity bounds, nothing is
 // copied between host and device, the cache one backend wrote is what the other reads, and a
@@ -33,43 +33,9 @@ using test::max_relative_diff;
 using test::ModelCase;
 using test::test_prompt;
 
-StepInfo prefill_step(int64_t n_tokens, int64_t kv_slots) {
-  return {.phase = Phase::Prefill, .n_tokens = n_tokens, .kv_slots = kv_slots};
-}
+// ---- names (no device needed) ----
 
-StepInfo decode_step(int64_t decode_steps, int64_t kv_slots) {
-  return {
-      .phase = Phase::Decode, .n_tokens = 1, .kv_slots = kv_slots, .decode_steps = decode_steps};
-}
-
-// ---- schedules (no device needed) ----
-
-TEST(HybridSchedule, PhasesAndThresholdInKvSlots) {
-  PhaseSchedule plain({.prefill = HybridSide::OpenCl, .decode = HybridSide::Cpu});
-  EXPECT_EQ(plain.choose(prefill_step(16, 0)).side, HybridSide::OpenCl);
-  EXPECT_EQ(plain.choose(decode_step(0, 40)).side, HybridSide::Cpu);
-  // Decode stays on the prefill backend below 50 filled slots, and moves from 50 on; the count
-  // is of physical slots, so an eviction that empties slots moves it back.
-  PhaseSchedule threshold(
-      {.prefill = HybridSide::OpenCl, .decode = HybridSide::Cpu, .switch_threshold = 50});
-  EXPECT_EQ(threshold.choose(prefill_step(16, 60)).side, HybridSide::OpenCl);
-  EXPECT_EQ(threshold.choose(decode_step(0, 49)).side, HybridSide::OpenCl);
-  EXPECT_EQ(threshold.choose(decode_step(1, 50)).side, HybridSide::Cpu);
-  EXPECT_EQ(threshold.choose(decode_step(2, 51)).side, HybridSide::Cpu);
-  EXPECT_EQ(threshold.choose(decode_step(3, 30)).side, HybridSide::OpenCl);
-}
-
-TEST(HybridSchedule, AlternatesEveryKDecodeSteps) {
-  PhaseSchedule every(
-      {.prefill = HybridSide::Cpu, .decode = HybridSide::OpenCl, .switch_every = 3});
-  std::vector<HybridSide> sides;
-  for (int64_t i = 0; i < 8; ++i) sides.push_back(every.choose(decode_step(i, 10 + i)).side);
-  const auto C = HybridSide::Cpu, O = HybridSide::OpenCl;
-  EXPECT_EQ(sides, (std::vector<HybridSide>{O, O, O, C, C, C, O, O}));
-  EXPECT_EQ(every.choose(prefill_step(8, 0)).side, C);
-}
-
-TEST(HybridSchedule, BadSettingsThrowOneLine) {
+TEST(HybridNames, BackendsAndWeightSharingParseOrFailInOneLine) {
   auto message = [](auto make) {
     try {
       make();
@@ -78,17 +44,6 @@ TEST(HybridSchedule, BadSettingsThrowOneLine) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(
-      message([] { PhaseSchedule({.switch_threshold = -1}); }).find("threshold -1 is negative"),
-      std::string::npos);
-  EXPECT_NE(message([] { PhaseSchedule({.switch_every = -2}); }).find("period -2 is negative"),
-            std::string::npos);
-  EXPECT_NE(
-      message([] { PhaseSchedule({.switch_threshold = 4, .switch_every = 2}); }).find("exclusive"),
-      std::string::npos);
-  EXPECT_NE(
-      message([] { WarmupSchedule(HybridSide::Cpu, HybridSide::Cpu, 0); }).find("warmup tokens 0"),
-      std::string::npos);
   EXPECT_NE(message([] {
               parse_hybrid_side("vulkan", "--decode-backend");
             }).find("--decode-backend: 'vulkan' is not a backend"),
@@ -96,54 +51,7 @@ TEST(HybridSchedule, BadSettingsThrowOneLine) {
   EXPECT_EQ(parse_hybrid_side("cpu:portable", "--x"), HybridSide::Cpu);
   EXPECT_NE(message([] { parse_weight_sharing("twice", "--hybrid-weights"); }).find("shared|"),
             std::string::npos);
-}
-
-// The warmup alternates until each backend has run `tokens` tokens of the phase, then keeps the
-// one with less time per token; prefill and decode decide apart.
-TEST(HybridSchedule, WarmupMeasuresBothThenKeepsTheFaster) {
-  WarmupSchedule warmup(HybridSide::OpenCl, HybridSide::Cpu, 2);
-  // Decode: cpu 3 ms per token, opencl 1 ms.
-  std::vector<HybridSide> ran;
-  for (int64_t i = 0; i < 7; ++i) {
-    const StepInfo step = decode_step(i, 20 + i);
-    const HybridSide side = warmup.choose(step).side;
-    ran.push_back(side);
-    warmup.observe(step, side, side == HybridSide::Cpu ? 3e-3 : 1e-3);
-  }
-  const auto C = HybridSide::Cpu, O = HybridSide::OpenCl;
-  EXPECT_EQ(ran, (std::vector<HybridSide>{C, O, C, O, O, O, O}));
-  ASSERT_TRUE(warmup.measured(Phase::Decode).pick.has_value());
-  EXPECT_EQ(*warmup.measured(Phase::Decode).pick, O);
-  EXPECT_DOUBLE_EQ(warmup.measured(Phase::Decode).seconds_per_token(C), 3e-3);
-  EXPECT_FALSE(warmup.measured(Phase::Prefill).pick.has_value());
-  // Prefill, measured per token over chunks: opencl 8 tokens in 4 ms, cpu 8 in 2 ms.
-  StepInfo chunk = prefill_step(8, 0);
-  EXPECT_EQ(warmup.choose(chunk).side, O);
-  warmup.observe(chunk, O, 4e-3);
-  EXPECT_EQ(warmup.choose(chunk).side, C);
-  warmup.observe(chunk, C, 2e-3);
-  EXPECT_EQ(warmup.choose(chunk).side, C);
-  EXPECT_EQ(warmup.choose(decode_step(8, 40)).side, O);
-}
-
-// GPU busy (a scripted curve, > 0: busy) and memory below the threshold move steps to the CPU;
-// otherwise the inner schedule decides. Both monitors advance one point per step.
-TEST(HybridSchedule, PressureMovesStepsToTheCpu) {
-  PhaseSchedule inner({.prefill = HybridSide::OpenCl, .decode = HybridSide::OpenCl});
-  PressureSchedule pressure(inner, SimulatedMonitor::parse("0:4000,4:100,6:4000"), 512.0,
-                            SimulatedMonitor::parse("0:0,1:1,3:0"));
-  std::vector<HybridSide> sides;
-  std::vector<std::string> reasons;
-  for (int64_t i = 0; i < 8; ++i) {
-    const ScheduleChoice choice = pressure.choose(decode_step(i, 10));
-    sides.push_back(choice.side);
-    reasons.push_back(choice.reason);
-  }
-  const auto C = HybridSide::Cpu, O = HybridSide::OpenCl;
-  EXPECT_EQ(sides, (std::vector<HybridSide>{O, C, C, O, C, C, O, O}));
-  EXPECT_EQ(reasons[1], "GPU busy");
-  EXPECT_NE(reasons[4].find("memory pressure (100 MiB available"), std::string::npos) << reasons[4];
-  EXPECT_EQ(pressure.pressure_steps(), 4);
+  EXPECT_EQ(HybridModel::backend_names(), (BackendNames{"cpu", "opencl"}));
 }
 
 // ---- the model on both backends ----
@@ -156,8 +64,8 @@ struct GreedyRun {
   std::vector<int64_t> slots;
 };
 
-// Greedy generation of `n` tokens through a GenerationSession (the tools' loop), with `router`
-// choosing the backend of every step when given.
+// Greedy generation of `n` tokens through a GenerationSession (the tools' loop), with `router` (a
+// StepScheduler) choosing the backend of every step when given.
 GreedyRun generate(LlamaModel& model, KvCache& cache, CacheManager* manager, StepRouter* router,
                    int64_t n, bool record_cache = false) {
   GreedyRun run;
@@ -206,13 +114,11 @@ struct NamedSchedule {
 };
 const std::vector<NamedSchedule>& schedules() {
   static const std::vector<NamedSchedule> all = {
-      {"prefill opencl, decode cpu", {.prefill = HybridSide::OpenCl, .decode = HybridSide::Cpu}},
-      {"prefill cpu, decode opencl", {.prefill = HybridSide::Cpu, .decode = HybridSide::OpenCl}},
-      {"every step", {.prefill = HybridSide::OpenCl, .decode = HybridSide::Cpu, .switch_every = 1}},
-      {"every 3 steps",
-       {.prefill = HybridSide::Cpu, .decode = HybridSide::OpenCl, .switch_every = 3}},
-      {"threshold 45 slots",
-       {.prefill = HybridSide::OpenCl, .decode = HybridSide::Cpu, .switch_threshold = 45}},
+      {"prefill opencl, decode cpu", {.prefill = "opencl", .decode = "cpu"}},
+      {"prefill cpu, decode opencl", {.prefill = "cpu", .decode = "opencl"}},
+      {"every step", {.prefill = "opencl", .decode = "cpu", .switch_every = 1}},
+      {"every 3 steps", {.prefill = "cpu", .decode = "opencl", .switch_every = 3}},
+      {"threshold 45 slots", {.prefill = "opencl", .decode = "cpu", .switch_threshold = 45}},
       {"warmup 2 tokens", {}, 2},
   };
   return all;
@@ -250,12 +156,12 @@ TEST_P(HybridModelTest, EveryScheduleGivesTheCpuTokens) {
                                           weight_sharing_name(sharing), "), ",
                                           dtype_name(param.kv_type), " KV, ", s.name);
         KvCache cache = hybrid.make_cache(96, param.kv_type);
-        PhaseSchedule phases(s.settings);
-        WarmupSchedule warmup(HybridSide::OpenCl, HybridSide::Cpu,
+        PhaseSchedule phases(HybridModel::backend_names(), s.settings);
+        WarmupSchedule warmup(HybridModel::backend_names(), "opencl", "cpu",
                               std::max<int64_t>(1, s.warmup_tokens));
         BackendSchedule& schedule =
             s.warmup_tokens > 0 ? static_cast<BackendSchedule&>(warmup) : phases;
-        HybridRouter router(hybrid, cache, schedule);
+        StepScheduler router(hybrid.backends(), cache, schedule);
         const GreedyRun run = generate(hybrid.model(HybridSide::Cpu), cache, nullptr, &router, n);
         EXPECT_EQ(run.tokens, reference.tokens) << label;
         ASSERT_EQ(run.logits.size(), reference.logits.size()) << label;
@@ -265,8 +171,8 @@ TEST_P(HybridModelTest, EveryScheduleGivesTheCpuTokens) {
         }
         EXPECT_EQ(hybrid.host_device_copy_bytes(), copies_before) << label;
         // 3 prefill chunks (16, 16 and 8 tokens), then n - 1 = 9 decode steps.
-        const BackendShare& cpu = router.share(HybridSide::Cpu);
-        const BackendShare& cl = router.share(HybridSide::OpenCl);
+        const BackendShare& cpu = router.share(router.index_of("cpu"));
+        const BackendShare& cl = router.share(router.index_of("opencl"));
         EXPECT_EQ(cpu.prefill_tokens + cl.prefill_tokens, 40) << label;
         EXPECT_EQ(cpu.decode_steps + cl.decode_steps, n - 1) << label;
         const std::string name = s.name;
@@ -323,9 +229,9 @@ TEST(HybridQuantizedFile, Q4_1FileWithQ8_0EmbeddingSwitchesLikeTheCpu) {
     EXPECT_EQ(cpu.output.raw(), cl.output.raw());
     EXPECT_EQ(hybrid.cpu_only_weight_bytes(), 0u);
     KvCache cache = hybrid.make_cache(96, DType::F16);
-    PhaseSchedule schedule(
-        {.prefill = HybridSide::OpenCl, .decode = HybridSide::Cpu, .switch_every = 2});
-    HybridRouter router(hybrid, cache, schedule);
+    PhaseSchedule schedule(HybridModel::backend_names(),
+                           {.prefill = "opencl", .decode = "cpu", .switch_every = 2});
+    StepScheduler router(hybrid.backends(), cache, schedule);
     const GreedyRun run = generate(hybrid.model(HybridSide::Cpu), cache, nullptr, &router, 10);
     EXPECT_EQ(run.tokens, reference.tokens) << weight_sharing_name(sharing);
     for (size_t i = 0; i < run.logits.size(); ++i)
@@ -354,8 +260,9 @@ TEST(HybridKvCache, OneBackendWritesWhatTheOtherReadsInPlace) {
     KvCache cache = hybrid.make_cache(96, DType::F32);
     const void* k_before = cache.view(0).k.raw();
     const void* mapping = cache.view(0).k.buffer()->host_ptr();
-    PhaseSchedule schedule({.prefill = first, .decode = second});
-    HybridRouter router(hybrid, cache, schedule);
+    PhaseSchedule schedule(HybridModel::backend_names(),
+                           {.prefill = hybrid_side_name(first), .decode = hybrid_side_name(second)});
+    StepScheduler router(hybrid.backends(), cache, schedule);
     const uint64_t copies_before = hybrid.host_device_copy_bytes();
     LlamaModel& any = hybrid.model(HybridSide::Cpu);
     GenerationSettings settings;
@@ -371,8 +278,8 @@ TEST(HybridKvCache, OneBackendWritesWhatTheOtherReadsInPlace) {
     EXPECT_EQ(reply.tokens, reference.tokens) << label;
     EXPECT_EQ(&cache.backend(), &hybrid.backend(second)) << label;
     ASSERT_EQ(router.switches(), 1) << label;
-    EXPECT_EQ(router.share(second).decode_steps, 1) << label;
-    EXPECT_EQ(router.share(first).prefill_tokens, 40) << label;
+    EXPECT_EQ(router.share(router.index_of(hybrid_side_name(second))).decode_steps, 1) << label;
+    EXPECT_EQ(router.share(router.index_of(hybrid_side_name(first))).prefill_tokens, 40) << label;
     // The same buffer, at the same address, now holding the prompt and the decoded token.
     EXPECT_EQ(cache.view(0).k.raw(), k_before) << label;
     EXPECT_EQ(cache.view(0).k.buffer()->host_ptr(), mapping) << label;
@@ -436,9 +343,9 @@ TEST(HybridEviction, SwitchingDuringEvictionKeepsPositionsAndSlots) {
     CacheManager manager(config, make_policy(config));
     KvCache cache =
         hybrid.make_cache(manager.capacity_for(128, 8, hybrid.config().n_layers), DType::F32, 128);
-    PhaseSchedule schedule(
-        {.prefill = HybridSide::OpenCl, .decode = HybridSide::Cpu, .switch_every = 1});
-    HybridRouter router(hybrid, cache, schedule);
+    PhaseSchedule schedule(HybridModel::backend_names(),
+                           {.prefill = "opencl", .decode = "cpu", .switch_every = 1});
+    StepScheduler router(hybrid.backends(), cache, schedule);
     const GreedyRun run =
         generate(hybrid.model(HybridSide::Cpu), cache, &manager, &router, n, true);
     EXPECT_EQ(run.tokens, reference.tokens) << policy;
@@ -449,7 +356,7 @@ TEST(HybridEviction, SwitchingDuringEvictionKeepsPositionsAndSlots) {
     EXPECT_GT(manager.evictions(), 0) << policy;
     // Evictions ran right after switches, on both backends: an eviction before forward step k
     // (counted from 0) is the manager's step k + 1, and the router switched before that step.
-    std::set<HybridSide> evicted_on;
+    std::set<size_t> evicted_on;
     for (const EvictionEvent& event : manager.events()) {
       for (const SwitchEvent& s : router.events())
         if (s.step + 1 == event.step) evicted_on.insert(s.to);
