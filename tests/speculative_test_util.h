@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/parity.h"
 #include "models/make_model.h"
 #include "runtime/setup.h"
 
@@ -77,6 +78,28 @@ inline std::vector<std::vector<int32_t>> short_prompts(int32_t vocab, int count)
     }
   }
   return out;
+}
+
+// Whether a speculative reply equals plain greedy's, on a table whose verification rows are not
+// the decode step's bit for bit: where the two first differ, plain greedy's top-2 margin must be
+// a near tie (eval/parity.h's rule: within twice the parity bound of `weights`).
+// plain_logits[i] is what plain greedy's token i was drawn from.
+inline bool equal_up_to_a_tie(const std::vector<int32_t>& plain,
+                              const std::vector<std::vector<float>>& plain_logits,
+                              const std::vector<int32_t>& spec, DType weights,
+                              const std::string& what) {
+  const ParityBound bound = parity_bound(weights, weights);
+  const size_t n = std::min(spec.size(), plain.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (spec[i] == plain[i]) continue;
+    const double margin = compare_logits(plain_logits[i], plain_logits[i]).margin_a;
+    EXPECT_LE(margin, 2.0 * bound.logit)
+        << what << ": token " << i << " differs (" << spec[i] << " against " << plain[i]
+        << ") where plain greedy's top-2 margin is " << margin;
+    return false;
+  }
+  EXPECT_EQ(spec, plain) << what;
+  return spec == plain;
 }
 
 }  // namespace edgelm::test

@@ -19,6 +19,7 @@
 #include "runtime/setup.h"
 #include "runtime/speculative.h"
 #include "sanitized.h"
+#include "speculative_test_util.h"
 
 namespace edgelm {
 namespace {
@@ -34,9 +35,9 @@ struct WeightCase {
 // Every weight layout the CPU multiplies by its own kernel family: F32, F16 (repacked to F16x4),
 // Q8_0 and Q4_0 (repacked to x8 layouts), Q4_1 and a K-quant.
 const WeightCase kWeightCases[] = {
-    {"f32", "tiny", "hf", DType::F32},       {"f16", "tiny", "hf", DType::F16},
-    {"q8_0", "tiny", "gguf", DType::Q8_0},   {"q4_0", "tiny", "gguf", DType::Q4_0},
-    {"q4_1", "tiny", "gguf", DType::Q4_1},   {"q4_k", "tiny-256", "gguf", DType::Q4_K},
+    {"f32", "tiny", "hf", DType::F32},     {"f16", "tiny", "hf", DType::F16},
+    {"q8_0", "tiny", "gguf", DType::Q8_0}, {"q4_0", "tiny", "gguf", DType::Q4_0},
+    {"q4_1", "tiny", "gguf", DType::Q4_1}, {"q4_k", "tiny-256", "gguf", DType::Q4_K},
 };
 
 const std::string& model_path(const WeightCase& w) {
@@ -62,7 +63,10 @@ Runtime load(const WeightCase& w, const std::string& backend, uint64_t seed = 7)
     const fs::path dir = fs::path(::testing::TempDir()) /
                          ("edgelm_speculative_" + std::to_string(::getpid())) /
                          (std::string(w.name) + "_seed" + std::to_string(seed));
-    return make_model({.preset = w.preset, .format = w.format, .quant = w.quant, .seed = seed,
+    return make_model({.preset = w.preset,
+                       .format = w.format,
+                       .quant = w.quant,
+                       .seed = seed,
                        .out_dir = dir.string()});
   }();
   settings.backend = backend;
@@ -100,8 +104,7 @@ bool batched_rows_match_decode(LlamaModel& model, DType kv_type, std::span<const
   std::vector<float> b(rows.begin(), rows.end());
   const std::span<const float> after_a = model.forward(std::span<const int32_t>(&next, 1), one);
   a.insert(a.end(), after_a.begin(), after_a.end());
-  const std::span<const float> after_b =
-      model.forward(std::span<const int32_t>(&next, 1), batched);
+  const std::span<const float> after_b = model.forward(std::span<const int32_t>(&next, 1), batched);
   b.insert(b.end(), after_b.begin(), after_b.end());
   EXPECT_EQ(a.size(), b.size());
   EXPECT_EQ(static_cast<int64_t>(a.size()), vocab * static_cast<int64_t>(step.size() + 1));
@@ -173,7 +176,7 @@ struct RunResult {
 };
 
 RunResult run(LlamaModel& model, std::span<const int32_t> prompt, int64_t max_tokens,
-        Drafter* drafter = nullptr, int64_t max_draft = 4) {
+              Drafter* drafter = nullptr, int64_t max_draft = 4) {
   KvCache cache = model.make_cache(256, DType::F16);
   RunResult r;
   GenerationSession::Callbacks callbacks;
@@ -196,14 +199,16 @@ RunResult run(LlamaModel& model, std::span<const int32_t> prompt, int64_t max_to
 
 // Where the batched verification step's rows equal one-token decode steps bit for bit
 // (BatchedVerificationRowsAgainstDecodeSteps): there the reply must be plain greedy's exactly.
-bool rows_identical(const std::string& backend) { return backend == "cpu:portable"; }
+bool rows_identical(const std::string& backend) {
+  return backend == "cpu:portable";
+}
 
 // Checks a speculative run against plain greedy decoding: equal tokens where the rows are
 // identical; elsewhere equal up to the first difference, which must be a near tie of the plain
 // run's logits (eval/parity.h's rule: top-2 margin within twice the bound). Returns whether the
 // two runs were equal.
-bool expect_greedy_identity(const RunResult& plain, const RunResult& spec, const std::string& backend,
-                            DType weights, const std::string& what) {
+bool expect_greedy_identity(const RunResult& plain, const RunResult& spec,
+                            const std::string& backend, DType weights, const std::string& what) {
   if (rows_identical(backend)) {
     EXPECT_EQ(spec.tokens, plain.tokens) << what;
     EXPECT_EQ(spec.second, plain.second) << what;
@@ -212,19 +217,12 @@ bool expect_greedy_identity(const RunResult& plain, const RunResult& spec, const
     EXPECT_EQ(spec.stats.kv_slots, plain.stats.kv_slots) << what;
     return spec.tokens == plain.tokens && spec.second == plain.second;
   }
-  const ParityBound bound = parity_bound(weights, weights);
-  const size_t n = std::min(spec.tokens.size(), plain.tokens.size());
-  for (size_t i = 0; i < n; ++i) {
-    if (spec.tokens[i] == plain.tokens[i]) continue;
-    const LogitDiff diff = compare_logits(plain.logits[i], plain.logits[i]);
-    EXPECT_LE(diff.margin_a, 2.0 * bound.logit)
-        << what << ": token " << i << " differs (" << spec.tokens[i] << " against "
-        << plain.tokens[i] << ") where plain greedy's top-2 margin is " << diff.margin_a;
-    return false;
+  const bool equal =
+      test::equal_up_to_a_tie(plain.tokens, plain.logits, spec.tokens, weights, what);
+  if (equal) {
+    EXPECT_EQ(spec.positions, plain.positions) << what;
   }
-  EXPECT_EQ(spec.tokens, plain.tokens) << what;
-  EXPECT_EQ(spec.positions, plain.positions) << what;
-  return true;
+  return equal;
 }
 
 TEST(Speculative, EveryDrafterGivesPlainGreedyTokensOnEveryCpuTable) {
@@ -234,8 +232,7 @@ TEST(Speculative, EveryDrafterGivesPlainGreedyTokensOnEveryCpuTable) {
   const std::vector<int64_t> max_drafts =
       test::kSanitized ? std::vector<int64_t>{3} : std::vector<int64_t>{2, 5};
   for (const std::string backend : {"cpu:portable", "cpu:avx2", "cpu:avx512"}) {
-    if (std::find(backend_names().begin(), backend_names().end(), backend) ==
-        backend_names().end())
+    if (std::find(backend_names().begin(), backend_names().end(), backend) == backend_names().end())
       continue;
     for (const WeightCase& w : kWeightCases) {
       Runtime target = load(w, backend);
