@@ -273,19 +273,6 @@ struct Q5_1Format {
 // at most 32·31·127·63 (Q5_K, x86's reduced lanes) or 16·32·127·128 twice (Q6_K), both below
 // 2^24, so the conversion is exact and the block's sum is the integer the float path rounded.
 
-// Core's unpack_k_scales, restated inside each instruction set's namespace so that decode does
-// not call out of line once per block (x86/x86.h: the ISA files call no shared inline function).
-inline void k_scales(const uint8_t* packed, KScales& out) {
-  for (int s = 0; s < 4; ++s) {
-    out.scale[s] = packed[s] & 0x3f;
-    out.min[s] = packed[s + 4] & 0x3f;
-  }
-  for (int s = 4; s < 8; ++s) {
-    out.scale[s] = static_cast<uint8_t>((packed[s + 4] & 0x0f) | ((packed[s - 4] >> 6) << 4));
-    out.min[s] = static_cast<uint8_t>((packed[s + 4] >> 4) | ((packed[s] >> 6) << 4));
-  }
-}
-
 // Q4_K and Q5_K: sub-block s (32 elements) is the low (s even) or high (s odd) nibbles of
 // qs[32·(s/2) ...], Q5_K's fifth bit is bit s of qh[l]; value = d·scale[s]·q - dmin·min[s].
 template <class Quants, bool kFifthBit>
@@ -301,16 +288,16 @@ struct QK_4_5Format {
     return q;
   }
   static void scales(const Block& w, float* scale, float* offset) {
-    KScales sm;
-    k_scales(w.scales, sm);
+    uint64_t scales8, mins8;
+    scale_bytes(w.scales, &scales8, &mins8);
     const float d = Quants::half(w.d), dmin = Quants::half(w.dmin);
     for (int s = 0; s < 8; ++s) {
-      scale[s] = d * static_cast<float>(sm.scale[s]);
-      offset[s] = -(dmin * static_cast<float>(sm.min[s]));
+      scale[s] = d * static_cast<float>((scales8 >> (8 * s)) & 0xff);
+      offset[s] = -(dmin * static_cast<float>((mins8 >> (8 * s)) & 0xff));
     }
   }
-  // The twelve packed bytes as eight scales and eight mins, byte s for sub-block s: 32-bit words
-  // do for four sub-blocks at once what k_scales does byte by byte.
+  // The twelve packed bytes as eight scales and eight mins, byte s for sub-block s (core/quant.h,
+  // KScales, has the packing), four sub-blocks at a time in 32-bit words.
   static void scale_bytes(const uint8_t* packed, uint64_t* scales, uint64_t* mins) {
     uint32_t word[3];
     std::memcpy(word, packed, sizeof(word));
@@ -347,8 +334,8 @@ struct QK_4_5Format {
       (void)offset;
       return;
     }
-    KScales sm;
-    k_scales(w.scales, sm);
+    uint64_t scales8, mins8;
+    scale_bytes(w.scales, &scales8, &mins8);
     typename Quants::Sums sums[MR];
     int32_t mins[MR];
     for (int i = 0; i < MR; ++i) {
@@ -358,8 +345,10 @@ struct QK_4_5Format {
     for (int s = 0; s < 8; ++s) {
       const typename Quants::Q q = quants(w, s);
       for (int i = 0; i < MR; ++i) {
-        sums[i] = Quants::mac(sums[i], Quants::dot_unsigned(q, x.at(i, b0 + s)), sm.scale[s]);
-        mins[i] += sm.min[s] * x.sums[i][b0 + s];
+        const auto scale = static_cast<int32_t>((scales8 >> (8 * s)) & 0xff);
+        const auto min = static_cast<int32_t>((mins8 >> (8 * s)) & 0xff);
+        sums[i] = Quants::mac(sums[i], Quants::dot_unsigned(q, x.at(i, b0 + s)), scale);
+        mins[i] += min * x.sums[i][b0 + s];
       }
     }
     const float d = Quants::half(w.d), dmin = Quants::half(w.dmin);
