@@ -7,7 +7,7 @@ float32) joins the greedy comparison as the exact reference. Prints one markdown
 numbers in docs/model.md and docs/tokenizer.md come from runs of this kind.
 
     scripts/llama_cpp_parity.py --llama-bin ~/llama.cpp/build/bin --text alice29.txt
-    scripts/llama_cpp_parity.py --llama-bin ... --only greedy --hf --isa portable --no-repack
+    scripts/llama_cpp_parity.py --llama-bin ... --only greedy --hf --backend cpu:portable --no-repack
 
 Standard library only, except --hf (torch, transformers, accelerate, gguf). Runs on a developer
 machine, never in CI.
@@ -78,7 +78,7 @@ def first_difference(a, b):
 def edgelm_greedy(args, prompt):
     cmd = [args.build / "bin/generate", "-m", args.model, "-p", prompt, "-n", str(args.n),
            "--greedy", "--ignore-eos", "--json", "-q", "-t", str(args.threads), "--kv-type",
-           args.kv_type, "--backend", f"cpu:{args.isa}" if args.isa else "cpu"]
+           args.kv_type, "--backend", args.backend]
     if args.no_repack:
         cmd.append("--no-repack")
     return json.loads(run(cmd).decode().strip().splitlines()[-1])["tokens"]
@@ -122,7 +122,7 @@ def hf_greedy(args):
 def compare_greedy(args):
     edgelm = [edgelm_greedy(args, p) for p in PROMPTS]
     llama = [llama_greedy(args, p) for p in PROMPTS]
-    setting = f"--backend cpu{':' + args.isa if args.isa else ''}, --kv-type {args.kv_type}" + (
+    setting = f"--backend {args.backend}, --kv-type {args.kv_type}" + (
         ", --no-repack" if args.no_repack else "")
     print(f"## Greedy text\n\n{len(PROMPTS)} prompts, {args.n} tokens, edgelm with {setting}.\n")
     same = [first_difference(e, l) for e, l in zip(edgelm, llama)]
@@ -178,7 +178,8 @@ def main():
     parser.add_argument("-n", type=int, default=64, help="greedy tokens per prompt")
     parser.add_argument("-c", "--ctx", type=int, default=512)
     parser.add_argument("-t", "--threads", type=int, default=2)
-    parser.add_argument("--isa", default="", help="kernel table of edgelm's greedy runs (--backend cpu:ISA)")
+    parser.add_argument("--backend", default="cpu",
+                        help="edgelm's backend for the greedy runs, as generate's --backend (cpu, cpu:ISA)")
     parser.add_argument("--no-repack", action="store_true")
     parser.add_argument("--kv-type", default="f16")
     parser.add_argument("--hf", action="store_true", help="add transformers as the reference")
