@@ -2,11 +2,8 @@
 // verification step against one-token decode steps on every backend, rollback, and greedy
 // identity of every drafter with plain greedy decoding over many prompts.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <filesystem>
-#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,7 +11,6 @@
 #include "backends/registry.h"
 #include "core/error.h"
 #include "eval/parity.h"
-#include "models/make_model.h"
 #include "runtime/session.h"
 #include "runtime/setup.h"
 #include "runtime/speculative.h"
@@ -23,8 +19,6 @@
 
 namespace edgelm {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct WeightCase {
   const char* name;
@@ -40,35 +34,10 @@ const WeightCase kWeightCases[] = {
     {"q4_1", "tiny", "gguf", DType::Q4_1}, {"q4_k", "tiny-256", "gguf", DType::Q4_K},
 };
 
-const std::string& model_path(const WeightCase& w) {
-  static std::map<std::string, std::string> paths;
-  auto it = paths.find(w.name);
-  if (it == paths.end()) {
-    const fs::path dir = fs::path(::testing::TempDir()) /
-                         ("edgelm_speculative_" + std::to_string(::getpid())) / w.name;
-    it = paths
-             .emplace(w.name, make_model({.preset = w.preset,
-                                          .format = w.format,
-                                          .quant = w.quant,
-                                          .seed = 7,
-                                          .out_dir = dir.string()}))
-             .first;
-  }
-  return it->second;
-}
-
+// Two threads: the verification steps' rows are split between them as in generate.
 Runtime load(const WeightCase& w, const std::string& backend, uint64_t seed = 7) {
   Settings settings;
-  settings.model_path = seed == 7 ? model_path(w) : [&] {
-    const fs::path dir = fs::path(::testing::TempDir()) /
-                         ("edgelm_speculative_" + std::to_string(::getpid())) /
-                         (std::string(w.name) + "_seed" + std::to_string(seed));
-    return make_model({.preset = w.preset,
-                       .format = w.format,
-                       .quant = w.quant,
-                       .seed = seed,
-                       .out_dir = dir.string()});
-  }();
+  settings.model_path = test::tiny_model_path(w.preset, w.format, w.quant, seed);
   settings.backend = backend;
   settings.backend_options.n_threads = 2;
   settings.max_chunk = 16;
