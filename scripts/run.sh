@@ -7,7 +7,8 @@
 # sha256), and asked a fixed question through its own chat template (ChatML), streaming the answer
 # and then load time, prefill and decode speed, KV-cache bytes and peak memory.
 # `-m qwen` chats with the second real model instead, Qwen2.5-Coder-0.5B-Instruct (Apache-2.0),
-# fetched once the same way (scripts/fetch_qwen.sh, 469 MiB).
+# fetched once the same way (scripts/fetch_qwen.sh, 469 MiB); `-m qwen-1.5b` with its 1.5B sibling
+# in Q4_K_M (1,066 MiB).
 # EDGELM_PRESET=<make_model preset> (e.g. tiny, llama-3.2-1b) runs a random-weight model with that
 # preset's real shapes instead (made once with make_model; EDGELM_QUANT picks its weight type):
 # its text is random, as its weights are.
@@ -18,11 +19,14 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$(nproc)"
 
 args=("$@")
-# -m qwen / --model qwen: the second real model, fetched once.
+# -m qwen / --model qwen (or qwen-1.5b): the second real model, fetched once.
 for ((i = 0; i + 1 < ${#args[@]}; ++i)); do
-  if [[ "${args[i]}" == -m || "${args[i]}" == --model || "${args[i]}" == --model-path ]] &&
-    [ "${args[i + 1]}" = qwen ]; then
-    args[i + 1]=$(scripts/fetch_qwen.sh build/models)
+  if [[ "${args[i]}" == -m || "${args[i]}" == --model || "${args[i]}" == --model-path ]]; then
+    case "${args[i + 1]}" in
+      qwen) args[i + 1]=$(scripts/fetch_qwen.sh 0.5b build/models) ;;
+      qwen-1.5b) args[i + 1]=$(scripts/fetch_qwen.sh 1.5b build/models) ;;
+      *) continue ;;
+    esac
     has_qwen_prompt=1
   fi
 done
