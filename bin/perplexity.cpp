@@ -100,9 +100,7 @@ int run(int argc, char** argv) {
                 config.max_position_embeddings, " tokens");
   }
   const edgelm::Tokenizer& tokenizer = *runtime.tokenizer();
-  std::fprintf(stderr, "model: %s (%s; weights %s)\n%s\nbackend: %s\ntokenizer: %s\n",
-               model_path.c_str(), format.c_str(), weight_types.c_str(), config.describe().c_str(),
-               backend->device().c_str(), tokenizer.describe().c_str());
+  std::fprintf(stderr, "%s\n", runtime.describe().c_str());
 
   // What the tokenizer adds around a text (its add-BOS setting): BOS alone, or nothing. llama.cpp
   // refuses a vocabulary that appends EOS, and so does this.

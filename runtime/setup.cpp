@@ -106,6 +106,14 @@ Runtime Runtime::load(Settings settings) {
   return runtime;
 }
 
+std::string Runtime::describe() const {
+  std::string text =
+      str_cat("model: ", settings_.model_path, " (", info_.format, "; weights ", info_.weight_types,
+              ")\n", model_->config().describe(), "\nbackend: ", backend().device());
+  if (tokenizer_) text += "\ntokenizer: " + tokenizer_->describe();
+  return text;
+}
+
 CacheManager Runtime::make_manager() {
   return plan_->make_manager();
 }

@@ -125,6 +125,10 @@ class Runtime {
   // says why).
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
   const std::string& tokenizer_error() const { return tokenizer_error_; }
+  // What the tools print after loading: "model: <path> (<format>; weights <types>)", the model's
+  // shape (LlamaConfig::describe), "backend: <device>" and, with a tokenizer, "tokenizer: ...",
+  // one line each, without a final newline.
+  std::string describe() const;
 
   // A cache manager for one conversation (KvPlan::make_manager).
   CacheManager make_manager();

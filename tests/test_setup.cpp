@@ -1,6 +1,7 @@
 // Runtime::load, the one setup of every tool: the settings checked before the model loads, the
 // budget in bytes resolved into slots once, the cache sized for the manager, the tokenizer
-// optional or required, the model run on a wrapper of the backend when one is given.
+// optional or required, the description the tools print, the model run on a wrapper of the backend
+// when one is given.
 #include "runtime/setup.h"
 
 #include <gtest/gtest.h>
@@ -130,6 +131,18 @@ TEST(Runtime, TheTokenizerIsOptionalWhereNotRequired) {
   Runtime runtime = Runtime::load(settings);
   EXPECT_EQ(runtime.tokenizer(), nullptr);
   EXPECT_TRUE(runtime.tokenizer_error().empty());
+}
+
+TEST(Runtime, DescribesTheModelTheBackendAndTheTokenizer) {
+  const std::string text = Runtime::load(tiny_settings()).describe();
+  EXPECT_TRUE(text.starts_with("model: " + model_path() + " (gguf; weights q8_0")) << text;
+  EXPECT_NE(text.find("\nbackend: "), std::string::npos) << text;
+  EXPECT_NE(text.find("\ntokenizer: "), std::string::npos) << text;
+  EXPECT_FALSE(text.ends_with("\n"));
+  Settings settings = tiny_settings();
+  settings.load_tokenizer = false;
+  settings.require_tokenizer = false;
+  EXPECT_EQ(Runtime::load(settings).describe().find("tokenizer"), std::string::npos);
 }
 
 TEST(Runtime, TheModelRunsOnTheBackendWrapperWhenOneIsGiven) {
