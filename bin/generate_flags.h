@@ -4,12 +4,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
-#include <nlohmann/json.hpp>
+#include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bin/cli_util.h"
-#include "core/process_stats.h"
 #include "eviction/cache_manager.h"
 #include "models/llama.h"
 #include "models/tokenizer.h"
@@ -143,50 +143,40 @@ inline void add_generate_flags(CLI::App& app, GenerateFlags& f) {
            "-f is the prompt's file, one trailing newline dropped.");
 }
 
-// Bytes moved between host and device, as the backend's counter read after loading, after the
-// prompt and at the end.
-struct CopyBytes {
-  uint64_t load = 0;
-  uint64_t after_prefill = 0;
-  uint64_t at_end = 0;
-};
+// The sampler's settings: the flags', with the model's generation config supplying temperature,
+// top-p and top-k where their flags were not given.
+inline SamplerConfig sampling_for(const GenerateFlags& f, const LlamaConfig& config) {
+  SamplerConfig sampling = f.sampling;
+  if (f.temperature->count() == 0 && config.default_temperature)
+    sampling.temperature = *config.default_temperature;
+  if (f.top_p->count() == 0 && config.default_top_p) sampling.top_p = *config.default_top_p;
+  if (f.top_k->count() == 0 && config.default_top_k) sampling.top_k = *config.default_top_k;
+  sampling.greedy = f.greedy;
+  return sampling;
+}
 
-// The --json fields that generate and generate_hybrid share: the session's counts and times, the
-// cache and its eviction, memory, the host-device transfers of each phase, how the reply stopped
-// and its token ids. Each tool adds its own (backend, weights, switches, ...).
-inline nlohmann::json session_summary(const std::string& model_path, const std::string& format,
-                                      DType kv_type, double load_s, const GenerationStats& stats,
-                                      CacheManager& manager, const CopyBytes& copies,
-                                      int64_t peak_rss_bytes, const std::string& stop,
-                                      const Reply& reply) {
-  return {
-      {"model", model_path},
-      {"format", format},
-      {"kv_type", dtype_name(kv_type)},
-      {"load_s", load_s},
-      {"prompt_tokens", stats.prompt_tokens},
-      {"generated_tokens", stats.generated_tokens},
-      {"prefill_s", stats.prefill_seconds},
-      {"decode_s", stats.decode_seconds},
-      {"prefill_tok_s", stats.prefill_tok_s()},
-      {"decode_tok_s", stats.decode_tok_s()},
-      {"kv_bytes", stats.kv_bytes},
-      {"kv_capacity", stats.kv_capacity},
-      {"kv_context", stats.kv_context},
-      {"kv_slots", stats.kv_slots},
-      {"next_position", stats.next_position},
-      {"eviction_policy", manager.policy().name()},
-      {"evictions", stats.evictions},
-      {"evicted_tokens", stats.evicted_tokens},
-      {"eviction_s", stats.eviction_seconds},
-      {"rss_bytes", resident_bytes()},
-      {"peak_rss_bytes", peak_rss_bytes},
-      {"host_device_copy_bytes", copies.at_end - copies.after_prefill},
-      {"host_device_copy_bytes_prefill", copies.after_prefill - copies.load},
-      {"host_device_copy_bytes_load", copies.load},
-      {"stop", stop},
-      {"tokens", reply.tokens},
+// The reply streamed to stdout as it comes (nothing with --quiet): each token's text, or its id
+// when `stream_text` is false (--print-ids, or a model without a tokenizer); a newline at its end.
+inline GenerationSession::Callbacks printing_callbacks(const GenerateFlags& f, bool stream_text) {
+  GenerationSession::Callbacks callbacks;
+  const bool quiet = f.quiet;
+  if (!quiet) {
+    callbacks.on_token = [stream_text](int32_t token, std::string_view text) {
+      const std::string piece = stream_text ? std::string(text) : std::to_string(token) + " ";
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  callbacks.on_reply_end = [quiet](std::string_view rest) {
+    if (!quiet) {
+      std::fputs(std::string(rest).c_str(), stdout);
+      std::printf("\n");
+    }
+    // Flushed, so that the stats line (stderr) starts on a line of its own when both streams go
+    // to one pipe or file, where stdout is block-buffered.
+    std::fflush(stdout);
   };
+  return callbacks;
 }
 
 }  // namespace edgelm::cli

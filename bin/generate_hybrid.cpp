@@ -22,6 +22,7 @@
 #include "eviction/protect_policy.h"
 #include "models/chat.h"
 #include "models/tokenizer.h"
+#include "runtime/conversation.h"
 #include "runtime/hybrid.h"
 #include "runtime/session.h"
 #include "runtime/setup.h"
@@ -271,13 +272,7 @@ int run(int argc, char** argv) {
   const size_t cpu = scheduler.index_of(edgelm::hybrid_side_name(HybridSide::Cpu));
   const size_t opencl = scheduler.index_of(edgelm::hybrid_side_name(HybridSide::OpenCl));
 
-  edgelm::SamplerConfig sampling = f.sampling;
-  if (f.temperature->count() == 0 && config.default_temperature)
-    sampling.temperature = *config.default_temperature;
-  if (f.top_p->count() == 0 && config.default_top_p) sampling.top_p = *config.default_top_p;
-  if (f.top_k->count() == 0 && config.default_top_k) sampling.top_k = *config.default_top_k;
-  sampling.greedy = f.greedy;
-  edgelm::GenerationSettings settings{.sampling = sampling,
+  edgelm::GenerationSettings settings{.sampling = edgelm::cli::sampling_for(f, config),
                                       .max_tokens = f.n_generate,
                                       .stop_ids = config.eos_token_ids,
                                       .ignore_eos = f.ignore_eos};
@@ -285,21 +280,7 @@ int run(int argc, char** argv) {
     settings.stop_ids = edgelm::chat_stop_ids(*tokenizer, *chat_template, config.eos_token_ids);
   const bool stream_text = tokenizer && !f.print_ids;
   std::vector<float> logit_rows;  // --dump-logits: [steps, vocab]
-  edgelm::GenerationSession::Callbacks callbacks;
-  if (!f.quiet) {
-    callbacks.on_token = [&](int32_t token, std::string_view text) {
-      const std::string piece = stream_text ? std::string(text) : std::to_string(token) + " ";
-      std::fputs(piece.c_str(), stdout);
-      std::fflush(stdout);
-    };
-  }
-  callbacks.on_reply_end = [&](std::string_view rest) {
-    if (!f.quiet) {
-      std::fputs(std::string(rest).c_str(), stdout);
-      std::printf("\n");
-    }
-    std::fflush(stdout);
-  };
+  edgelm::GenerationSession::Callbacks callbacks = edgelm::cli::printing_callbacks(f, stream_text);
   if (!f.dump_logits.empty()) {
     callbacks.on_logits = [&](std::span<const float> logits) {
       logit_rows.insert(logit_rows.end(), logits.begin(), logits.end());
@@ -311,14 +292,8 @@ int run(int argc, char** argv) {
   session.generator().set_router(&scheduler);
 
   if (!f.prompt.empty()) {
-    if (f.chat) {
-      std::vector<edgelm::ChatMessage> messages;
-      if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
-      messages.push_back({"user", f.prompt});
-      prompt_ids = tokenizer->encode(chat_template->render(messages, true), /*add_bos=*/false);
-    } else {
-      prompt_ids = tokenizer->encode(f.prompt);
-    }
+    prompt_ids = edgelm::encode_prompt(*tokenizer, chat_template ? &*chat_template : nullptr,
+                                       f.system_prompt, f.prompt);
   }
   for (int32_t id : prompt_ids) {
     if (id >= config.vocab_size)
@@ -387,10 +362,10 @@ int run(int argc, char** argv) {
                         {"reason", event.reason},
                         {"us", event.seconds * 1e6}});
     }
-    nlohmann::json summary = edgelm::cli::session_summary(
+    nlohmann::json summary = edgelm::session_summary(
         f.model_path, hybrid.format(), kv_type, load_s, stats, manager,
         {copy_bytes_load, copy_bytes_after_prefill, copy_bytes_after_prefill + copy_bytes_decode},
-        peak, stop, reply);
+        peak, reply);
     summary.update({
         {"backend", "hybrid"},
         {"prefill_backend", prefill_name},
