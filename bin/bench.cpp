@@ -49,7 +49,7 @@
 #include "core/log.h"
 #include "core/process_stats.h"
 #include "core/thread_pool.h"
-#include "models/loader.h"
+#include "runtime/setup.h"
 
 namespace {
 
@@ -499,10 +499,8 @@ int run(int argc, char** argv) {
   }
   const edgelm::DType kv_type =
       edgelm::cli::parse_dtype(kv_type_text, "--kv-type", {edgelm::DType::F32, edgelm::DType::F16});
-  edgelm::LoadOptions load_options;
-  if (!weight_type_text.empty()) {
-    load_options.weight_type = edgelm::cli::parse_weight_type(weight_type_text);
-  }
+  std::optional<edgelm::DType> weight_type;
+  if (!weight_type_text.empty()) weight_type = edgelm::cli::parse_weight_type(weight_type_text);
   std::vector<TestSpec> pg_tests;
   for (const std::string& text : pg_texts) pg_tests.push_back(parse_pg(text));
   std::vector<TestSpec> tests;
@@ -519,6 +517,8 @@ int run(int argc, char** argv) {
     }
   }
   if (tests.empty()) EDGELM_FAIL("-p/--n-prompt, -n and -pg are all 0: no test to run");
+  int64_t longest = 0;  // the most positions a test fills
+  for (const TestSpec& test : tests) longest = std::max(longest, test.n_depth + test.tokens());
 
   // Bandwidth once per thread count, before any model is mapped, so nothing else competes.
   std::optional<BandwidthProbe> probe;
@@ -564,25 +564,34 @@ int run(int argc, char** argv) {
   const std::string test_time = iso_time_now();
   for (const std::string& model_path : models) {
     for (const std::string& backend_name : backends) {
-      // The model is loaded (and converted) once per backend, with the first thread count's
-      // backend; the other thread counts run the same weights through backends of their own.
-      // The peak counter restarts here, so each model's rows report its own peak rather than the
-      // largest of the models before it (and not the bandwidth buffer).
+      // The model is set up as in every tool (Runtime::load: loaded and converted once per
+      // backend, with the first thread count's backend); the other thread counts run the same
+      // weights through backends of their own (Runtime::model_on). The peak counter restarts
+      // here, so each model's rows report its own peak rather than the largest of the models
+      // before it (and not the bandwidth buffer).
       const bool peak_is_per_model = edgelm::reset_peak_resident();
-      auto load_backend = edgelm::create_backend(
-          backend_name, {.n_threads = threads[0], .cpus = cpus, .repack_weights = !no_repack});
-      const auto converter =
-          edgelm::create_weight_converter(backend_name, {.n_threads = threads[0], .cpus = cpus});
-      load_options.converter = converter.get();
-      const edgelm::Stopwatch load_time;
-      edgelm::LoadedModel loaded = edgelm::load_llama(model_path, *load_backend, load_options);
-      const double load_s = load_time.seconds();
-      const ModelSummary summary = summarize(loaded.weights, loaded.weight_type, loaded.config);
+      auto backend_options = [&](int n_threads) {
+        return edgelm::BackendOptions{
+            .n_threads = n_threads, .cpus = cpus, .repack_weights = !no_repack};
+      };
+      const edgelm::Runtime runtime =
+          edgelm::Runtime::load({.model_path = model_path,
+                                 .backend = backend_name,
+                                 .backend_options = backend_options(threads[0]),
+                                 .weight_type = weight_type,
+                                 .max_chunk = chunk,
+                                 .load_tokenizer = false,
+                                 .require_tokenizer = false,
+                                 .kv_type = kv_type,
+                                 .context = longest});
+      const edgelm::ModelInfo& info = runtime.info();
+      const double load_s = info.load_seconds;
+      const edgelm::LlamaConfig& config = runtime.model().config();
+      const ModelSummary summary = summarize(runtime.model().weights(), info.weight_type, config);
       const std::string model_name = std::filesystem::path(model_path).filename().string();
       std::fprintf(stderr, "bench: loaded %s (%s, %s, %s) in %.2f s\n", model_name.c_str(),
-                   loaded.format.c_str(), summary.type.c_str(),
+                   info.format.c_str(), summary.type.c_str(),
                    format_bytes(static_cast<double>(summary.bytes)).c_str(), load_s);
-      const edgelm::LlamaConfig& config = loaded.config;
       const double kv_bytes_per_slot =
           static_cast<double>(2 * config.n_layers * config.kv_dim() *
                               static_cast<int64_t>(edgelm::dtype_row_bytes(kv_type, 1)));
@@ -591,10 +600,8 @@ int run(int argc, char** argv) {
       // whole, is larger than the machine's memory cannot run at all.
       const double memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
                                   static_cast<double>(::sysconf(_SC_PAGESIZE));
-      int64_t longest = 0;
       for (const TestSpec& test : tests) {
         const int64_t positions = test.n_depth + test.tokens();
-        longest = std::max(longest, positions);
         const double kv_bytes = kv_bytes_per_slot * static_cast<double>(positions);
         if (memory_bytes > 0 && kv_bytes > memory_bytes) {
           EDGELM_FAIL(test.flags(), ": ", test.name(), " fills a KV cache of ", positions,
@@ -612,14 +619,10 @@ int run(int argc, char** argv) {
 
       for (size_t ti = 0; ti < threads.size(); ++ti) {
         const int n_threads = threads[ti];
-        std::unique_ptr<edgelm::Backend> own_backend;
-        edgelm::Backend* backend = load_backend.get();
-        if (ti > 0) {
-          own_backend = edgelm::create_backend(
-              backend_name, {.n_threads = n_threads, .cpus = cpus, .repack_weights = !no_repack});
-          backend = own_backend.get();
-        }
-        edgelm::LlamaModel model(*backend, loaded.config, loaded.weights, chunk);
+        edgelm::Runtime::ModelOnBackend own;
+        if (ti > 0) own = runtime.model_on(backend_options(n_threads));
+        edgelm::LlamaModel& model = own.model ? *own.model : runtime.model();
+        edgelm::Backend* backend = &model.backend();
         const std::string label = backend_label(backend_name, *backend);
         for (const TestSpec& test : tests) {
           const std::string where =
@@ -661,7 +664,7 @@ int run(int argc, char** argv) {
               {"backend_label", label},
               {"device", backend->device()},
               {"n_threads", n_threads},
-              {"weight_type", edgelm::dtype_name(loaded.weight_type)},
+              {"weight_type", edgelm::dtype_name(info.weight_type)},
               {"kv_type", edgelm::dtype_name(kv_type)},
               {"type_k", edgelm::dtype_name(kv_type)},
               {"type_v", edgelm::dtype_name(kv_type)},

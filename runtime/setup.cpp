@@ -114,6 +114,14 @@ std::string Runtime::describe() const {
   return text;
 }
 
+Runtime::ModelOnBackend Runtime::model_on(const BackendOptions& options) const {
+  ModelOnBackend out;
+  out.backend = create_backend(settings_.backend, options);
+  out.model = std::make_unique<LlamaModel>(*out.backend, model_->config(), model_->weights(),
+                                           settings_.max_chunk);
+  return out;
+}
+
 CacheManager Runtime::make_manager() {
   return plan_->make_manager();
 }

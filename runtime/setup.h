@@ -130,6 +130,15 @@ class Runtime {
   // one line each, without a final newline.
   std::string describe() const;
 
+  // The loaded model again, on a backend of its own created by the runtime's name with `options`,
+  // over the same weights (not loaded again): bench's other thread counts. The backend must read
+  // the weights where they are (a CPU backend with other threads reads the CPU's).
+  struct ModelOnBackend {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<LlamaModel> model;  // on *backend; declared after it, so destroyed first
+  };
+  ModelOnBackend model_on(const BackendOptions& options) const;
+
   // A cache manager for one conversation (KvPlan::make_manager).
   CacheManager make_manager();
   // A KV cache for `manager`'s limits: kv_capacity slots, else what the manager needs for the

@@ -1,7 +1,7 @@
 // Runtime::load, the one setup of every tool: the settings checked before the model loads, the
 // budget in bytes resolved into slots once, the cache sized for the manager, the tokenizer
-// optional or required, the description the tools print, the model run on a wrapper of the backend
-// when one is given.
+// optional or required, the description the tools print, the same weights on a second backend,
+// the model run on a wrapper of the backend when one is given.
 #include "runtime/setup.h"
 
 #include <gtest/gtest.h>
@@ -143,6 +143,26 @@ TEST(Runtime, DescribesTheModelTheBackendAndTheTokenizer) {
   settings.load_tokenizer = false;
   settings.require_tokenizer = false;
   EXPECT_EQ(Runtime::load(settings).describe().find("tokenizer"), std::string::npos);
+}
+
+TEST(Runtime, TheModelOnAnotherBackendSharesTheWeightsAndGivesTheSameLogits) {
+  Runtime runtime = Runtime::load(tiny_settings());
+  Runtime::ModelOnBackend other = runtime.model_on({.n_threads = 2});
+  ASSERT_NE(other.model, nullptr);
+  EXPECT_EQ(&other.model->backend(), other.backend.get());
+  EXPECT_NE(other.backend.get(), &runtime.backend());
+  EXPECT_EQ(other.model->max_chunk(), 8);
+  // The same bytes, not a second load.
+  EXPECT_EQ(other.model->weights().layers[0].w_gate.raw(),
+            runtime.model().weights().layers[0].w_gate.raw());
+  const std::vector<int32_t> tokens = {5, 17, 3, 99, 42, 7, 8, 9, 10, 11};
+  KvCache cache = runtime.make_cache(runtime.make_manager());
+  const std::span<const float> expected = runtime.model().forward(tokens, cache);
+  const std::vector<float> first(expected.begin(), expected.end());
+  KvCache other_cache = other.model->make_cache(64, DType::F16);
+  const std::span<const float> logits = other.model->forward(tokens, other_cache);
+  // cpu:portable splits rows over the threads without changing any sum.
+  EXPECT_TRUE(std::equal(logits.begin(), logits.end(), first.begin(), first.end()));
 }
 
 TEST(Runtime, TheModelRunsOnTheBackendWrapperWhenOneIsGiven) {
