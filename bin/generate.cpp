@@ -78,17 +78,7 @@ int run(int argc, char** argv) {
                  "Speculative decoding with this draft model (same vocabulary)");
   static constexpr edgelm::cli::FlagAlias kAliases[] = {{"-md", "--model-draft"}};
   if (!edgelm::cli::parse_flags(app, argc, argv, kAliases)) return 0;
-  if (app.count("--eviction-window") > 0) f.eviction.window = f.window;
-  if (app.count("--sink-tokens") > 0) f.eviction.sink_tokens = f.sink_tokens;
-
-  if (f.list_devices) {
-    for (const std::string& line : edgelm::opencl_device_lines()) std::printf("%s\n", line.c_str());
-    return 0;
-  }
-  if (f.list_chat_templates) {
-    for (const std::string& name : edgelm::chat_template_names()) std::printf("%s\n", name.c_str());
-    return 0;
-  }
+  if (!edgelm::cli::apply_generate_flags(app, f)) return 0;
   // Everything that can be checked without the model, first.
   if (f.model_path.empty()) EDGELM_FAIL("-m/--model is required (a HF folder or a .gguf file)");
   if (!f.profile_out.empty()) f.profile = true;
@@ -96,14 +86,7 @@ int run(int argc, char** argv) {
   if (!f.cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(f.cpu_list, "--cpus");
   if ((f.cl_platform >= 0 || f.cl_device >= 0) && f.backend_name != "opencl")
     EDGELM_FAIL("--cl-platform/--cl-device need --backend opencl");
-  if (!f.prompt_file.empty()) {
-    if (app.count("--prompt") > 0) EDGELM_FAIL("-p/--prompt and -f/--file are exclusive");
-    f.prompt = edgelm::cli::read_text_file(f.prompt_file, "-f/--file");
-    if (f.prompt.ends_with('\n')) f.prompt.pop_back();  // the newline an editor ends a file with
-    if (f.prompt.empty()) EDGELM_FAIL("-f/--file: '", f.prompt_file, "' holds no text");
-  }
-  if (!f.prompt.empty() && !f.prompt_ids_text.empty())
-    EDGELM_FAIL("--prompt and --prompt-ids are exclusive");
+  edgelm::cli::read_prompt_flags(app, f);
   if (f.interactive && (!f.prompt_ids_text.empty() || f.json || !f.dump_logits.empty())) {
     EDGELM_FAIL(
         "--interactive reads prompts from stdin; it does not take --prompt-ids, --json or "
@@ -136,16 +119,15 @@ int run(int argc, char** argv) {
     prompt_ids = edgelm::cli::parse_id_list(f.prompt_ids_text, "--prompt-ids");
   const edgelm::DType kv_type = edgelm::cli::parse_dtype(f.kv_type_text, "--kv-type",
                                                          {edgelm::DType::F32, edgelm::DType::F16});
-  edgelm::Settings settings{
-      .model_path = f.model_path,
-      .backend = f.backend_name,
-      .max_chunk = f.chunk,
-      .kv_type = kv_type,
-      .context = f.max_seq_len,
-      .kv_capacity = f.kv_capacity,
-      .eviction = f.eviction,
-      .budget_bytes = f.budget_bytes,
-      .simulate_memory = f.simulate_memory};
+  edgelm::Settings settings{.model_path = f.model_path,
+                            .backend = f.backend_name,
+                            .max_chunk = f.chunk,
+                            .kv_type = kv_type,
+                            .context = f.max_seq_len,
+                            .kv_capacity = f.kv_capacity,
+                            .eviction = f.eviction,
+                            .budget_bytes = f.budget_bytes,
+                            .simulate_memory = f.simulate_memory};
   settings.backend_options = {.n_threads = f.threads,
                               .cpus = cpus,
                               .cl_platform = f.cl_platform,

@@ -9,8 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/registry.h"
 #include "bin/cli_util.h"
 #include "eviction/cache_manager.h"
+#include "models/chat.h"
 #include "models/llama.h"
 #include "models/tokenizer.h"
 #include "runtime/sampler.h"
@@ -141,6 +143,36 @@ inline void add_generate_flags(CLI::App& app, GenerateFlags& f) {
   add_note(app,
            "-n is per reply (per turn with -i), with a warning when the reply cannot fit in -c; "
            "-f is the prompt's file, one trailing newline dropped.");
+}
+
+// What follows the parse in generate and generate_hybrid alike: the eviction settings whose own
+// flags were given, then --list-devices and --list-chat-templates, which print their list to
+// stdout; false when one did (the run ends there).
+inline bool apply_generate_flags(const CLI::App& app, GenerateFlags& f) {
+  if (app.count("--eviction-window") > 0) f.eviction.window = f.window;
+  if (app.count("--sink-tokens") > 0) f.eviction.sink_tokens = f.sink_tokens;
+  if (f.list_devices) {
+    for (const std::string& line : opencl_device_lines()) std::printf("%s\n", line.c_str());
+    return false;
+  }
+  if (f.list_chat_templates) {
+    for (const std::string& name : chat_template_names()) std::printf("%s\n", name.c_str());
+    return false;
+  }
+  return true;
+}
+
+// The prompt of -f/--file (its one trailing newline dropped) into f.prompt; throws edgelm::Error
+// for an empty file, or where -p and -f, or a text prompt and --prompt-ids, are both given.
+inline void read_prompt_flags(const CLI::App& app, GenerateFlags& f) {
+  if (!f.prompt_file.empty()) {
+    if (app.count("--prompt") > 0) EDGELM_FAIL("-p/--prompt and -f/--file are exclusive");
+    f.prompt = read_text_file(f.prompt_file, "-f/--file");
+    if (f.prompt.ends_with('\n')) f.prompt.pop_back();  // the newline an editor ends a file with
+    if (f.prompt.empty()) EDGELM_FAIL("-f/--file: '", f.prompt_file, "' holds no text");
+  }
+  if (!f.prompt.empty() && !f.prompt_ids_text.empty())
+    EDGELM_FAIL("--prompt and --prompt-ids are exclusive");
 }
 
 // The sampler's settings: the flags', with the model's generation config supplying temperature,

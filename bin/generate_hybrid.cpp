@@ -103,17 +103,7 @@ int run(int argc, char** argv) {
                  "OpenCL cannot read (each backend computes as it does alone; more memory); "
                  "shared: one copy in OpenCL's layouts, read by both");
   if (!edgelm::cli::parse_flags(app, argc, argv)) return 0;
-  if (app.count("--eviction-window") > 0) f.eviction.window = f.window;
-  if (app.count("--sink-tokens") > 0) f.eviction.sink_tokens = f.sink_tokens;
-
-  if (f.list_devices) {
-    for (const std::string& line : edgelm::opencl_device_lines()) std::printf("%s\n", line.c_str());
-    return 0;
-  }
-  if (f.list_chat_templates) {
-    for (const std::string& name : edgelm::chat_template_names()) std::printf("%s\n", name.c_str());
-    return 0;
-  }
+  if (!edgelm::cli::apply_generate_flags(app, f)) return 0;
   // Everything that can be checked without the model, first.
   refuse_generate_only_flags(app);
   if (f.model_path.empty()) EDGELM_FAIL("-m/--model is required (a HF folder or a .gguf file)");
@@ -154,14 +144,7 @@ int run(int argc, char** argv) {
       edgelm::parse_weight_sharing(weight_sharing_text, "--hybrid-weights");
   std::vector<int> cpus;
   if (!f.cpu_list.empty()) cpus = edgelm::cli::parse_cpu_list(f.cpu_list, "--cpus");
-  if (!f.prompt_file.empty()) {
-    if (app.count("--prompt") > 0) EDGELM_FAIL("-p/--prompt and -f/--file are exclusive");
-    f.prompt = edgelm::cli::read_text_file(f.prompt_file, "-f/--file");
-    if (f.prompt.ends_with('\n')) f.prompt.pop_back();  // the newline an editor ends a file with
-    if (f.prompt.empty()) EDGELM_FAIL("-f/--file: '", f.prompt_file, "' holds no text");
-  }
-  if (!f.prompt.empty() && !f.prompt_ids_text.empty())
-    EDGELM_FAIL("--prompt and --prompt-ids are exclusive");
+  edgelm::cli::read_prompt_flags(app, f);
   if (f.prompt.empty() && f.prompt_ids_text.empty())
     EDGELM_FAIL("give a prompt with -p/--prompt TEXT, -f/--file FILE or --prompt-ids 1,2,3");
   if (f.chat && !f.prompt_ids_text.empty()) EDGELM_FAIL("--chat needs a text --prompt");

@@ -17,6 +17,7 @@
 #include "core/npy.h"
 #include "models/chat.h"
 #include "models/make_model.h"
+#include "tests/temp_dir.h"
 
 namespace edgelm {
 namespace {
@@ -236,8 +237,9 @@ TEST(Conversation, TheDumpsHoldTheCachesPositionsAndEveryLogitsRow) {
   std::vector<std::string> notes;
   ConversationOptions options = greedy(3, &notes);
   options.generation.ignore_eos = true;
-  options.dump_kv_positions = (work_dir() / "positions.npy").string();
-  options.dump_logits = (work_dir() / "logits.npy").string();
+  const testing::TempDir dir("edgelm_conversation_");
+  options.dump_kv_positions = dir.file("positions.npy");
+  options.dump_logits = dir.file("logits.npy");
   Conversation conversation(runtime, options);
   conversation.prefill(std::vector<int32_t>{5, 6, 7, 8, 9});
   conversation.reply();
