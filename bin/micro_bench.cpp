@@ -101,10 +101,11 @@ const MatrixShape& matrix_named(const std::vector<MatrixShape>& matrices, const 
 // prefer them (KernelTable::matmul_layout).
 constexpr DType kWeightTypes[] = {DType::F32,    DType::F16,    DType::Q8_0, DType::Q4_0,
                                   DType::Q4_0x8, DType::Q8_0x8, DType::F16x4};
-// The sub-block family (simd/block_matmul.h), multiplied as stored: in the default set only as a
-// one-thread decode GEMV and a 64-row prefill of the 1B MLP-up shape; all shapes with --full.
-constexpr DType kSubBlockTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                                    DType::Q4_K, DType::Q5_K, DType::Q6_K};
+// The sub-block family (simd/block_matmul.h), multiplied as stored, and Q4_Kx8 and Q6_Kx8 (Q4_K and
+// Q6_K repacked as for Q4_0x8): in the default set only as a one-thread decode GEMV and a 64-row
+// prefill of the 1B MLP-up shape; all shapes with --full.
+constexpr DType kSubBlockTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q4_K,
+                                    DType::Q5_K, DType::Q6_K, DType::Q4_Kx8, DType::Q6_Kx8};
 
 // ---- shared state ----
 
@@ -158,6 +159,19 @@ Tensor random_tensor(DType dtype, edgelm::Shape shape, uint64_t seed) {
     Tensor packed = Tensor::empty(memory(), dtype, shape);
     edgelm::repack_f16_x4(static_cast<const uint16_t*>(rows.raw()),
                           static_cast<uint16_t*>(packed.raw()), shape[0], shape[1]);
+    return packed;
+  }
+  if (dtype == DType::Q4_Kx8 || dtype == DType::Q6_Kx8) {
+    const Tensor rows = random_tensor(edgelm::dtype_unpacked(dtype), shape, seed);
+    Tensor packed = Tensor::empty(memory(), dtype, shape);
+    const int64_t blocks = shape[1] / edgelm::kKQuantBlockSize;
+    if (dtype == DType::Q4_Kx8) {
+      edgelm::repack_q4_k_x8(static_cast<const edgelm::BlockQ4_K*>(rows.raw()),
+                             static_cast<edgelm::BlockQ4_Kx8*>(packed.raw()), shape[0], blocks);
+    } else {
+      edgelm::repack_q6_k_x8(static_cast<const edgelm::BlockQ6_K*>(rows.raw()),
+                             static_cast<edgelm::BlockQ6_Kx8*>(packed.raw()), shape[0], blocks);
+    }
     return packed;
   }
   Tensor t = Tensor::empty(memory(), dtype, shape);

@@ -57,6 +57,11 @@ constexpr std::array<DTypeInfo, kDTypeCount> kInfo = {{
      dequantize_row_q5_K},
     {"q6_k", kKQuantBlockSize, sizeof(BlockQ6_K), true, false, 1, kSelf, A::Q8_K,
      dequantize_row_q6_K},
+    // Per row and super-block the same bytes as Q4_K and Q6_K.
+    {"q4_kx8", kKQuantBlockSize, sizeof(BlockQ4_Kx8) / kKx8Rows, true, false, kKx8Rows, DType::Q4_K,
+     A::Q8_K},
+    {"q6_kx8", kKQuantBlockSize, sizeof(BlockQ6_Kx8) / kKx8Rows, true, false, kKx8Rows, DType::Q6_K,
+     A::Q8_K},
 }};
 static_assert(kInfo.size() == static_cast<size_t>(DType::Count), "one entry per DType");
 

@@ -11,10 +11,10 @@ namespace edgelm {
 // Storage types. Activations are F32; weights F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 and the
 // K-quants Q4_K/Q5_K/Q6_K; KV cache F32/F16; token ids and positions I32. The Q types are the
 // GGML/GGUF block formats (see core/quant.h). Q4_0x8,
-// Q8_0x8 and F16x4 are Q4_0, Q8_0 and F16 repacked at load for the CPU's matmul: the same bytes per
-// weight, groups of rows interleaved (eight rows block by block, BlockQ4_0x8 and BlockQ8_0x8; four
-// F16 rows 16 elements at a time), so they only exist for matrices of whole row groups and only as
-// matmul weights; files never hold them.
+// Q8_0x8, Q4_Kx8, Q6_Kx8 and F16x4 are Q4_0, Q8_0, Q4_K, Q6_K and F16 repacked at load for the
+// CPU's matmul: the same bytes per weight, groups of rows interleaved (eight rows block by block,
+// BlockQ4_0x8, BlockQ8_0x8, BlockQ4_Kx8, BlockQ6_Kx8; four F16 rows 16 elements at a time), so they
+// only exist for matrices of whole row groups and only as matmul weights; files never hold them.
 // The order is also that of the DT_* codes of the OpenCL kernels (kernels/common.cl).
 enum class DType : uint8_t {
   F32,
@@ -32,6 +32,8 @@ enum class DType : uint8_t {
   Q4_K,
   Q5_K,
   Q6_K,
+  Q4_Kx8,
+  Q6_Kx8,
   Count
 };
 inline constexpr int kDTypeCount = static_cast<int>(DType::Count);
@@ -51,9 +53,9 @@ struct DTypeInfo {
   size_t block_bytes;  // bytes per block
   bool is_quantized;
   bool is_float;  // F32, F16, BF16, F16x4
-  // Rows stored together (1: every row is contiguous; Q4_0x8, Q8_0x8: groups of 8 rows interleaved,
-  // F16x4: groups of 4, so a tensor needs a multiple of that many rows and has no addressable
-  // single row).
+  // Rows stored together (1: every row is contiguous; Q4_0x8, Q8_0x8, Q4_Kx8, Q6_Kx8: groups of 8
+  // rows interleaved, F16x4: groups of 4, so a tensor needs a multiple of that many rows and has
+  // no addressable single row).
   int64_t row_group = 1;
   // The stored type a load-time layout interleaves (Q4_0x8 -> Q4_0); every other type its own.
   DType stored = DType::Count;  // Count: the type itself (see dtype_unpacked)
@@ -81,7 +83,7 @@ inline int64_t dtype_row_group(DType dtype) {
 }
 
 // The stored type whose rows a load-time layout interleaves (Q4_0x8 -> Q4_0, Q8_0x8 -> Q8_0,
-// F16x4 -> F16); any other dtype is its own.
+// Q4_Kx8 -> Q4_K, Q6_Kx8 -> Q6_K, F16x4 -> F16); any other dtype is its own.
 DType dtype_unpacked(DType dtype);
 
 // Bytes of a row of n elements. Throws edgelm::Error when n is not a multiple of the block size.

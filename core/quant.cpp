@@ -1,10 +1,13 @@
 #include "core/quant.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -344,6 +347,132 @@ void for_each_f16_x4(int64_t rows, int64_t cols, Move move) {
   }
 }
 
+// The K-quant records (Q4_Kx8, Q6_Kx8): each field of a block, `bytes` long at `offset`, is cut
+// into chunks of `chunk` bytes; chunk j of the eight rows sits at place(j) in the record, row r's
+// at place(j) + r·chunk.
+struct KField {
+  size_t offset, bytes, chunk;
+  size_t (*place)(size_t j);
+};
+constexpr KField kQ4_KFields[] = {
+    {offsetof(BlockQ4_K, d), 2, 2, [](size_t) { return offsetof(BlockQ4_Kx8, d); }},
+    {offsetof(BlockQ4_K, dmin), 2, 2, [](size_t) { return offsetof(BlockQ4_Kx8, dmin); }},
+    {offsetof(BlockQ4_K, scales), kKQuantScaleBytes, 4,
+     [](size_t j) { return offsetof(BlockQ4_Kx8, scales) + 32 * j; }},
+    {offsetof(BlockQ4_K, qs), kKQuantBlockSize / 2, 4,
+     [](size_t j) { return offsetof(BlockQ4_Kx8, qs) + 32 * j; }}};
+// Q6_K's ql chunk j = 16h + 8i + c (half h, i: the first or second 32 bytes of the half) and qh
+// chunk 8h + c go to step 8h + c of BlockQ6_Kx8::q, at 0, 32 and 64 in it.
+constexpr KField kQ6_KFields[] = {
+    {offsetof(BlockQ6_K, ql), kKQuantBlockSize / 2, 4,
+     [](size_t j) { return kQ6_Kx8StepBytes * (8 * (j / 16) + j % 8) + 32 * (j / 8 % 2); }},
+    {offsetof(BlockQ6_K, qh), kKQuantBlockSize / 4, 4,
+     [](size_t j) { return kQ6_Kx8StepBytes * j + 64; }},
+    {offsetof(BlockQ6_K, scales), kKQuantBlockSize / 16, 1,
+     [](size_t j) { return offsetof(BlockQ6_Kx8, scales) + 8 * j; }},
+    {offsetof(BlockQ6_K, d), 2, 2, [](size_t) { return offsetof(BlockQ6_Kx8, d); }}};
+static_assert(kKx8Rows == kRows, "the K-quant records hold eight rows too");
+
+// A field's chunks' places, computed once (a call through place() per chunk made loading a 1B
+// Q4_K_M file take seconds longer).
+struct KFieldPlan {
+  size_t offset, chunk, chunks;
+  std::array<uint16_t, 32> places;
+};
+template <size_t kFields>
+std::array<KFieldPlan, kFields> plan_fields(const KField (&fields)[kFields]) {
+  std::array<KFieldPlan, kFields> plans{};
+  for (size_t f = 0; f < kFields; ++f) {
+    KFieldPlan& plan = plans[f];
+    plan.offset = fields[f].offset;
+    plan.chunk = fields[f].chunk;
+    plan.chunks = fields[f].bytes / fields[f].chunk;
+    EDGELM_CHECK(plan.chunks <= plan.places.size(), "[quant] a K-quant field of ", plan.chunks,
+                 " chunks");
+    for (size_t j = 0; j < plan.chunks; ++j)
+      plan.places[j] = static_cast<uint16_t>(fields[f].place(j));
+  }
+  return plans;
+}
+
+// Calls move(plain, packed, bytes) for each chunk of a block of row r: `plain` its offset in the
+// block, `packed` in the record, `bytes` a std::integral_constant (1, 2 or 4: a fixed-size copy).
+template <size_t kFields, class Move>
+void for_each_k_chunk(const std::array<KFieldPlan, kFields>& plans, int r, Move move) {
+  const auto each = [&](const KFieldPlan& plan, auto bytes) {
+    for (size_t j = 0; j < plan.chunks; ++j)
+      move(plan.offset + j * bytes, plan.places[j] + r * bytes, bytes);
+  };
+  for (const KFieldPlan& plan : plans) {
+    if (plan.chunk == 4) {
+      each(plan, std::integral_constant<size_t, 4>{});
+    } else if (plan.chunk == 2) {
+      each(plan, std::integral_constant<size_t, 2>{});
+    } else {
+      each(plan, std::integral_constant<size_t, 1>{});
+    }
+  }
+}
+
+const std::array<KFieldPlan, 4>& q4_k_plan() {
+  static const std::array<KFieldPlan, 4> plan = plan_fields(kQ4_KFields);
+  return plan;
+}
+const std::array<KFieldPlan, 4>& q6_k_plan() {
+  static const std::array<KFieldPlan, 4> plan = plan_fields(kQ6_KFields);
+  return plan;
+}
+
+template <class Block, class Record, size_t kFields>
+void repack_k_x8(const std::array<KFieldPlan, kFields>& fields, const Block* src, Record* dst,
+                 int64_t rows, int64_t blocks, const char* name) {
+  check_x8_rows(rows, name);
+  const int64_t groups = rows / kRows;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      auto* record = reinterpret_cast<uint8_t*>(
+          &dst[x8_record_index(groups, blocks, kKx8SegmentBlocks, g, b)]);
+      for (int r = 0; r < kRows; ++r) {
+        const auto* block = reinterpret_cast<const uint8_t*>(&src[(g * kRows + r) * blocks + b]);
+        for_each_k_chunk(fields, r, [&](size_t plain, size_t packed, auto bytes) {
+          std::memcpy(record + packed, block + plain, bytes);
+        });
+      }
+    }
+  }
+}
+
+template <class Block, class Record, size_t kFields>
+void unpack_row_k_x8(const std::array<KFieldPlan, kFields>& fields, const Record* src,
+                     int64_t groups, int64_t blocks, int64_t row, Block* dst) {
+  const int64_t g = row / kRows;
+  const int r = static_cast<int>(row % kRows);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const auto* record = reinterpret_cast<const uint8_t*>(
+        &src[x8_record_index(groups, blocks, kKx8SegmentBlocks, g, b)]);
+    auto* block = reinterpret_cast<uint8_t*>(&dst[b]);
+    for_each_k_chunk(fields, r, [&](size_t plain, size_t packed, auto bytes) {
+      std::memcpy(block + plain, record + packed, bytes);
+    });
+  }
+}
+
+template <class Block, class Record, size_t kFields>
+void unpack_k_x8(const std::array<KFieldPlan, kFields>& fields, const Record* src, Block* dst,
+                 int64_t rows, int64_t blocks, const char* name) {
+  check_x8_rows(rows, name);
+  for (int64_t row = 0; row < rows; ++row)
+    unpack_row_k_x8(fields, src, rows / kRows, blocks, row, dst + row * blocks);
+}
+
+template <class Block, class Record, size_t kFields>
+void unpack_one_row_k_x8(const std::array<KFieldPlan, kFields>& fields, const Record* src,
+                         int64_t rows, int64_t blocks, int64_t row, Block* dst, const char* name) {
+  check_x8_rows(rows, name);
+  EDGELM_CHECK(row >= 0 && row < rows, "[quant] ", name, ": row ", row, " outside [0, ", rows, ")");
+  unpack_row_k_x8(fields, src, rows / kRows, blocks, row, dst);
+}
+
 }  // namespace
 
 void repack_f16_x4(const uint16_t* src, uint16_t* dst, int64_t rows, int64_t cols) {
@@ -391,6 +520,32 @@ void unpack_q8_0_x8(const BlockQ8_0x8* src, BlockQ8_0* dst, int64_t rows, int64_
 void unpack_row_q8_0_x8(const BlockQ8_0x8* src, int64_t rows, int64_t blocks, int64_t row,
                         BlockQ8_0* dst) {
   unpack_one_row_x8(src, rows, blocks, kQ8_0x8SegmentBlocks, row, dst, "q8_0x8");
+}
+
+void repack_q4_k_x8(const BlockQ4_K* src, BlockQ4_Kx8* dst, int64_t rows, int64_t blocks) {
+  repack_k_x8(q4_k_plan(), src, dst, rows, blocks, "q4_kx8");
+}
+
+void unpack_q4_k_x8(const BlockQ4_Kx8* src, BlockQ4_K* dst, int64_t rows, int64_t blocks) {
+  unpack_k_x8(q4_k_plan(), src, dst, rows, blocks, "q4_kx8");
+}
+
+void unpack_row_q4_k_x8(const BlockQ4_Kx8* src, int64_t rows, int64_t blocks, int64_t row,
+                        BlockQ4_K* dst) {
+  unpack_one_row_k_x8(q4_k_plan(), src, rows, blocks, row, dst, "q4_kx8");
+}
+
+void repack_q6_k_x8(const BlockQ6_K* src, BlockQ6_Kx8* dst, int64_t rows, int64_t blocks) {
+  repack_k_x8(q6_k_plan(), src, dst, rows, blocks, "q6_kx8");
+}
+
+void unpack_q6_k_x8(const BlockQ6_Kx8* src, BlockQ6_K* dst, int64_t rows, int64_t blocks) {
+  unpack_k_x8(q6_k_plan(), src, dst, rows, blocks, "q6_kx8");
+}
+
+void unpack_row_q6_k_x8(const BlockQ6_Kx8* src, int64_t rows, int64_t blocks, int64_t row,
+                        BlockQ6_K* dst) {
+  unpack_one_row_k_x8(q6_k_plan(), src, rows, blocks, row, dst, "q6_kx8");
 }
 
 }  // namespace edgelm

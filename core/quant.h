@@ -2,6 +2,7 @@
 // for the K-quants), so GGUF tensors of these types map into tensors without conversion.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace edgelm {
@@ -165,6 +166,49 @@ void repack_q8_0_x8(const BlockQ8_0* src, BlockQ8_0x8* dst, int64_t rows, int64_
 void unpack_q8_0_x8(const BlockQ8_0x8* src, BlockQ8_0* dst, int64_t rows, int64_t blocks);
 void unpack_row_q8_0_x8(const BlockQ8_0x8* src, int64_t rows, int64_t blocks, int64_t row,
                         BlockQ8_0* dst);
+
+// Q4_Kx8 and Q6_Kx8: super-block b of rows 8g..8g+7 of a Q4_K or Q6_K matrix, each field of the
+// block cut into chunks stored as the eight rows' chunks side by side, [row][chunk bytes]: a SIMD
+// kernel then loads one chunk of all eight rows at once, one row per lane, and reads a record
+// front to back. The halves d and dmin are 2-byte chunks (d[r] is row r's d); Q4_K's 12 scale
+// bytes are three 4-byte words (scales[32w + 4r ...]: word w of row r, still packed), its qs
+// 4-byte chunks (qs[32c + 4r ...] holds qs[4c..4c+3] of row r); Q6_K's scales are 1-byte chunks
+// (scales[8j + r] is row r's scales[j]), and its ql and qh 4-byte chunks in the order the kernel
+// reads them: step 8h + c of q (h the half of 128 elements, c < 8) holds, 32 bytes each, ql chunk
+// 16h + c, ql chunk 16h + 8 + c and qh chunk 8h + c (ql[64h + 4c ..], ql[64h + 32 + 4c ..],
+// qh[32h + 4c ..]: the quants of elements 4c.. of each of the half's four quarters). Reading
+// Q6_K's fields one after the other instead (three streams a record) took the AVX-512 decode
+// twice the stored layout's time once the weights were out of L2. Pure byte moves, the same
+// bytes as eight blocks. Records are ordered by K segments of kKx8SegmentBlocks super-blocks as
+// Q4_0x8's (x8_record_index; K <= 2048: one segment, record (g, b) at index g·(K/256) + b).
+inline constexpr int kKx8Rows = 8;
+struct BlockQ4_Kx8 {
+  uint16_t d[kKx8Rows];                          // fp16 factors of the sub-block scales
+  uint16_t dmin[kKx8Rows];                       // fp16 factors of the sub-block mins
+  uint8_t scales[kKx8Rows * kKQuantScaleBytes];  // [3 words][8 rows][4 bytes], packed as stored
+  uint8_t qs[kKx8Rows * kKQuantBlockSize / 2];   // [32 chunks][8 rows][4 bytes]
+};
+static_assert(sizeof(BlockQ4_Kx8) == kKx8Rows * sizeof(BlockQ4_K), "same bytes as Q4_K");
+inline constexpr size_t kQ6_Kx8StepBytes = 3 * kKx8Rows * 4;  // 96: two ql chunks, a qh chunk
+struct BlockQ6_Kx8 {
+  uint8_t q[16 * kQ6_Kx8StepBytes];                 // [16 steps][ql, ql, qh][8 rows][4 bytes]
+  int8_t scales[kKx8Rows * kKQuantBlockSize / 16];  // [16 sub-blocks][8 rows]
+  uint16_t d[kKx8Rows];                             // fp16 super-block factors
+};
+static_assert(sizeof(BlockQ6_Kx8) == kKx8Rows * sizeof(BlockQ6_K), "same bytes as Q6_K");
+// 2048 values per segment, as Q4_0x8 (the L1 argument there): 9 KiB of Q4_Kx8 per group.
+inline constexpr int64_t kKx8SegmentBlocks = 8;
+
+// Q4_K <-> Q4_Kx8 and Q6_K <-> Q6_Kx8, as for Q4_0x8: pure byte moves, rows a multiple of 8,
+// `blocks` super-blocks per row.
+void repack_q4_k_x8(const BlockQ4_K* src, BlockQ4_Kx8* dst, int64_t rows, int64_t blocks);
+void unpack_q4_k_x8(const BlockQ4_Kx8* src, BlockQ4_K* dst, int64_t rows, int64_t blocks);
+void unpack_row_q4_k_x8(const BlockQ4_Kx8* src, int64_t rows, int64_t blocks, int64_t row,
+                        BlockQ4_K* dst);
+void repack_q6_k_x8(const BlockQ6_K* src, BlockQ6_Kx8* dst, int64_t rows, int64_t blocks);
+void unpack_q6_k_x8(const BlockQ6_Kx8* src, BlockQ6_K* dst, int64_t rows, int64_t blocks);
+void unpack_row_q6_k_x8(const BlockQ6_Kx8* src, int64_t rows, int64_t blocks, int64_t row,
+                        BlockQ6_K* dst);
 
 // F16x4: an F16 matrix with groups of four rows interleaved 16 elements at a time, for the CPU's
 // float matmul. Chunk c of group g holds elements 16c..16c+15 of rows 4g, 4g+1, 4g+2, 4g+3, one row

@@ -51,6 +51,7 @@
 #define DT_Q4_K 12
 #define DT_Q5_K 13
 #define DT_Q6_K 14
+// 15-16 (Q4_Kx8, Q6_Kx8) are the CPU's load-time layouts too.
 
 inline float bf16_to_float(ushort bits) { return as_float(((uint)bits) << 16); }
 

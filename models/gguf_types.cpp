@@ -178,9 +178,11 @@ GgmlType ggml_from_dtype(DType dtype) {
       return GgmlType::Q6_K;
     case DType::I32:
       return GgmlType::I32;
-    case DType::Q4_0x8:  // load-time layouts of the CPU backend; files hold Q4_0, Q8_0 and F16
+    case DType::Q4_0x8:  // load-time layouts of the CPU backend; files hold the stored types
     case DType::Q8_0x8:
     case DType::F16x4:
+    case DType::Q4_Kx8:
+    case DType::Q6_Kx8:
     case DType::Count:
       break;
   }

@@ -94,11 +94,12 @@ Tensor unpermute_rows(Backend& backend, const Tensor& source, int64_t head_dim) 
 }
 
 // A matmul weight in the layout `backend` multiplies fastest (Backend::matmul_weight_type): the
-// weight itself, or its rows interleaved (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8 and F16 -> F16x4 on x86:
-// byte shuffles, the same values). A layout of other values is refused: weights are multiplied as
-// the file stores them, and only --weight-type converts (load_matrix). A matrix whose rows or
-// columns the interleaving cannot take stays as stored. The embedding table is never repacked:
-// embed gathers single rows, which the interleaved layouts do not keep together.
+// weight itself, or its rows interleaved (Q4_0 -> Q4_0x8, Q8_0 -> Q8_0x8, Q4_K -> Q4_Kx8,
+// Q6_K -> Q6_Kx8 and F16 -> F16x4 on x86: byte shuffles, the same values). A layout of other values
+// is refused: weights are multiplied as the file stores them, and only --weight-type converts
+// (load_matrix). A matrix whose rows or columns the interleaving cannot take stays as stored. The
+// embedding table is never repacked: embed gathers single rows, which the interleaved layouts do
+// not keep together.
 Tensor for_matmul(Backend& backend, const Tensor& weight, const std::string& name,
                   const std::string& path) {
   const DType from = weight.dtype();
@@ -106,7 +107,8 @@ Tensor for_matmul(Backend& backend, const Tensor& weight, const std::string& nam
   if (layout == from) return weight;
   const DType stored = dtype_unpacked(layout);
   EDGELM_CHECK(stored == from &&
-                   (layout == DType::Q4_0x8 || layout == DType::Q8_0x8 || layout == DType::F16x4),
+                   (layout == DType::Q4_0x8 || layout == DType::Q8_0x8 || layout == DType::F16x4 ||
+                    layout == DType::Q4_Kx8 || layout == DType::Q6_Kx8),
                "[load] ", path, ": tensor '", name, "': backend ", backend.name(), " asks for ",
                dtype_name(from), " weights as ", dtype_name(layout),
                ", which is not the same values in another order");
@@ -126,9 +128,15 @@ Tensor for_matmul(Backend& backend, const Tensor& weight, const std::string& nam
   } else if (layout == DType::Q4_0x8) {
     repack_q4_0_x8(static_cast<const BlockQ4_0*>(source.raw()),
                    static_cast<BlockQ4_0x8*>(packed.raw()), rows, blocks);
-  } else {
+  } else if (layout == DType::Q8_0x8) {
     repack_q8_0_x8(static_cast<const BlockQ8_0*>(source.raw()),
                    static_cast<BlockQ8_0x8*>(packed.raw()), rows, blocks);
+  } else if (layout == DType::Q4_Kx8) {
+    repack_q4_k_x8(static_cast<const BlockQ4_K*>(source.raw()),
+                   static_cast<BlockQ4_Kx8*>(packed.raw()), rows, blocks);
+  } else {
+    repack_q6_k_x8(static_cast<const BlockQ6_K*>(source.raw()),
+                   static_cast<BlockQ6_Kx8*>(packed.raw()), rows, blocks);
   }
   return packed;
 }

@@ -363,6 +363,9 @@ TEST(DTypeTest, InfoDescribesEachType) {
       {DType::Q4_K, "q4_k", 256, 144, true, false, 1, A::Q8_K},
       {DType::Q5_K, "q5_k", 256, 176, true, false, 1, A::Q8_K},
       {DType::Q6_K, "q6_k", 256, 210, true, false, 1, A::Q8_K},
+      // Q4_K and Q6_K repacked at load: eight rows per record, the same bytes per row.
+      {DType::Q4_Kx8, "q4_kx8", 256, 144, true, false, 8, A::Q8_K},
+      {DType::Q6_Kx8, "q6_kx8", 256, 210, true, false, 8, A::Q8_K},
   };
   static_assert(std::size(table) == kDTypeCount, "one row per DType");
   for (const Expected& e : table) {
@@ -409,6 +412,8 @@ TEST(DTypeTest, UnpackedNamesTheStoredTypeOfALayout) {
   EXPECT_EQ(dtype_unpacked(DType::Q4_0x8), DType::Q4_0);
   EXPECT_EQ(dtype_unpacked(DType::Q8_0x8), DType::Q8_0);
   EXPECT_EQ(dtype_unpacked(DType::F16x4), DType::F16);
+  EXPECT_EQ(dtype_unpacked(DType::Q4_Kx8), DType::Q4_K);
+  EXPECT_EQ(dtype_unpacked(DType::Q6_Kx8), DType::Q6_K);
   for (DType stored : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                        DType::Q5_0, DType::Q5_1, DType::I32}) {
     EXPECT_EQ(dtype_unpacked(stored), stored) << dtype_name(stored);

@@ -23,8 +23,8 @@
 namespace edgelm {
 namespace {
 
-// Quantized weights of `dtype` (any stored quantized type, or the interleaved layouts of Q8_0 and
-// Q4_0) for an N x K matrix.
+// Quantized weights of `dtype` (any stored quantized type, or the interleaved layouts of Q8_0,
+// Q4_0, Q4_K and Q6_K) for an N x K matrix.
 std::vector<std::byte> random_quantized_weights(DType dtype, int64_t N, int64_t K,
                                                 std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -34,6 +34,21 @@ std::vector<std::byte> random_quantized_weights(DType dtype, int64_t N, int64_t 
     std::vector<std::byte> bytes(dtype_row_bytes(dtype, K) * static_cast<size_t>(N));
     cpu::portable_kernels().row_from_f32[static_cast<size_t>(dtype)](values.data(), bytes.data(),
                                                                      N * K);
+    return bytes;
+  }
+  if (dtype == DType::Q4_Kx8 || dtype == DType::Q6_Kx8) {
+    const DType stored = dtype_unpacked(dtype);
+    std::vector<std::byte> rows(dtype_row_bytes(stored, K) * static_cast<size_t>(N));
+    cpu::portable_kernels().row_from_f32[static_cast<size_t>(stored)](values.data(), rows.data(),
+                                                                      N * K);
+    std::vector<std::byte> bytes(rows.size());
+    if (dtype == DType::Q4_Kx8) {
+      repack_q4_k_x8(reinterpret_cast<const BlockQ4_K*>(rows.data()),
+                     reinterpret_cast<BlockQ4_Kx8*>(bytes.data()), N, K / kKQuantBlockSize);
+    } else {
+      repack_q6_k_x8(reinterpret_cast<const BlockQ6_K*>(rows.data()),
+                     reinterpret_cast<BlockQ6_Kx8*>(bytes.data()), N, K / kKQuantBlockSize);
+    }
     return bytes;
   }
   const int64_t blocks = K / 32;
@@ -141,13 +156,19 @@ TEST(MatmulSharedX, EqualsOneMatmulPerWeightOnEveryTable) {
     for (const int threads : {1, 2, 3}) {
       cpu::CpuBackend backend({.n_threads = threads, .isa = table->isa});
       Memory& memory = backend.memory();
-      for (const DType stored : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+      for (const DType stored :
+           {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
         for (const DType dtype : {stored, backend.matmul_weight_type(stored)}) {
           if (!backend.supports(OpKind::Matmul, {dtype})) continue;
           // K = 4160 decodes Q4_0x8 in two K slices (six parts) and Q8_0x8 and F16x4 in three
-          // (nine: one matmul per weight).
-          for (const auto& [M, K] :
-               {std::pair<int64_t, int64_t>{1, 96}, {3, 288}, {9, 256}, {1, 4160}}) {
+          // (nine: one matmul per weight); K = 4352 Q4_Kx8 and Q6_Kx8 in three (nine).
+          for (const auto& [M, K] : {std::pair<int64_t, int64_t>{1, 96},
+                                     {3, 288},
+                                     {9, 256},
+                                     {1, 4160},
+                                     {2, 512},
+                                     {1, 4352}}) {
+            if (K % dtype_block_size(dtype) != 0) continue;
             SCOPED_TRACE(std::string(table->isa) + " t" + std::to_string(threads) + " " +
                          dtype_name(dtype) + " M=" + std::to_string(M) + " K=" + std::to_string(K));
             Tensor x = Tensor::empty(memory, DType::F32, Shape{M, K});
@@ -190,7 +211,8 @@ TEST(DecodePairs, EqualTheTablesMatmulRowForRow) {
       if (pairs == nullptr) continue;
       const auto dtype = static_cast<DType>(d % kDTypeCount);
       const cpu::QuantizedMatmul quantized = table->quantized_matmul[static_cast<size_t>(dtype)];
-      for (const int64_t K : {2048, 4160}) {
+      for (const int64_t K : {2048, 4160, 4352}) {
+        if (K % dtype_block_size(dtype) != 0) continue;
         constexpr int64_t N = 64;
         SCOPED_TRACE(std::string(table->isa) + " " + dtype_name(dtype) +
                      (prefetch ? " (prefetch)" : "") + " K=" + std::to_string(K));

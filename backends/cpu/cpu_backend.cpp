@@ -98,6 +98,10 @@ int64_t slice_columns(DType dtype, int64_t K) {
     case DType::F16x4:
       segment = kF16x4SegmentElements;
       break;
+    case DType::Q4_Kx8:
+    case DType::Q6_Kx8:
+      segment = kKx8SegmentBlocks * kKQuantBlockSize;
+      break;
     default:
       break;
   }
@@ -120,6 +124,14 @@ void unpack_table_row(const void* table, DType dtype, int64_t rows, int64_t cols
     case DType::F16x4:
       unpack_row_f16_x4(static_cast<const uint16_t*>(table), rows, cols, row,
                         static_cast<uint16_t*>(out));
+      return;
+    case DType::Q4_Kx8:
+      unpack_row_q4_k_x8(static_cast<const BlockQ4_Kx8*>(table), rows, cols / kKQuantBlockSize, row,
+                         static_cast<BlockQ4_K*>(out));
+      return;
+    case DType::Q6_Kx8:
+      unpack_row_q6_k_x8(static_cast<const BlockQ6_Kx8*>(table), rows, cols / kKQuantBlockSize, row,
+                         static_cast<BlockQ6_K*>(out));
       return;
     default:
       EDGELM_FAIL("[cpu] embed: ", dtype_name(dtype), " is not a load-time layout");

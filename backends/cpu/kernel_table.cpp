@@ -43,6 +43,8 @@ KernelTable make_portable_table() {
   table.matmul[at(DType::Q4_0x8)] = q4_0x8_matmul__portable;
   table.matmul[at(DType::Q8_0x8)] = q8_0x8_matmul__portable;
   table.matmul[at(DType::F16x4)] = f16x4_matmul__portable;
+  table.matmul[at(DType::Q4_Kx8)] = q4_kx8_matmul__portable;
+  table.matmul[at(DType::Q6_Kx8)] = q6_kx8_matmul__portable;
   table.row_to_f32[at(DType::F32)] = f32_to_f32__portable;
   table.row_to_f32[at(DType::F16)] = f16_to_f32__portable;
   table.row_to_f32[at(DType::BF16)] = bf16_to_f32__portable;
@@ -150,6 +152,15 @@ KernelTable make_avx512_table() {
   table.row_to_f32[at(DType::Q4_0)] = q4_0_to_f32__avx2;
   table.row_from_f32[at(DType::F16)] = f16_from_f32__avx2;
   EDGELM_SET_BLOCK_MATMULS(table, avx512, quantize_x_x8__avx512);
+  // Q4_K and Q6_K decode eight rows at a time: see performance.md.
+  table.matmul[at(DType::Q4_Kx8)] = q4_kx8_matmul__avx512;
+  table.matmul[at(DType::Q6_Kx8)] = q6_kx8_matmul__avx512;
+  table.quantized_matmul[at(DType::Q4_Kx8)] = {quantize_x_k__avx512, q4_kx8_matmul_xq__avx512};
+  table.quantized_matmul[at(DType::Q6_Kx8)] = {quantize_x_k16__avx512, q6_kx8_matmul_xq__avx512};
+  table.decode_pairs[at(DType::Q4_Kx8)] = q4_kx8_decode_pairs__avx512;
+  table.decode_pairs[at(DType::Q6_Kx8)] = q6_kx8_decode_pairs__avx512;
+  table.matmul_layout[at(DType::Q4_K)] = DType::Q4_Kx8;
+  table.matmul_layout[at(DType::Q6_K)] = DType::Q6_Kx8;
   return table;
 }
 

@@ -69,6 +69,8 @@ void embed_cases(std::vector<OpCase>& cases) {
     tables.push_back({dtype, {S{8, 32, 1}, S{48, 96, 9}, S{24, 4160, 5}}});
   for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
     tables.push_back({dtype, {S{7, 256, 1}, S{50, 512, 5}, S{33, 1536, 17}}});
+  for (DType dtype : {DType::Q4_Kx8, DType::Q6_Kx8})
+    tables.push_back({dtype, {S{8, 256, 1}, S{48, 512, 9}, S{24, 2304, 5}}});
   for (const auto& [stored, sizes] : tables) {
     const DType dtype = stored;  // a structured binding cannot be captured in C++20 by Clang 14
     for (S s : sizes) {
@@ -183,6 +185,29 @@ void matmul_cases(std::vector<OpCase>& cases) {
   }
   for (DType dtype : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
     add_matmul_case(cases, dtype, MatmulShape{3, 100, 4096});
+  // Q4_Kx8 and Q6_Kx8 hold whole groups of eight rows: one to eight groups with M tails (decode
+  // group by group, 1-2 rows of x row by row over chunks of groups, 3 and more through the stored
+  // type's panels), K from one super-block to the 8192 of Llama-3.2-1B's down projection, past one
+  // K segment (2048 values): 2304 and 4352 end in a short segment. 264 rows of K = 2048 are enough
+  // for the CPU backend to pair the halves for the AVX-512 decode kernels (x86.h:
+  // kMinPairDistanceBytes), an odd group left alone; 200 rows are several chunks of the prefill
+  // and of the two-row path.
+  for (DType dtype : {DType::Q4_Kx8, DType::Q6_Kx8}) {
+    for (MatmulShape s :
+         {MatmulShape{1, 8, 256}, MatmulShape{1, 16, 512}, MatmulShape{5, 24, 768},
+          MatmulShape{4, 32, 256}, MatmulShape{17, 16, 1536}, MatmulShape{33, 64, 512},
+          MatmulShape{1, 64, 2048}, MatmulShape{3, 24, 2304}, MatmulShape{1, 16, 4352},
+          MatmulShape{5, 24, 4352}, MatmulShape{1, 16, 8192}, MatmulShape{2, 24, 2304},
+          MatmulShape{1, 40, 4352}, MatmulShape{1, 264, 2048}, MatmulShape{2, 200, 2048},
+          MatmulShape{5, 200, 2048}, MatmulShape{65, 64, 512}}) {
+      add_matmul_case(cases, dtype, s);
+    }
+    add_matmul_case(cases, dtype, {1, 16, 256}, Spoil::kNaN, "nan");
+    add_matmul_case(cases, dtype, {1, 16, 512}, Spoil::kTinyBlock, "tiny");
+    add_matmul_case(cases, dtype, {2, 16, 512}, Spoil::kNegativeInf, "inf");
+    add_matmul_case(cases, dtype, {5, 24, 768}, Spoil::kNaN, "spoiled");
+    add_matmul_case(cases, dtype, {17, 16, 256}, Spoil::kPositiveInf, "spoiled");
+  }
   // Non-finite and tiny x, on every weight type and layout: one row (decode) and row blocks with
   // tails (prefill), the spoiled values in paired and unpaired blocks alike.
   std::vector<DType> layouts = kWeightTypes;

@@ -105,6 +105,22 @@ void Context::fill(const Tensor& tensor, const std::vector<double>& values) {
                      K / kQ8_0BlockSize);
       break;
     }
+    case DType::Q4_Kx8:  // quantized as Q4_K / Q6_K rows, then repacked
+    case DType::Q6_Kx8: {
+      std::vector<float> row(values.begin(), values.end());
+      const int64_t blocks = tensor.shape().last() / kKQuantBlockSize;
+      const int64_t rows = tensor.shape().rows();
+      if (tensor.dtype() == DType::Q4_Kx8) {
+        std::vector<BlockQ4_K> stored(static_cast<size_t>(rows * blocks));
+        quantize_row_q4_K(row.data(), stored.data(), n);
+        repack_q4_k_x8(stored.data(), static_cast<BlockQ4_Kx8*>(raw), rows, blocks);
+      } else {
+        std::vector<BlockQ6_K> stored(static_cast<size_t>(rows * blocks));
+        quantize_row_q6_K(row.data(), stored.data(), n);
+        repack_q6_k_x8(stored.data(), static_cast<BlockQ6_Kx8*>(raw), rows, blocks);
+      }
+      break;
+    }
     case DType::Count:
       EDGELM_FAIL("[parity] cannot fill dtype Count");
   }

@@ -189,6 +189,42 @@ std::vector<double> decode_bytes(DType dtype, const uint8_t* bytes, Shape shape)
         out[i] = half_bits_to_double(load_u16(block + 208)) * scale * ((low | high << 4) - 32);
       }
       break;
+    case DType::Q4_Kx8:    // records of 8 rows x 256: d[8], dmin[8], [3][8][4] scale, [32][8][4] qs
+    case DType::Q6_Kx8: {  // [16 steps][ql, ql, qh][8][4], [16][8] scales, d[8] (below)
+      const bool four = dtype == DType::Q4_Kx8;
+      const int64_t K = shape.last(), blocks = K / 256, rows = shape.rows();
+      const size_t block_bytes = four ? 144 : 210;
+      // Each row's super-blocks gathered back into the stored layout, then decoded as stored.
+      std::vector<uint8_t> stored(static_cast<size_t>(rows * blocks) * block_bytes);
+      for (int64_t row = 0; row < rows; ++row) {
+        for (int64_t b = 0; b < blocks; ++b) {
+          const uint8_t* record =
+              bytes + 8 * block_bytes * x8_record(rows / 8, blocks, 8, row / 8, b);
+          uint8_t* block = stored.data() + (row * blocks + b) * block_bytes;
+          const int64_t r = row % 8;
+          // Byte i of a field of `length` bytes at `offset`, in chunks of `chunk` bytes, chunk j
+          // of the eight rows at place(j) in the record.
+          auto gather = [&](size_t offset, size_t length, size_t chunk, auto place) {
+            for (size_t i = 0; i < length; ++i)
+              block[offset + i] = record[place(i / chunk) + r * chunk + i % chunk];
+          };
+          if (four) {
+            gather(0, 2, 2, [](size_t) { return 0; });                  // d
+            gather(2, 2, 2, [](size_t) { return 16; });                 // dmin
+            gather(4, 12, 4, [](size_t j) { return 32 + 32 * j; });     // scales
+            gather(16, 128, 4, [](size_t j) { return 128 + 32 * j; });  // qs
+          } else {
+            // ql byte 64h + 32i + l and qh byte 32h + l (l = 4c + ...) in step 8h + c of 96 bytes.
+            gather(0, 128, 4,
+                   [](size_t j) { return 96 * (8 * (j / 16) + j % 8) + 32 * (j / 8 % 2); });
+            gather(128, 64, 4, [](size_t j) { return 96 * j + 64; });   // qh
+            gather(192, 16, 1, [](size_t j) { return 1536 + 8 * j; });  // scales
+            gather(208, 2, 2, [](size_t) { return 1664; });             // d
+          }
+        }
+      }
+      return decode_bytes(four ? DType::Q4_K : DType::Q6_K, stored.data(), shape);
+    }
     case DType::Count:
       EDGELM_FAIL("[parity] cannot decode dtype Count");
   }

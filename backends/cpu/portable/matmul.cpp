@@ -122,16 +122,15 @@ void q5_1_matmul__portable(const float* x, const void* w, float* y, int64_t M, i
 namespace {
 
 // The K-quants: each weight row decoded exactly (in double) once, then multiplied by every row of
-// x. The decoded row lives in a per-thread buffer that grows to the longest row seen.
-void k_quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                    int64_t n_begin, int64_t n_end, size_t block_bytes,
-                    void (*decode)(const void*, double*, int64_t)) {
+// x. The decoded row lives in a per-thread buffer that grows to the longest row seen. row_at(n)
+// gives row n's K / 256 super-blocks as stored.
+template <class RowAt>
+void k_quant_matmul(const float* x, float* y, int64_t M, int64_t N, int64_t K, int64_t n_begin,
+                    int64_t n_end, void (*decode)(const void*, double*, int64_t), RowAt row_at) {
   thread_local std::vector<double> row;
   if (static_cast<int64_t>(row.size()) < K) row.resize(static_cast<size_t>(K));
-  const auto* bytes = static_cast<const uint8_t*>(w);  // [N, K / 256] super-blocks
-  const size_t row_bytes = static_cast<size_t>(K / kKQuantBlockSize) * block_bytes;
   for (int64_t n = n_begin; n < n_end; ++n) {
-    decode(bytes + static_cast<size_t>(n) * row_bytes, row.data(), K);
+    decode(row_at(n), row.data(), K);
     for (int64_t m = 0; m < M; ++m) {
       const float* x_row = x + m * K;  // [K]
       double sum = 0.0;
@@ -141,21 +140,58 @@ void k_quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t 
   }
 }
 
+// Rows of a K-quant matrix as stored: row n at n·(K / 256) blocks.
+template <class Block>
+void stored_k_quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end,
+                           void (*decode)(const void*, double*, int64_t)) {
+  const auto* blocks = static_cast<const Block*>(w);  // [N, K / 256]
+  k_quant_matmul(x, y, M, N, K, n_begin, n_end, decode,
+                 [&](int64_t n) { return blocks + n * (K / kKQuantBlockSize); });
+}
+
+// Rows of a Q4_Kx8 / Q6_Kx8 matrix, each unpacked into its stored blocks first.
+template <class Block, class Record>
+void interleaved_k_quant_matmul(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                                int64_t K, int64_t n_begin, int64_t n_end,
+                                void (*decode)(const void*, double*, int64_t),
+                                void (*unpack_row)(const Record*, int64_t, int64_t, int64_t,
+                                                   Block*)) {
+  thread_local std::vector<Block> blocks;
+  blocks.resize(static_cast<size_t>(K / kKQuantBlockSize));
+  k_quant_matmul(x, y, M, N, K, n_begin, n_end, decode, [&](int64_t n) {
+    unpack_row(static_cast<const Record*>(w), N, K / kKQuantBlockSize, n, blocks.data());
+    return blocks.data();
+  });
+}
+
 }  // namespace
 
 void q4_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                            int64_t n_begin, int64_t n_end) {
-  k_quant_matmul(x, w, y, M, N, K, n_begin, n_end, sizeof(BlockQ4_K), dequantize_row_q4_K_exact);
+  stored_k_quant_matmul<BlockQ4_K>(x, w, y, M, N, K, n_begin, n_end, dequantize_row_q4_K_exact);
 }
 
 void q5_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                            int64_t n_begin, int64_t n_end) {
-  k_quant_matmul(x, w, y, M, N, K, n_begin, n_end, sizeof(BlockQ5_K), dequantize_row_q5_K_exact);
+  stored_k_quant_matmul<BlockQ5_K>(x, w, y, M, N, K, n_begin, n_end, dequantize_row_q5_K_exact);
 }
 
 void q6_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
                            int64_t n_begin, int64_t n_end) {
-  k_quant_matmul(x, w, y, M, N, K, n_begin, n_end, sizeof(BlockQ6_K), dequantize_row_q6_K_exact);
+  stored_k_quant_matmul<BlockQ6_K>(x, w, y, M, N, K, n_begin, n_end, dequantize_row_q6_K_exact);
+}
+
+void q4_kx8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                             int64_t K, int64_t n_begin, int64_t n_end) {
+  interleaved_k_quant_matmul<BlockQ4_K, BlockQ4_Kx8>(x, w, y, M, N, K, n_begin, n_end,
+                                                     dequantize_row_q4_K_exact, unpack_row_q4_k_x8);
+}
+
+void q6_kx8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                             int64_t K, int64_t n_begin, int64_t n_end) {
+  interleaved_k_quant_matmul<BlockQ6_K, BlockQ6_Kx8>(x, w, y, M, N, K, n_begin, n_end,
+                                                     dequantize_row_q6_K_exact, unpack_row_q6_k_x8);
 }
 
 void q4_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,

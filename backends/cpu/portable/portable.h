@@ -33,6 +33,11 @@ void q6_k_matmul__portable(const float* x, const void* w, float* y, int64_t M, i
 // Q4_0x8 weights (core/quant.h); n_begin and n_end are multiples of 8.
 void q4_0x8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
                              int64_t K, int64_t n_begin, int64_t n_end);
+// Q4_Kx8 and Q6_Kx8 weights (core/quant.h); n_begin and n_end are multiples of 8.
+void q4_kx8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                             int64_t K, int64_t n_begin, int64_t n_end);
+void q6_kx8_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
+                             int64_t K, int64_t n_begin, int64_t n_end);
 // F16x4 weights (core/quant.h); n_begin and n_end are multiples of 4.
 void f16x4_matmul__portable(const float* x, const void* w, float* y, int64_t M, int64_t N,
                             int64_t K, int64_t n_begin, int64_t n_end);

@@ -81,8 +81,10 @@ inline XRows view(const void* buffer, int64_t M, int64_t K) {
 // follow x_block_scale: NaN steps (every product NaN) or zero quants. The magnitudes are compared
 // as bit patterns (the same order, NaN above infinity) and the first largest found by a minimum
 // of indices, so that every loop is one the compiler vectorizes (about half the time of the
-// scalar search on the Zen 5 VM).
-template <int kSumScale>
+// scalar search on the Zen 5 VM). With kHalfSums, each block's sum slot holds instead the sums of
+// its two halves of 16 quants as two int16 (elements 0..15 in the low half of the 32-bit slot,
+// |Σ| <= 16·127), unscaled: what the Q6_Kx8 decode kernel wants (x86/avx512_quant.cpp).
+template <int kSumScale, bool kHalfSums = false>
 void quantize_rows_k(const float* x, void* buffer, int64_t M, int64_t K, int64_t m_begin,
                      int64_t m_end) {
   constexpr int kSuper = 256;
@@ -113,17 +115,22 @@ void quantize_rows_k(const float* x, void* buffer, int64_t M, int64_t K, int64_t
       const float step = !check.finite ? check.scale : inverse != 0.0f ? 1.0f / inverse : 0.0f;
       int8_t* dst = qs + m * K + first;
       for (int b = 0; b < kSuper / kBlock; ++b) {
-        int32_t sum = 0;
+        int32_t half_sums[2] = {0, 0};
         for (int i = 0; i < kBlock; ++i) {
           const int at = b * kBlock + i;
           const float q = std::nearbyint(src[at] * inverse);
           const auto value = static_cast<int8_t>(q < 127.0f ? q : 127.0f);
           dst[at] = value;
-          sum += value;
+          half_sums[i / 16] += value;
         }
         const int64_t at = m * blocks + first / kBlock + b;
         scale[at] = step;
-        sums[at] = kSumScale * sum;
+        if constexpr (kHalfSums) {
+          sums[at] = static_cast<int32_t>((static_cast<uint32_t>(half_sums[0]) & 0xffffu) |
+                                          (static_cast<uint32_t>(half_sums[1]) << 16));
+        } else {
+          sums[at] = kSumScale * (half_sums[0] + half_sums[1]);
+        }
       }
     }
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "backends/cpu/x86/avx512_intrinsics.h"
 #include "backends/cpu/x86/x86.h"
@@ -412,6 +413,208 @@ void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_be
 
 #include "backends/cpu/simd/block_matmul.h"
 
+// ---------------------------------------------------------------------------------------------
+// Q4_Kx8 and Q6_Kx8 (Q4_K and Q6_K repacked at load, core/quant.h). Decode multiplies a record of
+// eight rows at a time as Q4_0x8 does, one row per 32-bit lane of a YMM vector: each 4-byte chunk
+// of the eight rows' quants goes through vpdpbusd against four bytes of x broadcast to every lane,
+// so one load of x serves eight rows, and the eight rows' sub-block scales are unpacked together,
+// in vectors, instead of once per row with scalar code; no horizontal reduction. A record's
+// sub-block sums are weighted by their integer scales in 32-bit lanes and converted to float once
+// per record, as the stored-layout kernels of simd/block_matmul.h do per row. x is rounded as Q8_K
+// (block_matmul::quantize_rows_k); the drivers are Q4_0x8's (x8_decode_pairs), over a QuantizedX
+// whose `blocks` counts super-blocks (kx8_view). Prefill (3 rows of x and more) unpacks each chunk
+// of weight rows into the stored blocks (the same bytes) and runs the stored type's panels.
+
+// f(std::integral_constant<int, i>) for i = 0 .. N - 1, unrolled: the record steps below index
+// accumulators and pick shuffle masks by these, which GCC 12 left as run-time indices into stack
+// arrays (and masks built at run time) in loops too long for it to unroll: Q6_Kx8 then took
+// twice as long as the stored layout. The lambdas are marked always_inline too: left to itself,
+// GCC made a function of Q6_Kx8's half step and called it per record.
+template <int... I, class F>
+[[gnu::always_inline]] inline void unrolled_over(std::integer_sequence<int, I...>, F& f) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+[[gnu::always_inline]] inline void unrolled(F&& f) {
+  unrolled_over(std::make_integer_sequence<int, N>{}, f);
+}
+
+// Byte k of each 32-bit lane of v, zero-extended (vpshufb picks bytes within 128-bit lanes: byte
+// 4i + k for the i-th 32-bit lane of each).
+[[gnu::always_inline]] inline __m256i lane_byte(__m256i v, int k) {
+  const auto pick = [k](int i) { return static_cast<int32_t>(0x80808000u | (4 * i + k)); };
+  return _mm256_shuffle_epi8(
+      v, _mm256_setr_epi32(pick(0), pick(1), pick(2), pick(3), pick(0), pick(1), pick(2), pick(3)));
+}
+
+// Row m of a quantized x (Q8_K rounding, quantized_x_bytes(M, K)) as the Q4_Kx8/Q6_Kx8 decode
+// steps read it: `blocks` counts super-blocks, and the step and sums of super-block b are those
+// of its first 32-block, 8b.
+QuantizedX kx8_view(const void* xq, int64_t M, int64_t K, int64_t m) {
+  const QuantizedX all = quantized_view(xq, M, K, 1);
+  const int64_t blocks = K / kBlock;
+  return {
+      all.qs + m * K, all.scale + m * blocks, all.sum8 + m * blocks, K / kKQuantBlockSize, 0, 1};
+}
+
+struct Kx8Vnni {
+  static constexpr bool kStreamPrefetch = false;
+  static constexpr int kDecodePrefetchBytes = 3072;
+  static constexpr int64_t kSegmentBlocks = kKx8SegmentBlocks;
+};
+
+// Q4_K: sub-blocks 2p and 2p + 1 are the low and high nibbles of qs[32p ...]; value =
+// d·scale[s]·q - dmin·min[s]. x's sums per 32-block (kSumScale·Σ x_q, quantize_rows_k) weight the
+// mins.
+struct Q4_Kx8Vnni : Kx8Vnni {
+  using Record = BlockQ4_Kx8;
+  [[gnu::always_inline]] static __m256 row_step(const QuantizedX& xq, const Record& w,
+                                                const int8_t* x_row, int64_t m, int64_t b,
+                                                __m256 acc) {
+    const int8_t* x = x_row + b * kKQuantBlockSize;
+    const int64_t at = (m * xq.blocks + b) * (kKQuantBlockSize / kBlock);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i low6 = _mm256_set1_epi8(0x3f);
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    // The packed scales (core/quant.h, KScales), eight rows at a time: lane r of scales[0] holds
+    // row r's scales of sub-blocks 0..3 as bytes, scales[1] those of 4..7; mins alike.
+    const auto* words = reinterpret_cast<const __m256i*>(w.scales);
+    const __m256i word0 = _mm256_loadu_si256(words);
+    const __m256i word1 = _mm256_loadu_si256(words + 1);
+    const __m256i word2 = _mm256_loadu_si256(words + 2);
+    const __m256i scales[2] = {
+        _mm256_and_si256(word0, low6),
+        _mm256_or_si256(_mm256_and_si256(word2, low4),
+                        _mm256_and_si256(_mm256_srli_epi16(word0, 2), bits45))};
+    const __m256i mins[2] = {
+        _mm256_and_si256(word1, low6),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(word2, 4), low4),
+                        _mm256_and_si256(_mm256_srli_epi16(word1, 2), bits45))};
+    __m256i sums = _mm256_setzero_si256();
+    unrolled<4>([&](auto p) __attribute__((always_inline)) {
+      __m256i even = _mm256_setzero_si256();
+      __m256i odd = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) {
+        const __m256i packed =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 256 * p + 32 * c));
+        even = _mm256_dpbusd_epi32(even, _mm256_and_si256(packed, low4),
+                                   _mm256_set1_epi32(x4(x + 64 * p + 4 * c)));
+        odd = _mm256_dpbusd_epi32(odd, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4),
+                                  _mm256_set1_epi32(x4(x + 64 * p + 32 + 4 * c)));
+      }
+      constexpr int s = 2 * p;
+      sums = _mm256_add_epi32(sums, _mm256_mullo_epi32(even, lane_byte(scales[s / 4], s % 4)));
+      sums = _mm256_add_epi32(sums,
+                              _mm256_mullo_epi32(odd, lane_byte(scales[(s + 1) / 4], (s + 1) % 4)));
+    });
+    // Σ_s min[s]·kSumScale·Σ x_q: at most 8·63·8·4064, exact as a float.
+    __m256i min_sums = _mm256_setzero_si256();
+    unrolled<8>([&](auto s) __attribute__((always_inline)) {
+      min_sums = _mm256_add_epi32(min_sums, _mm256_mullo_epi32(lane_byte(mins[s / 4], s % 4),
+                                                               _mm256_set1_epi32(xq.sum8[at + s])));
+    });
+    const float step = xq.scale[at];  // the super-block's one step
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.d)));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.dmin)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(d, _mm256_set1_ps(step)), acc);
+    return _mm256_fmadd_ps(
+        _mm256_cvtepi32_ps(min_sums),
+        _mm256_mul_ps(dmin, _mm256_set1_ps(-step / static_cast<float>(BlockQuants::kSumScale))),
+        acc);
+  }
+};
+
+// Q6_K: quarter k of half h (elements 128h + 32k ..) is the low (k < 2) or high nibbles of
+// ql[64h + 32·(k % 2) ...] and bits 2k, 2k + 1 of qh[32h ...]; q is biased by 32 and each 16
+// elements j have their own signed scale: value = d·scales[j]·(q - 32). The bias comes off as
+// 32·Σ_j scales[j]·Σ_j x_q, from x's sums per 16 (quantize_rows_k with kHalfSums).
+struct Q6_Kx8Vnni : Kx8Vnni {
+  using Record = BlockQ6_Kx8;
+  [[gnu::always_inline]] static __m256 row_step(const QuantizedX& xq, const Record& w,
+                                                const int8_t* x_row, int64_t m, int64_t b,
+                                                __m256 acc) {
+    const int8_t* x = x_row + b * kKQuantBlockSize;
+    const int64_t at = (m * xq.blocks + b) * (kKQuantBlockSize / kBlock);
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i bits45 = _mm256_set1_epi8(0x30);
+    __m256i sums = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      // Sums of the half's eight 16-element sub-blocks: 2k + (first or second 16 of quarter k).
+      __m256i part[8];
+      for (__m256i& v : part) v = _mm256_setzero_si256();
+      unrolled<8>([&](auto c) __attribute__((always_inline)) {
+        const auto* step = reinterpret_cast<const __m256i*>(w.q + kQ6_Kx8StepBytes * (8 * h + c));
+        const __m256i low = _mm256_loadu_si256(step);
+        const __m256i high = _mm256_loadu_si256(step + 1);
+        const __m256i top = _mm256_loadu_si256(step + 2);
+        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(low, low4),
+                                              _mm256_and_si256(_mm256_slli_epi16(top, 4), bits45)),
+                              _mm256_or_si256(_mm256_and_si256(high, low4),
+                                              _mm256_and_si256(_mm256_slli_epi16(top, 2), bits45)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(low, 4), low4),
+                                              _mm256_and_si256(top, bits45)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(high, 4), low4),
+                                              _mm256_and_si256(_mm256_srli_epi16(top, 2), bits45))};
+        unrolled<4>([&](auto k) __attribute__((always_inline)) {
+          __m256i& into = part[2 * k + c / 4];
+          into =
+              _mm256_dpbusd_epi32(into, q[k], _mm256_set1_epi32(x4(x + 128 * h + 32 * k + 4 * c)));
+        });
+      });
+      unrolled<8>([&](auto i) __attribute__((always_inline)) {
+        const __m256i scale = _mm256_cvtepi8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales + 8 * (8 * h + i))));
+        sums = _mm256_add_epi32(sums, _mm256_mullo_epi32(part[i], scale));
+      });
+    }
+    // Σ_j scales[j]·Σ_j x_q, two sub-blocks of 16 (one 32-block of x) per vpmaddwd.
+    __m256i bias = _mm256_setzero_si256();
+    for (int block = 0; block < 8; ++block) {
+      const __m128i pairs = _mm_unpacklo_epi8(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales + 16 * block)),
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales + 16 * block + 8)));
+      bias = _mm256_add_epi32(bias, _mm256_madd_epi16(_mm256_cvtepi8_epi16(pairs),
+                                                      _mm256_set1_epi32(xq.sum8[at + block])));
+    }
+    sums = _mm256_sub_epi32(sums, _mm256_slli_epi32(bias, 5));
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.d)));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(d, _mm256_set1_ps(xq.scale[at])),
+                           acc);
+  }
+};
+
+// Rows [n_begin, n_end) of y = x · Wᵀ over Q4_Kx8 or Q6_Kx8 weights (multiples of 8), x as
+// quantized for them. Up to panel_min_rows rows of x: each row of x in turn over a chunk of row
+// groups (which stays in L2 for the next row of x), as decode reads them. From there on: each
+// chunk of rows unpacked into the stored type's blocks and multiplied by its panels.
+template <class Kernel, class Format, class Unpack>
+void kx8_matmul(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                int64_t n_begin, int64_t n_end, Unpack unpack_row) {
+  using Block = typename Format::Block;
+  const int64_t blocks = K / kKQuantBlockSize;
+  const size_t row_bytes = static_cast<size_t>(blocks) * sizeof(Block);
+  const int64_t chunk = (weight_chunk_rows<Avx512Int::kChunkBytes>(row_bytes) + 7) / 8 * 8;
+  if (M < block_matmul::panel_min_rows<Format>()) {
+    for (int64_t first = n_begin; first < n_end; first += chunk) {
+      const int64_t rows = min_of(chunk, n_end - first);
+      for (int64_t m = 0; m < M; ++m)
+        x8_decode_pairs<Avx512Int, Kernel>(kx8_view(xq, M, K, m), w, y + m * N, N, first, -1, rows);
+    }
+    return;
+  }
+  auto* stored =
+      static_cast<Block*>(scratch(Scratch::kStoredRows, static_cast<size_t>(chunk) * row_bytes));
+  const block_matmul::XRows x = block_matmul::view(xq, M, K);
+  for (int64_t first = n_begin; first < n_end; first += chunk) {
+    const int64_t rows = min_of(chunk, n_end - first);
+    for (int64_t r = 0; r < rows; ++r)
+      unpack_row(static_cast<const typename Kernel::Record*>(w), N, blocks, first + r,
+                 stored + r * blocks);
+    block_matmul::panel_matmul<BlockQuants, BlockPanel, Format>(x, stored, y + first, M, N, K, 0,
+                                                                rows);
+  }
+}
+
 // The names simd/entry_points.h instantiates the quantized matmuls with.
 using QuantInt = Avx512Int;
 using Q4_0x8Tile = Q4_0x8Vnni;
@@ -434,6 +637,48 @@ void quantize_x_q8_0__avx512(const float* x, void* xq, int64_t M, int64_t K, int
 void quantize_x_x8__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
                            int64_t m_end) {
   quantize_rows<Avx512Int>(x, xq, M, K, m_begin, m_end, /*group=*/1, /*biased=*/false);
+}
+
+void quantize_x_k16__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                            int64_t m_end) {
+  block_matmul::quantize_rows_k<BlockQuants::kSumScale, /*kHalfSums=*/true>(x, xq, M, K, m_begin,
+                                                                            m_end);
+}
+
+void q4_kx8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                              int64_t K, int64_t n_begin, int64_t n_end) {
+  kx8_matmul<Q4_Kx8Vnni, block_matmul::Q4_KFormat<BlockQuants>>(xq, w, y, M, N, K, n_begin, n_end,
+                                                                unpack_row_q4_k_x8);
+}
+
+void q6_kx8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                              int64_t K, int64_t n_begin, int64_t n_end) {
+  kx8_matmul<Q6_Kx8Vnni, block_matmul::Q6_KFormat<BlockQuants>>(xq, w, y, M, N, K, n_begin, n_end,
+                                                                unpack_row_q6_k_x8);
+}
+
+void q4_kx8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  void* xq = scratch(Scratch::kActivations, quantized_x_bytes(M, K));
+  quantize_x_k__avx512(x, xq, M, K, 0, M);
+  q4_kx8_matmul_xq__avx512(xq, w, y, M, N, K, n_begin, n_end);
+}
+
+void q6_kx8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end) {
+  void* xq = scratch(Scratch::kActivations, quantized_x_bytes(M, K));
+  quantize_x_k16__avx512(x, xq, M, K, 0, M);
+  q6_kx8_matmul_xq__avx512(xq, w, y, M, N, K, n_begin, n_end);
+}
+
+void q4_kx8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
+  x8_decode_pairs<Avx512Int, Q4_Kx8Vnni>(kx8_view(xq, 1, K, 0), w, y, N, a_begin, b_begin, rows);
+}
+
+void q6_kx8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows) {
+  x8_decode_pairs<Avx512Int, Q6_Kx8Vnni>(kx8_view(xq, 1, K, 0), w, y, N, a_begin, b_begin, rows);
 }
 
 void q4_0x8_decode_pairs_prefetch__avx512(const void* xq, const void* w, float* y, int64_t N,

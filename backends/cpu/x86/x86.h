@@ -125,6 +125,22 @@ void q8_0x8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_
                                  int64_t a_begin, int64_t b_begin, int64_t rows);
 void f16x4_decode_pairs__avx512(const void* x, const void* w, float* y, int64_t N, int64_t K,
                                 int64_t a_begin, int64_t b_begin, int64_t rows);
+// Q4_Kx8 and Q6_Kx8 weights; n_begin and n_end are multiples of 8. x for Q4_Kx8 as quantize_x_k
+// writes it, for Q6_Kx8 as quantize_x_k16 does (Q8_K rounding with sums per 16 values).
+void quantize_x_k16__avx512(const float* x, void* xq, int64_t M, int64_t K, int64_t m_begin,
+                            int64_t m_end);
+void q4_kx8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
+void q6_kx8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                           int64_t n_begin, int64_t n_end);
+void q4_kx8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                              int64_t K, int64_t n_begin, int64_t n_end);
+void q6_kx8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
+                              int64_t K, int64_t n_begin, int64_t n_end);
+void q4_kx8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows);
+void q6_kx8_decode_pairs__avx512(const void* xq, const void* w, float* y, int64_t N, int64_t K,
+                                 int64_t a_begin, int64_t b_begin, int64_t rows);
 // The element-wise entries of the table (simd/elementwise.h, set_elementwise_kernels).
 EDGELM_DECLARE_BLOCK_MATMULS(avx512)
 void elementwise_kernels__avx512(KernelTable& table);
