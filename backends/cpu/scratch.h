@@ -10,17 +10,8 @@
 namespace edgelm::cpu {
 
 // kWeightPanels, kUnitSums: the sub-block matmuls' unpacked weight panels and sums of x
-// (simd/block_matmul.h); kStoredRows: rows of an interleaved K-quant layout unpacked into the
-// stored blocks for prefill (x86/avx512_quant.cpp).
-enum class Scratch {
-  kActivations,
-  kScores,
-  kAccumulators,
-  kWeightPanels,
-  kUnitSums,
-  kStoredRows,
-  kCount
-};
+// (simd/block_matmul.h).
+enum class Scratch { kActivations, kScores, kAccumulators, kWeightPanels, kUnitSums, kCount };
 void* scratch(Scratch slot, size_t bytes);
 
 }  // namespace edgelm::cpu

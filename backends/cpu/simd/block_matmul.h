@@ -648,12 +648,12 @@ void panel_tile(const XRows& x, const float* sums_x, const uint8_t* panel, int64
   for (int i = 0; i < MR; ++i) Panel::store(y + (m0 + i) * N + n0, rows, acc[i]);
 }
 
-template <class Quants, class Panel, class Format>
-void panel_matmul(const XRows& x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                  int64_t n_begin, int64_t n_end) {
+// Rows [n_begin, n_end) of y = x · Wᵀ by panels, which pack(first, rows, out) writes for weight
+// rows [first, first + rows) (pack_panels from the stored blocks, or from another layout of them).
+template <class Quants, class Panel, class Format, class Pack>
+void panel_matmul_packed(const XRows& x, Pack pack, float* y, int64_t M, int64_t N, int64_t K,
+                         int64_t n_begin, int64_t n_end) {
   using Layout = PanelLayout<Panel, Format>;
-  const auto* blocks = static_cast<const typename Format::Block*>(w);
-  const int64_t row_blocks = K / Format::kElements;
   const int64_t units = K / Layout::kUnit;
   const size_t panel_bytes = static_cast<size_t>(units) * Layout::kRecordBytes;
   // Whole panels per chunk, about kChunkBytes of them.
@@ -667,7 +667,7 @@ void panel_matmul(const XRows& x, const void* w, float* y, int64_t M, int64_t N,
       scratch(Scratch::kWeightPanels, static_cast<size_t>(chunk / Panel::kRows) * panel_bytes));
   for (int64_t chunk_begin = n_begin; chunk_begin < n_end; chunk_begin += chunk) {
     const int64_t rows = min_of(chunk, n_end - chunk_begin);
-    pack_panels<Quants, Panel, Format>(blocks + chunk_begin * row_blocks, row_blocks, rows, panels);
+    pack(chunk_begin, rows, panels);
     for_each_band(M, [&]<int MR>(int64_t m) {
       for (int64_t first = 0; first < rows; first += Panel::kRows) {
         panel_tile<Panel, Format, MR>(x, sums_x, panels + (first / Panel::kRows) * panel_bytes,
@@ -676,6 +676,19 @@ void panel_matmul(const XRows& x, const void* w, float* y, int64_t M, int64_t N,
       }
     });
   }
+}
+
+template <class Quants, class Panel, class Format>
+void panel_matmul(const XRows& x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
+                  int64_t n_begin, int64_t n_end) {
+  const auto* blocks = static_cast<const typename Format::Block*>(w);
+  const int64_t row_blocks = K / Format::kElements;
+  panel_matmul_packed<Quants, Panel, Format>(
+      x,
+      [&](int64_t first, int64_t rows, uint8_t* out) {
+        pack_panels<Quants, Panel, Format>(blocks + first * row_blocks, row_blocks, rows, out);
+      },
+      y, M, N, K, n_begin, n_end);
 }
 
 // Rows [n_begin, n_end) of y = x · Wᵀ: by panels from panel_min_rows rows of x on, where unpacking

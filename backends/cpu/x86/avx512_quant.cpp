@@ -422,8 +422,8 @@ void quantize_plain(const float* x, void* xq, int64_t M, int64_t K, int64_t m_be
 // sub-block sums are weighted by their integer scales in 32-bit lanes and converted to float once
 // per record, as the stored-layout kernels of simd/block_matmul.h do per row. x is rounded as Q8_K
 // (block_matmul::quantize_rows_k); the drivers are Q4_0x8's (x8_decode_pairs), over a QuantizedX
-// whose `blocks` counts super-blocks (kx8_view). Prefill (3 rows of x and more) unpacks each chunk
-// of weight rows into the stored blocks (the same bytes) and runs the stored type's panels.
+// whose `blocks` counts super-blocks (kx8_view). Prefill (3 rows of x and more) runs the stored
+// type's panels, packed from the records (Kx8Panels).
 
 // f(std::integral_constant<int, i>) for i = 0 .. N - 1, unrolled: the record steps below index
 // accumulators and pick shuffle masks by these, which GCC 12 left as run-time indices into stack
@@ -462,6 +462,52 @@ struct Kx8Vnni {
   static constexpr int kDecodePrefetchBytes = 3072;
   static constexpr int64_t kSegmentBlocks = kKx8SegmentBlocks;
 };
+
+// Prefill panels (block_matmul::PanelLayout) written straight from a record: a record's 4-byte
+// chunks of eight rows are already a panel's chunks of a row group (bytes 4c..4c+3 of each row,
+// row r at 4r), so a group's quants are copied (Q4_K's nibbles split, Q6_K's bits joined) without
+// the transpose the stored layout needs, and each row's scales and offsets are the stored type's
+// (Format::scales on the row's block fields), the same floats as from the stored rows.
+template <class Format>
+struct Kx8Panels {
+  using Layout = block_matmul::PanelLayout<BlockPanel, Format>;
+  static constexpr int kUnits = Format::kElements / Layout::kUnit;  // per super-block
+  // Chunk `chunk` of unit `unit` of row group `group` (eight rows, 32 bytes) in a super-block's
+  // unit records.
+  static void store(uint8_t* block_records, int unit, int chunk, int group, __m256i q) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(block_records + unit * Layout::kRecordBytes +
+                                                   chunk * Layout::kChunkBytes + group * 32),
+                        q);
+  }
+  // Row `r` of group `group`: its scale and offset per unit.
+  static void scales(uint8_t* block_records, int group, int r,
+                     const typename Format::Block& block) {
+    float scale[kUnits], offset[kUnits];
+    Format::scales(block, scale, offset);
+    for (int u = 0; u < kUnits; ++u) {
+      auto* at = reinterpret_cast<float*>(block_records + u * Layout::kRecordBytes +
+                                          Layout::kChunks * Layout::kChunkBytes);
+      at[group * 8 + r] = scale[u];
+      at[BlockPanel::kRows + group * 8 + r] = offset[u];
+    }
+  }
+};
+
+// Q6_K's quants of elements 4c.. of quarters 0..3 of a half, from one step of a Q6_Kx8 record
+// (ql chunks `low` and `high`, qh chunk `top`), unsigned 0..63.
+[[gnu::always_inline]] inline void q6_k_quarters(__m256i low, __m256i high, __m256i top,
+                                                 __m256i* q) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  q[0] = _mm256_or_si256(_mm256_and_si256(low, low4),
+                         _mm256_and_si256(_mm256_slli_epi16(top, 4), bits45));
+  q[1] = _mm256_or_si256(_mm256_and_si256(high, low4),
+                         _mm256_and_si256(_mm256_slli_epi16(top, 2), bits45));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(low, 4), low4),
+                         _mm256_and_si256(top, bits45));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(high, 4), low4),
+                         _mm256_and_si256(_mm256_srli_epi16(top, 2), bits45));
+}
 
 // Q4_K: sub-blocks 2p and 2p + 1 are the low and high nibbles of qs[32p ...]; value =
 // d·scale[s]·q - dmin·min[s]. x's sums per 32-block (kSumScale·Σ x_q, quantize_rows_k) weight the
@@ -522,6 +568,29 @@ struct Q4_Kx8Vnni : Kx8Vnni {
         _mm256_mul_ps(dmin, _mm256_set1_ps(-step / static_cast<float>(BlockQuants::kSumScale))),
         acc);
   }
+  // The record as row group `group` of a panel's unit records for its super-block (sub-block s is
+  // unit s).
+  static void pack_panel(const Record& w, uint8_t* block_records, int group) {
+    using Panels = Kx8Panels<block_matmul::Q4_KFormat<BlockQuants>>;
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    for (int p = 0; p < 4; ++p) {
+      for (int c = 0; c < 8; ++c) {
+        const __m256i packed =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 256 * p + 32 * c));
+        Panels::store(block_records, 2 * p, c, group, _mm256_and_si256(packed, low4));
+        Panels::store(block_records, 2 * p + 1, c, group,
+                      _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4));
+      }
+    }
+    for (int r = 0; r < 8; ++r) {
+      BlockQ4_K row;
+      row.d = w.d[r];
+      row.dmin = w.dmin[r];
+      for (int word = 0; word < 3; ++word)
+        std::memcpy(row.scales + 4 * word, w.scales + 32 * word + 4 * r, 4);
+      Panels::scales(block_records, group, r, row);
+    }
+  }
 };
 
 // Q6_K: quarter k of half h (elements 128h + 32k ..) is the low (k < 2) or high nibbles of
@@ -535,8 +604,6 @@ struct Q6_Kx8Vnni : Kx8Vnni {
                                                 __m256 acc) {
     const int8_t* x = x_row + b * kKQuantBlockSize;
     const int64_t at = (m * xq.blocks + b) * (kKQuantBlockSize / kBlock);
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i bits45 = _mm256_set1_epi8(0x30);
     __m256i sums = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       // Sums of the half's eight 16-element sub-blocks: 2k + (first or second 16 of quarter k).
@@ -547,14 +614,8 @@ struct Q6_Kx8Vnni : Kx8Vnni {
         const __m256i low = _mm256_loadu_si256(step);
         const __m256i high = _mm256_loadu_si256(step + 1);
         const __m256i top = _mm256_loadu_si256(step + 2);
-        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(low, low4),
-                                              _mm256_and_si256(_mm256_slli_epi16(top, 4), bits45)),
-                              _mm256_or_si256(_mm256_and_si256(high, low4),
-                                              _mm256_and_si256(_mm256_slli_epi16(top, 2), bits45)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(low, 4), low4),
-                                              _mm256_and_si256(top, bits45)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(high, 4), low4),
-                                              _mm256_and_si256(_mm256_srli_epi16(top, 2), bits45))};
+        __m256i q[4];
+        q6_k_quarters(low, high, top, q);
         unrolled<4>([&](auto k) __attribute__((always_inline)) {
           __m256i& into = part[2 * k + c / 4];
           into =
@@ -581,20 +642,40 @@ struct Q6_Kx8Vnni : Kx8Vnni {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(d, _mm256_set1_ps(xq.scale[at])),
                            acc);
   }
+  // The record as row group `group` of a panel's unit records for its super-block (16 units of
+  // 16 elements: elements 128h + 32k + 4c.. are chunk c % 4 of unit 8h + 2k + c / 4).
+  static void pack_panel(const Record& w, uint8_t* block_records, int group) {
+    using Panels = Kx8Panels<block_matmul::Q6_KFormat<BlockQuants>>;
+    for (int h = 0; h < 2; ++h) {
+      for (int c = 0; c < 8; ++c) {
+        const auto* step = reinterpret_cast<const __m256i*>(w.q + kQ6_Kx8StepBytes * (8 * h + c));
+        __m256i q[4];
+        q6_k_quarters(_mm256_loadu_si256(step), _mm256_loadu_si256(step + 1),
+                      _mm256_loadu_si256(step + 2), q);
+        for (int k = 0; k < 4; ++k)
+          Panels::store(block_records, 8 * h + 2 * k + c / 4, c % 4, group, q[k]);
+      }
+    }
+    for (int r = 0; r < 8; ++r) {
+      BlockQ6_K row;
+      row.d = w.d[r];
+      for (int j = 0; j < 16; ++j) row.scales[j] = w.scales[8 * j + r];
+      Panels::scales(block_records, group, r, row);
+    }
+  }
 };
 
 // Rows [n_begin, n_end) of y = x · Wᵀ over Q4_Kx8 or Q6_Kx8 weights (multiples of 8), x as
 // quantized for them. Up to panel_min_rows rows of x: each row of x in turn over a chunk of row
-// groups (which stays in L2 for the next row of x), as decode reads them. From there on: each
-// chunk of rows unpacked into the stored type's blocks and multiplied by its panels.
-template <class Kernel, class Format, class Unpack>
+// groups (which stays in L2 for the next row of x), as decode reads them. From there on: the
+// stored type's panels, packed from the records (Kernel::pack_panel).
+template <class Kernel, class Format>
 void kx8_matmul(const void* xq, const void* w, float* y, int64_t M, int64_t N, int64_t K,
-                int64_t n_begin, int64_t n_end, Unpack unpack_row) {
-  using Block = typename Format::Block;
+                int64_t n_begin, int64_t n_end) {
   const int64_t blocks = K / kKQuantBlockSize;
-  const size_t row_bytes = static_cast<size_t>(blocks) * sizeof(Block);
-  const int64_t chunk = (weight_chunk_rows<Avx512Int::kChunkBytes>(row_bytes) + 7) / 8 * 8;
   if (M < block_matmul::panel_min_rows<Format>()) {
+    const size_t row_bytes = static_cast<size_t>(blocks) * sizeof(typename Format::Block);
+    const int64_t chunk = (weight_chunk_rows<Avx512Int::kChunkBytes>(row_bytes) + 7) / 8 * 8;
     for (int64_t first = n_begin; first < n_end; first += chunk) {
       const int64_t rows = min_of(chunk, n_end - first);
       for (int64_t m = 0; m < M; ++m)
@@ -602,17 +683,26 @@ void kx8_matmul(const void* xq, const void* w, float* y, int64_t M, int64_t N, i
     }
     return;
   }
-  auto* stored =
-      static_cast<Block*>(scratch(Scratch::kStoredRows, static_cast<size_t>(chunk) * row_bytes));
-  const block_matmul::XRows x = block_matmul::view(xq, M, K);
-  for (int64_t first = n_begin; first < n_end; first += chunk) {
-    const int64_t rows = min_of(chunk, n_end - first);
-    for (int64_t r = 0; r < rows; ++r)
-      unpack_row(static_cast<const typename Kernel::Record*>(w), N, blocks, first + r,
-                 stored + r * blocks);
-    block_matmul::panel_matmul<BlockQuants, BlockPanel, Format>(x, stored, y + first, M, N, K, 0,
-                                                                rows);
-  }
+  using Layout = block_matmul::PanelLayout<BlockPanel, Format>;
+  constexpr int kUnits = Format::kElements / Layout::kUnit;
+  const auto* records = static_cast<const typename Kernel::Record*>(w);
+  const size_t panel_bytes = static_cast<size_t>(blocks) * kUnits * Layout::kRecordBytes;
+  // Weight rows [first, first + rows) into panels of BlockPanel::kRows rows at `out`; a last
+  // panel's missing group repeats the one before it (its outputs are never stored).
+  const auto pack = [&](int64_t first, int64_t rows, uint8_t* out) {
+    for (int64_t at = 0; at < rows; at += BlockPanel::kRows) {
+      uint8_t* panel = out + (at / BlockPanel::kRows) * panel_bytes;
+      for (int group = 0; group < BlockPanel::kRows / 8; ++group) {
+        const int64_t g = (first + min_of(at + 8 * group, rows - 8)) / 8;
+        for (int64_t b = 0; b < blocks; ++b) {
+          Kernel::pack_panel(records[x8_record_index(N / 8, blocks, kKx8SegmentBlocks, g, b)],
+                             panel + b * kUnits * Layout::kRecordBytes, group);
+        }
+      }
+    }
+  };
+  block_matmul::panel_matmul_packed<BlockQuants, BlockPanel, Format>(
+      block_matmul::view(xq, M, K), pack, y, M, N, K, n_begin, n_end);
 }
 
 // The names simd/entry_points.h instantiates the quantized matmuls with.
@@ -647,14 +737,12 @@ void quantize_x_k16__avx512(const float* x, void* xq, int64_t M, int64_t K, int6
 
 void q4_kx8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
                               int64_t K, int64_t n_begin, int64_t n_end) {
-  kx8_matmul<Q4_Kx8Vnni, block_matmul::Q4_KFormat<BlockQuants>>(xq, w, y, M, N, K, n_begin, n_end,
-                                                                unpack_row_q4_k_x8);
+  kx8_matmul<Q4_Kx8Vnni, block_matmul::Q4_KFormat<BlockQuants>>(xq, w, y, M, N, K, n_begin, n_end);
 }
 
 void q6_kx8_matmul_xq__avx512(const void* xq, const void* w, float* y, int64_t M, int64_t N,
                               int64_t K, int64_t n_begin, int64_t n_end) {
-  kx8_matmul<Q6_Kx8Vnni, block_matmul::Q6_KFormat<BlockQuants>>(xq, w, y, M, N, K, n_begin, n_end,
-                                                                unpack_row_q6_k_x8);
+  kx8_matmul<Q6_Kx8Vnni, block_matmul::Q6_KFormat<BlockQuants>>(xq, w, y, M, N, K, n_begin, n_end);
 }
 
 void q4_kx8_matmul__avx512(const float* x, const void* w, float* y, int64_t M, int64_t N, int64_t K,
