@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds edgelm in build/ (Release, tests on) and runs the whole ctest suite
-# in parallel, including the OpenCL backend's tests on PoCL. Extra arguments go to ctest (e.g.
-# -R parity). Set EDGELM_SANITIZE=ON to build with AddressSanitizer + UBSan in build-asan/ instead
-# (where, without extra arguments, the op parity matrix runs as one process per CPU),
+# in parallel, including the OpenCL backend's tests on PoCL; without extra arguments the op parity
+# matrix runs as one process per CPU beside it. Extra arguments go to ctest instead (e.g.
+# -R parity). Set EDGELM_SANITIZE=ON to build with AddressSanitizer + UBSan in build-asan/ instead,
 # or EDGELM_SANITIZE=thread for ThreadSanitizer in build-tsan/: the library without OpenCL (PoCL's
 # own threads are not instrumented) and the test programs that run threads (the thread pool, the
 # zero-allocation test, the model, KV cache and eviction tests), each run whole; extra arguments
@@ -39,6 +39,13 @@ else
   # is an error here, not a test that silently drops out.
   options+=(-DEDGELM_MICRO_BENCH=ON)
 fi
+if [ "$sanitize" != OFF ]; then
+  # The sanitized builds at -O1 with line tables only, the level the sanitizers' own documentation
+  # suggests: reports keep their file and line, and against RelWithDebInfo's -O2 -g GCC compiles a
+  # file in about half the CPU time, Clang in 0.86 of it (docs/testing.md, CI time).
+  options+=("-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+fi
 jobs=$(nproc)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DEDGELM_SANITIZE="$sanitize" \
   -DEDGELM_BUILD_TESTS=ON "${options[@]}"
@@ -69,14 +76,14 @@ cmake --build "$build_dir" -j "$jobs"
 # PoCL is installed above, so an OpenCL device must be found: the OpenCL tests fail instead of
 # skipping when it is not (a broken ICD must not pass silently).
 export EDGELM_REQUIRE_OPENCL=1
-if [ "$sanitize" != ON ] || [ $# -gt 0 ]; then
+if [ $# -gt 0 ]; then
   ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"
   exit
 fi
-# Under the sanitizers, starting a process (shadow memory, PoCL's platform) costs more than most
-# parity cases: ctest's one process per case took six times the CPU of the cases themselves
-# (docs/testing.md, CI time). So the op parity matrix, most of the suite, runs in test_op_parity
-# processes, one gtest shard per CPU, and everything else through ctest.
+# Starting a test process costs more than most parity cases: ctest's one process per case took 20
+# times the CPU of the cases themselves in Release, six times under the sanitizers (docs/testing.md,
+# CI time). So the op parity matrix, most of the suite, runs in test_op_parity processes, one gtest
+# shard per CPU, and everything else through ctest (which still lists every case: ctest -R OpParity).
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" -E 'OpParity'
 parity_failed=0
 for ((shard = 0; shard < jobs; ++shard)); do
